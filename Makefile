@@ -1,0 +1,31 @@
+# The one test command is `make test` (README, .ci/run).
+GO ?= go
+FUZZTIME ?= 10s
+
+.PHONY: test redis lint unit runtime-test fuzz generate check-generated stress bench
+
+test: redis lint check-generated unit runtime-test fuzz
+
+redis:
+	@./.ci/ensure-redis
+
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+# Everything but the runtime (which runs under the race detector below).
+unit:
+	$(GO) test $$($(GO) list ./... | grep -v '/runtime')
+
+runtime-test:
+	$(GO) test -race ./runtime/...
+
+fuzz:
+	$(GO) test ./annotations -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+
+generate:
+	$(GO) generate ./...
+
+check-generated:
+	$(GO) run ./cmd/seqgen -check ./...

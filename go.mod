@@ -1,0 +1,3 @@
+module github.com/seqby/seqby
+
+go 1.26.0

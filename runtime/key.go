@@ -1,0 +1,97 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// DefaultBackfillSuffix is the name of a partition's backfill lane
+// ({category}:{key}:backfill) unless the engine is configured otherwise.
+// Generated PartitionKey methods check keys against this default; the
+// publisher checks again against the suffix it is configured with.
+const DefaultBackfillSuffix = "backfill"
+
+// DLQSuffix is the reserved dead-letter lane token ({category}:{key}:dlq).
+const DLQSuffix = "dlq"
+
+// ErrInvalidKey matches every key-rule violation. Branch on it to tell a bad
+// key (the caller's data is wrong; retrying will not help) from a Redis
+// failure.
+var ErrInvalidKey = errors.New("invalid partition key")
+
+// The individual key rules. Each *KeyError matches ErrInvalidKey and exactly
+// one of these.
+var (
+	// ErrNullKey: the key field is a nil pointer.
+	ErrNullKey = errors.New("key is null (nil pointer)")
+	// ErrEmptyKey: the key is the empty string.
+	ErrEmptyKey = errors.New("key is empty")
+	// ErrKeyColon: the key contains ':', which would make the stream name
+	// {category}:{key} ambiguous with its lanes.
+	ErrKeyColon = errors.New("key contains ':'")
+	// ErrReservedKey: the key equals a lane token (dlq or the backfill suffix).
+	ErrReservedKey = errors.New("key is a reserved lane token")
+	// ErrSentinelKey: the key has the __name__ form reserved for seqby's own
+	// keys such as {category}:__partitions__.
+	ErrSentinelKey = errors.New("key has the reserved __name__ form")
+)
+
+// KeyError reports a partition key that breaks one of the key rules.
+type KeyError struct {
+	Category string // stream category of the message
+	Field    string // key field the value was read from
+	Value    string // the rejected value ("" for a null key)
+	Rule     error  // one of ErrNullKey, ErrEmptyKey, ErrKeyColon, ErrReservedKey, ErrSentinelKey
+}
+
+func (e *KeyError) Error() string {
+	where := "partition key"
+	if e.Category != "" {
+		where = fmt.Sprintf("partition key %s of category %q", e.Field, e.Category)
+	}
+	switch e.Rule {
+	case ErrNullKey, ErrEmptyKey:
+		return fmt.Sprintf("%s: %v; set the field before publishing", where, e.Rule)
+	default:
+		return fmt.Sprintf("%s: value %q rejected: %v; keys must be plain entity ids (no ':', not %q, %q or __name__)",
+			where, e.Value, e.Rule, DLQSuffix, DefaultBackfillSuffix)
+	}
+}
+
+// Unwrap lets errors.Is match both ErrInvalidKey and the specific rule.
+func (e *KeyError) Unwrap() []error { return []error{ErrInvalidKey, e.Rule} }
+
+// CheckKey applies the key rules with the default backfill suffix.
+// It returns nil or a *KeyError; category and field only label the error.
+func CheckKey(category, field, value string) error {
+	return CheckKeySuffix(category, field, value, DefaultBackfillSuffix)
+}
+
+// CheckKeySuffix applies the key rules with a configured backfill suffix.
+func CheckKeySuffix(category, field, value, backfillSuffix string) error {
+	var rule error
+	switch {
+	case value == "":
+		rule = ErrEmptyKey
+	case strings.Contains(value, ":"):
+		rule = ErrKeyColon
+	case value == DLQSuffix || value == backfillSuffix:
+		rule = ErrReservedKey
+	case IsSentinel(value):
+		rule = ErrSentinelKey
+	default:
+		return nil
+	}
+	return &KeyError{Category: category, Field: field, Value: value, Rule: rule}
+}
+
+// NullKey returns the error for a nil key pointer.
+func NullKey(category, field string) error {
+	return &KeyError{Category: category, Field: field, Rule: ErrNullKey}
+}
+
+// IsSentinel reports whether s has the reserved form ^__.+__$.
+func IsSentinel(s string) bool {
+	return len(s) > 4 && strings.HasPrefix(s, "__") && strings.HasSuffix(s, "__")
+}

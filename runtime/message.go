@@ -1,0 +1,32 @@
+package runtime
+
+import "encoding/json"
+
+// Message is an event or command. seqgen writes StreamCategory for every
+// type marked //seqby:event=CATEGORY or //seqby:command=CATEGORY.
+type Message interface {
+	StreamCategory() string
+}
+
+// Partitioned is a message of a partitioned category. seqgen writes
+// PartitionKey for every message type in such a category: it reads the key
+// field directly, converts it to a string and applies the key rules, so a
+// bad value fails with a *KeyError before anything is written.
+type Partitioned interface {
+	Message
+	PartitionKey() (string, error)
+}
+
+// Codec turns messages into stream payloads and back.
+type Codec interface {
+	Marshal(v any) ([]byte, error)
+	Unmarshal(data []byte, v any) error
+}
+
+// JSON is the default Codec (encoding/json).
+var JSON Codec = jsonCodec{}
+
+type jsonCodec struct{}
+
+func (jsonCodec) Marshal(v any) ([]byte, error)      { return json.Marshal(v) }
+func (jsonCodec) Unmarshal(data []byte, v any) error { return json.Unmarshal(data, v) }

@@ -1,0 +1,97 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+)
+
+// SupportPackageIsVersion1 is referenced by code seqgen writes. If a newer
+// seqgen needs a newer runtime, its output names SupportPackageIsVersion2 and
+// stops compiling against this runtime instead of misbehaving at run time.
+const SupportPackageIsVersion1 = true
+
+// Kind says what a Registration registers.
+type Kind uint8
+
+// The kinds of registration seqgen writes.
+const (
+	EventHandler   Kind = iota + 1 // //seqby:handler
+	CommandHandler                 // //seqby:commandhandler
+	ProcessManager                 // //seqby:pm
+)
+
+func (k Kind) String() string {
+	switch k {
+	case EventHandler:
+		return "handler"
+	case CommandHandler:
+		return "command handler"
+	case ProcessManager:
+		return "process manager"
+	}
+	return fmt.Sprintf("Kind(%d)", k)
+}
+
+// Registration is what seqgen writes for one handler, command handler or
+// process manager (the SeqbyRegistration method), and what an engine or the
+// inline broker consumes. Hand-written values are allowed; the engine checks
+// them again at registration.
+type Registration struct {
+	// Name identifies the handler: "import/path.Type". It names the
+	// consumer group, so renaming a handler starts a new group.
+	Name string
+	// Kind of handler.
+	Kind Kind
+	// Key is the field a keyed handler or command handler is sequential by
+	// (//seqby:key=FIELD), "" when it is not keyed. Always "" for a pm.
+	Key string
+	// Sequential is set for a keyed handler and for a pm marked
+	// //seqby:sequential: its messages are processed one at a time per key
+	// (per correlation value for a pm).
+	Sequential bool
+	// Routes lists the handled message types, sorted by category then type.
+	Routes []Route
+	// NewState returns a pointer to a new zero pm value (pm only). The
+	// engine loads the pm's state into it before a handle method and saves
+	// it after.
+	NewState func() any
+}
+
+// Route is one handled message type of a Registration.
+type Route struct {
+	// Category is the message type's stream category.
+	Category string
+	// Type is the message type's wire name (its Go type name), written in
+	// each stream entry and used to pick the Route when decoding.
+	Type string
+	// PartitionField is the field that partitions Category ("" when the
+	// category is not partitioned). The same for every Route of a category.
+	PartitionField string
+	// CorrelateField is the pm's //seqby:correlate field (pm only).
+	CorrelateField string
+	// Decode turns a payload into the message type.
+	Decode func(c Codec, payload []byte) (Message, error)
+	// PartitionKey reads the partition key of a decoded message (nil when
+	// the category is not partitioned).
+	PartitionKey func(m Message) (string, error)
+	// Correlate reads the correlation value of a decoded message (pm only).
+	Correlate func(m Message) (string, error)
+	// Invoke calls the handle method. state is the value NewState made
+	// (pm only; nil otherwise). m must be what Decode returned.
+	Invoke func(ctx context.Context, state any, m Message) error
+}
+
+type correlationKey struct{}
+
+// WithCorrelation returns ctx carrying a pm's correlation value.
+func WithCorrelation(ctx context.Context, value string) context.Context {
+	return context.WithValue(ctx, correlationKey{}, value)
+}
+
+// Correlation returns the correlation value of the pm instance being
+// handled, as the engine and inline broker put it in a handle method's
+// context.
+func Correlation(ctx context.Context) (string, bool) {
+	v, ok := ctx.Value(correlationKey{}).(string)
+	return v, ok
+}
