@@ -1,0 +1,58 @@
+package annotations
+
+import (
+	"fmt"
+	"strings"
+	"unicode"
+)
+
+// Prefix starts every marker line.
+const Prefix = "//seqby:"
+
+// Marker is one parsed marker line.
+type Marker struct {
+	Name     string // e.g. "key"
+	Value    string // the text after '=', "" when there is none
+	HasValue bool   // whether '=' was present
+	Offset   int    // byte offset of the line's "//" within the source it came from
+}
+
+func (m Marker) String() string {
+	if m.HasValue {
+		return Prefix + m.Name + "=" + m.Value
+	}
+	return Prefix + m.Name
+}
+
+// IsMarker reports whether a raw comment line is a marker line. Lines such
+// as "// seqby:key" (with a space) are ordinary comments.
+func IsMarker(line string) bool { return strings.HasPrefix(line, Prefix) }
+
+// Parse parses a raw comment line (as in ast.Comment.Text, starting with
+// "//"). ok is false when the line is not a marker line at all. err reports
+// a malformed marker: no name, or a name that is not an identifier. Whether
+// the name is known and the value fits is decided by Check.
+func Parse(line string) (m Marker, ok bool, err error) {
+	if !IsMarker(line) {
+		return Marker{}, false, nil
+	}
+	body := strings.TrimRightFunc(line[len(Prefix):], unicode.IsSpace)
+	name, value, hasValue := strings.Cut(body, "=")
+	m = Marker{Name: name, Value: value, HasValue: hasValue}
+	switch {
+	case name == "":
+		return m, true, fmt.Errorf("marker %q has no name; write %sNAME or %sNAME=VALUE", line, Prefix, Prefix)
+	case !isIdent(name):
+		return m, true, fmt.Errorf("marker %q: name %q is not a word; write %sNAME or %sNAME=VALUE with no spaces around '='", line, name, Prefix, Prefix)
+	}
+	return m, true, nil
+}
+
+func isIdent(s string) bool {
+	for _, r := range s {
+		if !(r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r)) {
+			return false
+		}
+	}
+	return s != ""
+}
