@@ -95,3 +95,23 @@ func NullKey(category, field string) error {
 func IsSentinel(s string) bool {
 	return len(s) > 4 && strings.HasPrefix(s, "__") && strings.HasSuffix(s, "__")
 }
+
+// Key applies the key rules to a partition key read from a message and
+// returns it. Generated PartitionKey methods end in a call to Key.
+func Key(category, field, value string) (string, error) {
+	if err := CheckKey(category, field, value); err != nil {
+		return "", err
+	}
+	return value, nil
+}
+
+// CorrelationValue checks the correlation value of a pm that is not
+// sequential: only an empty value is refused, since it names no instance.
+// (A sequential pm's correlation value is its partition key and goes
+// through Key.)
+func CorrelationValue(category, field, value string) (string, error) {
+	if value == "" {
+		return "", &KeyError{Category: category, Field: field, Rule: ErrEmptyKey}
+	}
+	return value, nil
+}

@@ -64,10 +64,13 @@ type Route struct {
 	// Type is the message type's wire name (its Go type name), written in
 	// each stream entry and used to pick the Route when decoding.
 	Type string
-	// PartitionField is the field that partitions Category ("" when the
-	// category is not partitioned). The same for every Route of a category.
+	// PartitionField is the JSON name of the field that partitions
+	// Category ("" when the category is not partitioned). seqgen writes the
+	// same value on every Route of a category, so an engine can compare it
+	// across registrations to enforce one key per category.
 	PartitionField string
-	// CorrelateField is the pm's //seqby:correlate field (pm only).
+	// CorrelateField is the JSON name of the pm's //seqby:correlate field
+	// on this message type (pm only).
 	CorrelateField string
 	// Decode turns a payload into the message type.
 	Decode func(c Codec, payload []byte) (Message, error)
