@@ -1,0 +1,35 @@
+package runtime
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"reflect"
+)
+
+// Field names of a stream entry written by the Publisher.
+const (
+	FieldType        = "type"         // message type wire name (Route.Type)
+	FieldID          = "id"           // message id, unique per Publish
+	FieldPayload     = "payload"      // Codec-encoded message
+	FieldPublishedAt = "published_at" // RFC 3339 with nanoseconds, UTC
+)
+
+// TypeName is a message's wire name: its Go type name (pointer stripped),
+// the value seqgen writes in Route.Type.
+func TypeName(m Message) string {
+	t := reflect.TypeOf(m)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return ""
+	}
+	return t.Name()
+}
+
+// newMessageID returns 128 random bits in hex.
+func newMessageID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,83 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Entry is one stream entry read under a lease.
+type Entry struct {
+	Stream string            // lane the entry was read from
+	ID     string            // stream entry id
+	Fields map[string]string // nil when the entry was deleted while pending
+}
+
+// FencedRead reads the next entry for the lease's consumer (its token) in
+// group: its own pending entries first, then new ones, lane by lane in the
+// given order. ok is false when every lane is drained. It fails with
+// ErrFenced when the lease no longer holds this token. It never blocks:
+// Redis forbids XREADGROUP BLOCK inside a script.
+func FencedRead(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string) (e Entry, ok bool, err error) {
+	keys := append([]string{l.Ref.Key}, lanes...)
+	res, err := scriptRead.Run(ctx, c, keys, l.Token(), group, 1).Slice()
+	if err != nil {
+		return Entry{}, false, fmt.Errorf("fenced read of %v: %w", lanes, fenced(err, l))
+	}
+	lane, _ := res[0].(int64)
+	if lane == 0 {
+		return Entry{}, false, nil
+	}
+	if lane < 1 || int(lane) > len(lanes) || len(res) < 2 {
+		return Entry{}, false, fmt.Errorf("fenced read of %v: unexpected reply %v", lanes, res)
+	}
+	entries, _ := res[1].([]any)
+	if len(entries) == 0 {
+		return Entry{}, false, fmt.Errorf("fenced read of %v: unexpected reply %v", lanes, res)
+	}
+	e, err = parseEntry(entries[0])
+	e.Stream = lanes[lane-1]
+	return e, err == nil, err
+}
+
+// FencedAck acks id on stream in group if the lease still holds its token.
+func FencedAck(ctx context.Context, c redis.UniversalClient, l Lease, group, stream, id string) error {
+	if err := scriptAck.Run(ctx, c, []string{l.Ref.Key, stream}, l.Token(), group, id).Err(); err != nil {
+		return fmt.Errorf("fenced ack of %s %s: %w", stream, id, fenced(err, l))
+	}
+	return nil
+}
+
+// Reclaim moves every pending entry of group on the lanes to the lease's
+// consumer (XAUTOCLAIM), so a new owner applies its predecessors' in-flight
+// entries first, in stream order, and deletes the emptied consumers of past
+// generations. It creates the groups (from id 0) where missing.
+func Reclaim(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string) (int64, error) {
+	keys := append([]string{l.Ref.Key}, lanes...)
+	n, err := scriptReclaim.Run(ctx, c, keys, l.Token(), group).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("reclaim %v: %w", lanes, fenced(err, l))
+	}
+	return n, nil
+}
+
+func parseEntry(v any) (Entry, error) {
+	pair, _ := v.([]any)
+	if len(pair) != 2 {
+		return Entry{}, fmt.Errorf("unexpected stream entry %v", v)
+	}
+	id, _ := pair[0].(string)
+	e := Entry{ID: id}
+	kv, _ := pair[1].([]any)
+	if pair[1] == nil {
+		return e, nil
+	}
+	e.Fields = make(map[string]string, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		k, _ := kv[i].(string)
+		val, _ := kv[i+1].(string)
+		e.Fields[k] = val
+	}
+	return e, nil
+}

@@ -1,0 +1,119 @@
+package runtime
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestFencedReadAndAck(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	stream, group := "order:a", "h"
+	for _, v := range []string{"1", "2"} {
+		c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"v", v}})
+	}
+	ref := PartitionLease(stream, group)
+	l1, err := AcquireLease(ctx, c, ref, "p1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Reclaim(ctx, c, l1, group, []string{stream}); err != nil {
+		t.Fatal(err)
+	}
+	e, ok, err := FencedRead(ctx, c, l1, group, []string{stream})
+	if err != nil || !ok || e.Fields["v"] != "1" {
+		t.Fatalf("first read: %+v %v %v", e, ok, err)
+	}
+	// Unacked, the same head is read again (own PEL before new entries).
+	again, _, _ := FencedRead(ctx, c, l1, group, []string{stream})
+	if again.ID != e.ID {
+		t.Fatalf("re-read gave %s, want pending head %s", again.ID, e.ID)
+	}
+
+	// The lease moves on: l1 is stale on read and on ack.
+	c.Del(ctx, ref.Key)
+	l2, err := AcquireLease(ctx, c, ref, "p2", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := FencedRead(ctx, c, l1, group, []string{stream}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("stale read: %v, want ErrFenced", err)
+	}
+	if err := FencedAck(ctx, c, l1, group, stream, e.ID); !errors.Is(err, ErrFenced) {
+		t.Fatalf("stale ack: %v, want ErrFenced", err)
+	}
+	if n := c.XPending(ctx, stream, group).Val().Count; n != 1 {
+		t.Fatalf("stale ack changed the PEL: %d pending", n)
+	}
+
+	// Reclaim moves the pending head to the new owner and forgets p1:1.
+	moved, err := Reclaim(ctx, c, l2, group, []string{stream})
+	if err != nil || moved != 1 {
+		t.Fatalf("reclaim: %d %v", moved, err)
+	}
+	pend := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: "-", End: "+", Count: 10}).Val()
+	if len(pend) != 1 || pend[0].Consumer != l2.Token() || pend[0].ID != e.ID {
+		t.Fatalf("pending after reclaim: %+v", pend)
+	}
+	for _, cons := range c.XInfoConsumers(ctx, stream, group).Val() {
+		if cons.Name == l1.Token() {
+			t.Fatalf("past generation consumer %s still in the group", cons.Name)
+		}
+	}
+	got, ok, err := FencedRead(ctx, c, l2, group, []string{stream})
+	if err != nil || !ok || got.ID != e.ID {
+		t.Fatalf("new owner read %+v %v %v, want reclaimed head first", got, ok, err)
+	}
+	if err := FencedAck(ctx, c, l2, group, stream, got.ID); err != nil {
+		t.Fatal(err)
+	}
+	next, ok, _ := FencedRead(ctx, c, l2, group, []string{stream})
+	if !ok || next.Fields["v"] != "2" {
+		t.Fatalf("after ack read %+v, want entry 2", next)
+	}
+	FencedAck(ctx, c, l2, group, stream, next.ID)
+	if _, ok, err := FencedRead(ctx, c, l2, group, []string{stream}); ok || err != nil {
+		t.Fatalf("drained stream read ok=%v err=%v", ok, err)
+	}
+}
+
+func TestFencedReadBackfillAfterPrimary(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	primary, backfill, group := "order:a", "order:a:backfill", "h"
+	c.XAdd(ctx, &redis.XAddArgs{Stream: backfill, Values: []any{"v", "old"}})
+	c.XAdd(ctx, &redis.XAddArgs{Stream: primary, Values: []any{"v", "new"}})
+	l, _ := AcquireLease(ctx, c, PartitionLease(primary, group), "p1", time.Minute)
+	lanes := []string{primary, backfill}
+	Reclaim(ctx, c, l, group, lanes)
+	var got []string
+	for {
+		e, ok, err := FencedRead(ctx, c, l, group, lanes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		got = append(got, e.Stream+"="+e.Fields["v"])
+		if err := FencedAck(ctx, c, l, group, e.Stream, e.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"order:a=new", "order:a:backfill=old"}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("read %v, want %v", got, want)
+	}
+}
+
+func TestFencedReadMissingLanes(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	l, _ := AcquireLease(ctx, c, PartitionLease("order:none", "h"), "p1", time.Minute)
+	if n, err := Reclaim(ctx, c, l, "h", []string{"order:none", "order:none:backfill"}); err != nil || n != 0 {
+		t.Fatalf("reclaim of missing streams: %d %v", n, err)
+	}
+	if _, ok, err := FencedRead(ctx, c, l, "h", []string{"order:none", "order:none:backfill"}); ok || err != nil {
+		t.Fatalf("read of missing streams: %v %v", ok, err)
+	}
+}

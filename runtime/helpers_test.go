@@ -1,0 +1,92 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/internal/redistest"
+)
+
+// newRedis starts a private redis-server for the test and returns a client.
+func newRedis(t *testing.T) *redis.Client {
+	t.Helper()
+	s := redistest.New(t)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// eventually polls cond until it holds or the deadline passes: tests wait
+// on state, never on sleeps.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// testEvent is a message of the partitioned category "order".
+type testEvent struct {
+	Client string `json:"client"`
+	Seq    int    `json:"seq"`
+	Poison bool   `json:"poison,omitempty"`
+}
+
+func (*testEvent) StreamCategory() string { return "order" }
+func (e *testEvent) PartitionKey() (string, error) {
+	return e.Client, CheckKey("order", "Client", e.Client)
+}
+
+// testNote is a message of the unpartitioned category "note".
+type testNote struct {
+	Text string `json:"text"`
+}
+
+func (*testNote) StreamCategory() string { return "note" }
+
+var errPoison = errors.New("poison")
+
+// orderRoute builds a Route for testEvent calling fn.
+func orderRoute(field string, fn func(ctx context.Context, e *testEvent) error) Route {
+	r := Route{
+		Category: "order",
+		Type:     "testEvent",
+		Decode: func(c Codec, p []byte) (Message, error) {
+			var e testEvent
+			if err := c.Unmarshal(p, &e); err != nil {
+				return nil, err
+			}
+			return &e, nil
+		},
+		Invoke: func(ctx context.Context, _ any, m Message) error { return fn(ctx, m.(*testEvent)) },
+	}
+	if field != "" {
+		r.PartitionField = field
+		r.PartitionKey = func(m Message) (string, error) { return m.(*testEvent).PartitionKey() }
+	}
+	return r
+}
+
+// keyedHandler is a Registration sequential by Client on "order".
+func keyedHandler(name string, fn func(ctx context.Context, e *testEvent) error) Registration {
+	return Registration{Name: name, Kind: EventHandler, Key: "Client", Sequential: true,
+		Routes: []Route{orderRoute("Client", fn)}}
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func ev(client string, seq int) *testEvent { return &testEvent{Client: client, Seq: seq} }
+
+func seqKey(client string, seq int) string { return fmt.Sprintf("%s/%d", client, seq) }

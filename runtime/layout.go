@@ -1,0 +1,41 @@
+package runtime
+
+// The Redis key layout. Every name is built here and nowhere else, so the
+// layout documented in docs/runtime.md has one source.
+//
+// A partition's own keys (lease, generation counter) are written
+// "{<stream>}:__name__:<group>": the hash tag is the whole flat stream name,
+// so they share the stream's Redis Cluster slot (a key without braces hashes
+// as a whole, and only the first {...} of a key counts).
+
+// PartitionStream is the stream of one key of a partitioned category:
+// "{category}:{key}".
+func PartitionStream(category, key string) string { return category + ":" + key }
+
+// BackfillStream is a partition's backfill lane: "{category}:{key}:{suffix}".
+func BackfillStream(category, key, suffix string) string {
+	return category + ":" + key + ":" + suffix
+}
+
+// IndexKey is the set of a partitioned category's keys:
+// "{category}:__partitions__".
+func IndexKey(category string) string { return category + ":__partitions__" }
+
+// SignalKey is the category's wake-up stream: the publish script appends
+// the key of every partition it writes to, so idle consumers block on one
+// stream per category instead of polling partitions.
+func SignalKey(category string) string { return category + ":__signal__" }
+
+// LeaseKey holds "{owner_id}:{generation}" while a consumer group's
+// partition is owned: "{<stream>}:__lease__:<group>".
+func LeaseKey(stream, group string) string { return "{" + stream + "}:__lease__:" + group }
+
+// GenerationKey is the counter a fresh lease takes its generation from. It
+// is never deleted with the lease, so generations never go backwards:
+// "{<stream>}:__gen__:<group>".
+func GenerationKey(stream, group string) string { return "{" + stream + "}:__gen__:" + group }
+
+// MembersKey is the sorted set of live engine instances consuming for
+// group, scored by their last heartbeat (Redis time, ms):
+// "seqby:__members__:<group>".
+func MembersKey(group string) string { return "seqby:__members__:" + group }

@@ -1,0 +1,123 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// PublisherOptions configure a Publisher. The zero value is ready to use.
+type PublisherOptions struct {
+	// Codec encodes payloads. Default JSON.
+	Codec Codec
+	// BackfillSuffix names the backfill lane and is a reserved key.
+	// Default DefaultBackfillSuffix ("backfill"); must match the engines'.
+	BackfillSuffix string
+	// SignalMaxLen caps each category's wake-up stream (approximate
+	// trimming). Default 10000.
+	SignalMaxLen int64
+}
+
+// Publisher writes messages to their streams.
+type Publisher struct {
+	c    redis.UniversalClient
+	opts PublisherOptions
+}
+
+// NewPublisher returns a Publisher writing through c.
+func NewPublisher(c redis.UniversalClient, opts PublisherOptions) *Publisher {
+	if opts.Codec == nil {
+		opts.Codec = JSON
+	}
+	if opts.BackfillSuffix == "" {
+		opts.BackfillSuffix = DefaultBackfillSuffix
+	}
+	if opts.SignalMaxLen <= 0 {
+		opts.SignalMaxLen = 10000
+	}
+	return &Publisher{c: c, opts: opts}
+}
+
+// PublishOption changes how one message is published.
+type PublishOption func(*publishConfig)
+
+type publishConfig struct{ backfill bool }
+
+// AsBackfill publishes to the partition's backfill lane
+// ({category}:{key}:{suffix}), which its owner reads after the primary
+// stream is drained. It is ignored for unpartitioned categories.
+func AsBackfill() PublishOption { return func(c *publishConfig) { c.backfill = true } }
+
+// ErrPublish matches failures to publish other than a bad key
+// (ErrInvalidKey) or a bad message.
+var ErrPublish = errors.New("publish failed")
+
+// Publish validates msg's partition key, encodes it and writes it. A
+// Partitioned message goes to {category}:{key} (or its backfill lane) and
+// its key is recorded in {category}:__partitions__ in the same atomic
+// script; any other message goes to {category}. A bad key fails with a
+// *KeyError (errors.Is ErrInvalidKey) before anything is written.
+func (p *Publisher) Publish(ctx context.Context, msg Message, opts ...PublishOption) error {
+	var cfg publishConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if msg == nil {
+		return fmt.Errorf("publish: nil message: %w", ErrPublish)
+	}
+	category := msg.StreamCategory()
+	if category == "" {
+		return fmt.Errorf("publish %s: empty stream category: %w", TypeName(msg), ErrPublish)
+	}
+	key, partitioned, err := partitionKey(msg, p.opts.BackfillSuffix)
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", TypeName(msg), err)
+	}
+	payload, err := p.opts.Codec.Marshal(msg)
+	if err != nil {
+		return fmt.Errorf("publish %s: encode payload: %w", TypeName(msg), err)
+	}
+	fields := []any{
+		FieldType, TypeName(msg),
+		FieldID, newMessageID(),
+		FieldPayload, payload,
+		FieldPublishedAt, time.Now().UTC().Format(time.RFC3339Nano),
+	}
+	if !partitioned {
+		err = p.c.XAdd(ctx, &redis.XAddArgs{Stream: category, Values: fields}).Err()
+		if err != nil {
+			return fmt.Errorf("publish %s to %s: %w: %w", TypeName(msg), category, ErrPublish, err)
+		}
+		return nil
+	}
+	stream := PartitionStream(category, key)
+	if cfg.backfill {
+		stream = BackfillStream(category, key, p.opts.BackfillSuffix)
+	}
+	args := append([]any{key, p.opts.SignalMaxLen}, fields...)
+	err = scriptPublish.Run(ctx, p.c, []string{stream, IndexKey(category), SignalKey(category)}, args...).Err()
+	if err != nil {
+		return fmt.Errorf("publish %s to %s: %w: %w", TypeName(msg), stream, ErrPublish, err)
+	}
+	return nil
+}
+
+// partitionKey reads and re-checks a Partitioned message's key against the
+// configured backfill suffix (generated code checks against the default).
+func partitionKey(msg Message, suffix string) (key string, partitioned bool, err error) {
+	pm, ok := msg.(Partitioned)
+	if !ok {
+		return "", false, nil
+	}
+	key, err = pm.PartitionKey()
+	if err != nil {
+		return "", true, err
+	}
+	if err := CheckKeySuffix(msg.StreamCategory(), "key", key, suffix); err != nil {
+		return "", true, err
+	}
+	return key, true, nil
+}
