@@ -1,0 +1,117 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strings"
+
+	"github.com/seqby/seqby/annotations"
+	"github.com/seqby/seqby/generator"
+)
+
+const modulePath = "github.com/seqby/seqby"
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("seqgen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	check := fs.Bool("check", false, "write nothing; print a diff of every stale, missing or obsolete "+generator.GenFile+" and exit 1 if there is any")
+	version := fs.Bool("version", false, "print seqgen's version and exit")
+	fs.Usage = func() { usage(fs, stdout) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if *version {
+		fmt.Fprintln(stdout, "seqgen", moduleVersion())
+		return 0
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintln(stderr, "seqgen:", err)
+		return 2
+	}
+	res, err := generator.Generate(generator.Config{Dir: dir, Patterns: fs.Args()})
+	var errs generator.Errors
+	var lerr *generator.LoadError
+	switch {
+	case errors.As(err, &errs):
+		fmt.Fprintln(stderr, errs.Format(dir))
+		return 1
+	case errors.As(err, &lerr):
+		fmt.Fprintln(stderr, lerr)
+		return 2
+	case err != nil:
+		fmt.Fprintln(stderr, err)
+		return 2
+	}
+	if *check {
+		d := res.Diff(dir)
+		if len(d) == 0 {
+			return 0
+		}
+		stdout.Write(d)
+		fmt.Fprintf(stderr, "seqgen: %d generated file(s) out of date; run go generate ./...\n", len(res.Stale()))
+		return 1
+	}
+	if err := res.Write(); err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// moduleVersion is seqgen's own module version. Under "go tool" the main
+// module is the user's, so seqgen's module is found among the dependencies.
+func moduleVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	if bi.Main.Path == modulePath {
+		return bi.Main.Version
+	}
+	for _, d := range bi.Deps {
+		if d.Path == modulePath {
+			if d.Replace != nil && d.Replace.Version != "" {
+				return d.Replace.Version
+			}
+			return d.Version
+		}
+	}
+	return "(devel)"
+}
+
+func usage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprint(w, `usage: seqgen [flags] [packages]
+
+seqgen reads //seqby: markers in the named packages (default ./...), refuses
+every inconsistency with a path:line:col error, and writes `+generator.GenFile+` in
+each package that has markers. Run it once per module, from its root:
+
+	//go:generate go tool seqgen ./...
+
+Flags:
+`)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fmt.Fprint(w, "\nMarkers (a line //seqby:NAME or //seqby:NAME=VALUE in a doc comment):\n")
+	for _, d := range annotations.Defs {
+		name := annotations.Prefix + d.Name
+		if d.Arg != "" {
+			name += "=" + d.Arg
+		}
+		fmt.Fprintf(w, "  %-28s %s\n", name, d.Help)
+	}
+	fmt.Fprint(w, strings.TrimLeft(`
+FIELD is a direct field of the message struct, by JSON name, else Go name.
+CATEGORY is non-empty, without ':' or white space, and not of the __name__ form.
+
+Exit status: 0 ok; 1 inconsistent markers or (with -check) stale files; 2 load or flag errors.
+`, "\n"))
+}

@@ -1,0 +1,268 @@
+package generator
+
+import (
+	"fmt"
+	"go/token"
+	"sort"
+	"strings"
+
+	"github.com/seqby/seqby/annotations"
+)
+
+// plan is what the checks settle for emitting: how each partitioned
+// message is keyed and how each pm method correlates.
+type plan struct {
+	partition     map[*message]*field
+	partitionName map[string]string // category → JSON name of its key field
+	correlate     map[*handleMethod]*field
+}
+
+// keyDecl is one declaration that a category is partitioned by a field: a
+// key marker on a message, a keyed handler, or a sequential pm's correlate.
+type keyDecl struct {
+	pos    token.Pos
+	name   string // the field as written
+	who    string // e.g. "handler Shipping"
+	pm     bool
+	fields map[*message]*field
+}
+
+type checker struct {
+	m     *model
+	probs *problems
+	plan  *plan
+	// reported remembers (message, field) pairs already refused, so one
+	// mistake gives one error.
+	reported map[string]bool
+	decls    map[string][]*keyDecl // by category
+}
+
+func check(m *model, probs *problems) *plan {
+	c := &checker{m: m, probs: probs, reported: map[string]bool{}, decls: map[string][]*keyDecl{},
+		plan: &plan{partition: map[*message]*field{}, partitionName: map[string]string{}, correlate: map[*handleMethod]*field{}}}
+	c.typeNames()
+	for _, msg := range sortedMessages(m) {
+		c.messageKey(msg)
+	}
+	for _, h := range m.handlers {
+		c.handlerMethods(h)
+	}
+	cats := make([]string, 0, len(m.byCategory))
+	for cat := range m.byCategory {
+		cats = append(cats, cat)
+	}
+	sort.Strings(cats)
+	for _, cat := range cats {
+		c.category(cat)
+	}
+	return c.plan
+}
+
+func sortedMessages(m *model) []*message {
+	var out []*message
+	for _, ms := range m.byCategory {
+		out = append(out, ms...)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].qualified() < out[j].qualified() })
+	return out
+}
+
+func (c *checker) refuse(msg *message, name string) { c.reported[msg.qualified()+"\x00"+name] = true }
+func (c *checker) refused(msg *message, name string) bool {
+	return c.reported[msg.qualified()+"\x00"+name]
+}
+
+// typeNames refuses two message types of one category with one Go name:
+// the name is the wire type that picks the decoder.
+func (c *checker) typeNames() {
+	for cat, ms := range c.m.byCategory {
+		seen := map[string]*message{}
+		for _, msg := range ms {
+			if first, ok := seen[msg.name]; ok {
+				c.probs.addRelated(msg.rolePos, fmt.Sprintf("%s %s and %s are both named %s in category %q; the type name identifies a message in its stream, so rename one",
+					msg.kind, msg.qualified(), first.qualified(), msg.name, cat),
+					related{first.rolePos, first.qualified() + " here"})
+				continue
+			}
+			seen[msg.name] = msg
+		}
+	}
+}
+
+// messageKey checks a //seqby:key on a message type against the type itself.
+func (c *checker) messageKey(msg *message) {
+	if msg.key == "" {
+		return
+	}
+	f, why := resolveField(msg.named, msg.key)
+	if f == nil {
+		c.probs.add(msg.keyPos, "%skey=%s on %s %s: %s", annotations.Prefix, msg.key, msg.kind, msg.name, why)
+		c.refuse(msg, msg.key)
+		return
+	}
+	c.addDecl(msg.category, &keyDecl{pos: msg.keyPos, name: msg.key, who: msg.kind + " " + msg.name}, msg, f)
+}
+
+func (c *checker) addDecl(cat string, d *keyDecl, msg *message, f *field) {
+	for _, old := range c.decls[cat] {
+		if old.pos == d.pos {
+			old.fields[msg] = f
+			return
+		}
+	}
+	d.fields = map[*message]*field{msg: f}
+	c.decls[cat] = append(c.decls[cat], d)
+}
+
+// handlerMethods runs checks 2, 5 and 6 on one handler.
+func (c *checker) handlerMethods(h *handler) {
+	if len(h.methods) == 0 {
+		want := "an event"
+		if h.kind == annotations.CommandHandler {
+			want = "a command"
+		}
+		c.probs.addRelated(h.rolePos, fmt.Sprintf("%s %s has no handle methods; declare exported methods func (%s) Name(context.Context, M) error with M %s type (or *M)",
+			h.kind, h.name, h.name, want), h.nearMisses...)
+		return
+	}
+	handled := map[*message]*handleMethod{}
+	for _, hm := range h.methods {
+		if first, ok := handled[hm.msg]; ok {
+			c.probs.addRelated(hm.pos, fmt.Sprintf("%s.%s and %s.%s both handle %s; one message type has one handle method per %s", h.name, first.name, h.name, hm.name, hm.msg.name, h.kind),
+				related{first.pos, h.name + "." + first.name + " here"})
+			continue
+		}
+		handled[hm.msg] = hm
+		switch {
+		case h.kind == annotations.PM:
+			c.pmMethod(h, hm)
+		case h.key != "":
+			c.keyedMethod(h, hm)
+		}
+	}
+}
+
+func (c *checker) keyedMethod(h *handler, hm *handleMethod) {
+	f, why := resolveField(hm.msg.named, h.key)
+	if f == nil {
+		c.probs.addRelated(h.keyPos, fmt.Sprintf("%s %s is keyed by %s, but %s", h.kind, h.name, h.key, why),
+			related{hm.pos, fmt.Sprintf("%s.%s handles %s here", h.name, hm.name, hm.msg.name)},
+			related{hm.msg.pos, hm.msg.name + " declared here"})
+		c.refuse(hm.msg, h.key)
+		return
+	}
+	c.addDecl(hm.msg.category, &keyDecl{pos: h.keyPos, name: h.key, who: h.kind + " " + h.name}, hm.msg, f)
+}
+
+func (c *checker) pmMethod(h *handler, hm *handleMethod) {
+	if hm.correlate == "" {
+		c.probs.add(hm.pos, "pm %s: handle method %s needs %scorrelate=FIELD naming the field of %s that selects the pm instance",
+			h.name, hm.name, annotations.Prefix, hm.msg.name)
+		return
+	}
+	f, why := resolveField(hm.msg.named, hm.correlate)
+	if f == nil {
+		c.probs.addRelated(hm.correlatePos, fmt.Sprintf("%scorrelate=%s on %s.%s: %s", annotations.Prefix, hm.correlate, h.name, hm.name, why),
+			related{hm.msg.pos, hm.msg.name + " declared here"})
+		c.refuse(hm.msg, hm.correlate)
+		return
+	}
+	c.plan.correlate[hm] = f
+	if h.sequential {
+		c.addDecl(hm.msg.category, &keyDecl{pos: hm.correlatePos, name: hm.correlate, pm: true,
+			who: fmt.Sprintf("sequential pm %s (correlate on %s)", h.name, hm.name)}, hm.msg, f)
+	}
+}
+
+// category runs checks 3, 4 and 5 for one category: every key declaration
+// agrees, and every message type carries the key.
+func (c *checker) category(cat string) {
+	decls := c.decls[cat]
+	if len(decls) == 0 {
+		return
+	}
+	sort.Slice(decls, func(i, j int) bool { return c.probs.before(decls[i].pos, decls[j].pos) })
+	msgs := c.m.byCategory[cat]
+	for _, d := range decls {
+		for _, msg := range msgs {
+			if _, ok := d.fields[msg]; !ok {
+				if f, _ := resolveField(msg.named, d.name); f != nil {
+					d.fields[msg] = f
+				}
+			}
+		}
+	}
+	first := decls[0]
+	var conflicting []*keyDecl
+	for _, d := range decls[1:] {
+		if !agree(first, d, msgs) {
+			conflicting = append(conflicting, d)
+		}
+	}
+	if len(conflicting) > 0 {
+		c.conflict(cat, first, conflicting, decls)
+		return
+	}
+	for _, msg := range msgs {
+		var f *field
+		for _, d := range decls {
+			if f = d.fields[msg]; f != nil {
+				break
+			}
+		}
+		if f != nil {
+			c.plan.partition[msg] = f
+			continue
+		}
+		if c.refused(msg, first.name) {
+			continue
+		}
+		_, why := resolveField(msg.named, first.name)
+		c.probs.addRelated(msg.rolePos, fmt.Sprintf("%s %s is in category %q, which is partitioned by %s, but %s; the publisher routes every message of a partitioned category by its key",
+			msg.kind, msg.name, cat, first.name, why),
+			related{first.pos, fmt.Sprintf("%s partitions %q by %s here", first.who, cat, first.name)})
+	}
+	if f := c.plan.partition[msgs[0]]; f != nil {
+		c.plan.partitionName[cat] = f.jsonName
+	} else {
+		for _, msg := range msgs {
+			if f := c.plan.partition[msg]; f != nil {
+				c.plan.partitionName[cat] = f.jsonName
+				break
+			}
+		}
+	}
+}
+
+// agree reports whether two declarations resolve to the same field on
+// every message type where both resolve (a type where one does not resolve
+// is check 4's to report).
+func agree(a, b *keyDecl, msgs []*message) bool {
+	for _, msg := range msgs {
+		fa, fb := a.fields[msg], b.fields[msg]
+		if fa != nil && fb != nil && fa.v != fb.v {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *checker) conflict(cat string, first *keyDecl, conflicting, all []*keyDecl) {
+	names := []string{fmt.Sprintf("%s (%s)", first.name, first.who)}
+	for _, d := range conflicting {
+		names = append(names, fmt.Sprintf("%s (%s)", d.name, d.who))
+	}
+	var rel []related
+	for _, d := range all[1:] {
+		rel = append(rel, related{d.pos, fmt.Sprintf("%s partitions %q by %s here", d.who, cat, d.name)})
+	}
+	pm := first.pm
+	for _, d := range conflicting {
+		pm = pm || d.pm
+	}
+	rule := "the key belongs to the category, so every keyed handler and key marker on it must name the same field"
+	if pm {
+		rule = "a sequential pm partitions each category it handles by its correlate field there, so every other keyed handler and key marker on it must use that field"
+	}
+	c.probs.addRelated(first.pos, fmt.Sprintf("category %q is partitioned by conflicting keys %s; %s", cat, strings.Join(names, " and "), rule), rel...)
+}

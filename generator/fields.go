@@ -1,0 +1,196 @@
+package generator
+
+import (
+	"fmt"
+	"go/types"
+	"reflect"
+	"strings"
+)
+
+// field is a key or correlate field resolved on one message type.
+type field struct {
+	v        *types.Var
+	path     []*types.Var // from the message struct down to v
+	jsonName string
+	conv     conversion
+}
+
+// conversion says how a key field becomes a string.
+type conversion uint8
+
+const (
+	convString   conversion = iota + 1 // string kinds: string(v)
+	convInt                            // signed integers: strconv.FormatInt
+	convUint                           // unsigned integers: strconv.FormatUint
+	convStringer                       // fmt.Stringer: v.String()
+)
+
+// nullable reports whether the field can be nil (a pointer or interface),
+// which is a null key.
+func (f *field) nullable() bool {
+	switch types.Unalias(f.v.Type()).Underlying().(type) {
+	case *types.Pointer, *types.Interface:
+		return true
+	}
+	return false
+}
+
+// candidate is a field visible to encoding/json at some depth.
+type candidate struct {
+	v        *types.Var
+	path     []*types.Var
+	jsonName string
+	viaPtr   bool // reached through an embedded pointer
+}
+
+// resolveField finds name on struct type t the way encoding/json sees
+// fields: first by JSON name, else by Go name; the shallowest match wins;
+// two matches at one depth are ambiguous. It returns a message fit for an
+// error when the field cannot serve as a key.
+func resolveField(t *types.Named, name string) (*field, string) {
+	st, ok := t.Underlying().(*types.Struct)
+	if !ok {
+		return nil, fmt.Sprintf("%s is not a struct", t.Obj().Name())
+	}
+	levels := visibleFields(st)
+	for _, byGo := range []bool{false, true} {
+		for _, level := range levels {
+			var hits []candidate
+			for _, c := range level {
+				if (!byGo && c.jsonName == name) || (byGo && c.v.Name() == name) {
+					hits = append(hits, c)
+				}
+			}
+			switch {
+			case len(hits) > 1:
+				return nil, fmt.Sprintf("field %s of %s is ambiguous: %s and %s are at the same depth", name, t.Obj().Name(), pathString(hits[0].path), pathString(hits[1].path))
+			case len(hits) == 1:
+				c := hits[0]
+				if c.viaPtr {
+					return nil, fmt.Sprintf("field %s of %s is reached through an embedded pointer (%s), which can be nil; embed the struct by value", name, t.Obj().Name(), pathString(c.path))
+				}
+				conv, why := keyConversion(c.v.Type())
+				if why != "" {
+					return nil, fmt.Sprintf("field %s of %s has type %s, which is not a valid key type (%s); use a string or integer kind, a fmt.Stringer, or a pointer to one", pathString(c.path), t.Obj().Name(), typeString(c.v.Type()), why)
+				}
+				return &field{v: c.v, path: c.path, jsonName: c.jsonName, conv: conv}, ""
+			}
+		}
+	}
+	return nil, fmt.Sprintf("%s has no field %s", t.Obj().Name(), name)
+}
+
+// visibleFields lists, depth by depth, the fields encoding/json would
+// encode: exported, not tagged "-", promoted from untagged embedded structs.
+func visibleFields(st *types.Struct) [][]candidate {
+	type item struct {
+		st     *types.Struct
+		path   []*types.Var
+		viaPtr bool
+	}
+	var levels [][]candidate
+	current := []item{{st: st}}
+	visited := map[*types.Struct]bool{}
+	for len(current) > 0 {
+		var level []candidate
+		var next []item
+		for _, it := range current {
+			if visited[it.st] {
+				continue
+			}
+			visited[it.st] = true
+			for i := 0; i < it.st.NumFields(); i++ {
+				f := it.st.Field(i)
+				tag := reflect.StructTag(it.st.Tag(i)).Get("json")
+				if tag == "-" {
+					continue
+				}
+				jsonName, _, _ := strings.Cut(tag, ",")
+				path := append(append([]*types.Var{}, it.path...), f)
+				if f.Embedded() && jsonName == "" {
+					ft, ptr := types.Unalias(f.Type()), false
+					if p, ok := ft.Underlying().(*types.Pointer); ok {
+						ft, ptr = types.Unalias(p.Elem()), true
+					}
+					if est, ok := ft.Underlying().(*types.Struct); ok {
+						next = append(next, item{st: est, path: path, viaPtr: it.viaPtr || ptr})
+						continue
+					}
+				}
+				if !f.Exported() {
+					continue
+				}
+				if jsonName == "" {
+					jsonName = f.Name()
+				}
+				level = append(level, candidate{v: f, path: path, jsonName: jsonName, viaPtr: it.viaPtr})
+			}
+		}
+		levels = append(levels, level)
+		current = next
+	}
+	return levels
+}
+
+// keyConversion classifies a key field's type, in the order the rules give:
+// string kinds by value, integer kinds with strconv (even with a String
+// method: an enum's name may change, its value must not), other Stringers.
+func keyConversion(t types.Type) (conversion, string) {
+	t = types.Unalias(t)
+	if p, ok := t.Underlying().(*types.Pointer); ok {
+		elem := types.Unalias(p.Elem())
+		if _, ok := elem.Underlying().(*types.Pointer); ok {
+			return 0, "a pointer to a pointer"
+		}
+		if c := basicConversion(elem); c != 0 {
+			return c, ""
+		}
+		if isStringer(t) {
+			return convStringer, ""
+		}
+		return 0, "its element type is neither a string or integer kind nor a fmt.Stringer"
+	}
+	if c := basicConversion(t); c != 0 {
+		return c, ""
+	}
+	if isStringer(t) || isStringer(types.NewPointer(t)) {
+		return convStringer, ""
+	}
+	return 0, "neither a string or integer kind nor a fmt.Stringer"
+}
+
+func basicConversion(t types.Type) conversion {
+	b, ok := t.Underlying().(*types.Basic)
+	if !ok {
+		return 0
+	}
+	switch {
+	case b.Info()&types.IsString != 0:
+		return convString
+	case b.Info()&types.IsInteger != 0 && b.Info()&types.IsUnsigned != 0:
+		return convUint
+	case b.Info()&types.IsInteger != 0:
+		return convInt
+	}
+	return 0
+}
+
+var stringer = func() *types.Interface {
+	sig := types.NewSignatureType(nil, nil, nil, nil,
+		types.NewTuple(types.NewVar(0, nil, "", types.Typ[types.String])), false)
+	return types.NewInterfaceType([]*types.Func{types.NewFunc(0, nil, "String", sig)}, nil).Complete()
+}()
+
+func isStringer(t types.Type) bool { return types.Implements(t, stringer) }
+
+func pathString(path []*types.Var) string {
+	names := make([]string, len(path))
+	for i, v := range path {
+		names[i] = v.Name()
+	}
+	return strings.Join(names, ".")
+}
+
+func typeString(t types.Type) string {
+	return types.TypeString(t, func(p *types.Package) string { return p.Name() })
+}

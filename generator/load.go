@@ -1,0 +1,151 @@
+package generator
+
+import (
+	"go/ast"
+	"go/token"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"golang.org/x/tools/go/packages"
+)
+
+// GenFile is the name of the file seqgen writes in each package.
+const GenFile = "seqby_gen.go"
+
+// loaded is the outcome of loading: the packages files are generated for
+// (roots) and the other packages of the module whose markers are read
+// (deps), type-checked together so their types are shared.
+type loaded struct {
+	fset   *token.FileSet
+	roots  []*packages.Package
+	deps   []*packages.Package
+	module string
+	// existing maps a package path to the path of its seqby_gen.go, for
+	// roots that have one.
+	existing map[string]string
+}
+
+const listMode = packages.NeedName | packages.NeedFiles | packages.NeedModule | packages.NeedImports
+
+const fullMode = listMode | packages.NeedSyntax | packages.NeedTypes | packages.NeedTypesInfo
+
+// load lists the packages matched by patterns and the module packages they
+// import, then parses and type-checks them all from source with every
+// existing seqby_gen.go replaced by its package clause, so seqgen's own
+// stale output cannot stand in its way. Type errors are tolerated: user code
+// may already call methods seqgen has not written yet.
+func load(dir string, env []string, patterns []string) (*loaded, error) {
+	cfg := &packages.Config{Mode: listMode, Dir: dir, Env: env, Tests: false}
+	roots, err := packages.Load(cfg, patterns...)
+	if err != nil {
+		return nil, &LoadError{Msgs: []string{err.Error()}}
+	}
+	if msgs := listErrors(roots); len(msgs) > 0 {
+		return nil, &LoadError{Msgs: msgs}
+	}
+	if len(roots) == 0 {
+		return nil, &LoadError{Msgs: []string{"no packages match " + strings.Join(patterns, " ")}}
+	}
+	module := ""
+	if m := roots[0].Module; m != nil {
+		module = m.Path
+	}
+	isRoot := map[string]bool{}
+	for _, p := range roots {
+		isRoot[p.PkgPath] = true
+	}
+	var depPaths []string
+	seen := map[string]bool{}
+	for _, p := range roots {
+		for path := range p.Imports {
+			if !isRoot[path] && !seen[path] && inModule(module, path) {
+				seen[path] = true
+				depPaths = append(depPaths, path)
+			}
+		}
+	}
+	sort.Strings(depPaths)
+	var listed []*packages.Package
+	listed = append(listed, roots...)
+	if len(depPaths) > 0 {
+		deps, err := packages.Load(cfg, depPaths...)
+		if err != nil {
+			return nil, &LoadError{Msgs: []string{err.Error()}}
+		}
+		listed = append(listed, deps...)
+	}
+
+	overlay := map[string][]byte{}
+	existing := map[string]string{}
+	for _, p := range listed {
+		for _, f := range append(append([]string{}, p.GoFiles...), p.IgnoredFiles...) {
+			if filepath.Base(f) == GenFile {
+				overlay[f] = []byte("package " + p.Name + "\n")
+				if isRoot[p.PkgPath] {
+					existing[p.PkgPath] = f
+				}
+			}
+		}
+	}
+
+	full := &packages.Config{Mode: fullMode, Dir: dir, Env: env, Overlay: overlay, Fset: token.NewFileSet()}
+	all, err := packages.Load(full, append(rootPaths(roots), depPaths...)...)
+	if err != nil {
+		return nil, &LoadError{Msgs: []string{err.Error()}}
+	}
+	if msgs := listErrors(all); len(msgs) > 0 {
+		return nil, &LoadError{Msgs: msgs}
+	}
+	ld := &loaded{fset: full.Fset, module: module, existing: existing}
+	for _, p := range all {
+		if isRoot[p.PkgPath] {
+			ld.roots = append(ld.roots, p)
+		} else {
+			ld.deps = append(ld.deps, p)
+		}
+	}
+	return ld, nil
+}
+
+func rootPaths(ps []*packages.Package) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.PkgPath
+	}
+	return out
+}
+
+// listErrors keeps the errors that stop seqgen: listing and parsing. Type
+// errors do not, nor does the compiler output the go command reports as a
+// list error ("# path\n..."), since each of its errors also comes as a
+// TypeError or ParseError of its own.
+func listErrors(ps []*packages.Package) []string {
+	var msgs []string
+	for _, p := range ps {
+		for _, e := range p.Errors {
+			if e.Kind == packages.TypeError || (e.Kind == packages.ListError && strings.HasPrefix(e.Msg, "# ")) {
+				continue
+			}
+			msgs = append(msgs, e.Error())
+		}
+	}
+	return msgs
+}
+
+func inModule(module, path string) bool {
+	return module != "" && (path == module || strings.HasPrefix(path, module+"/"))
+}
+
+// sourceFiles pairs a package's syntax trees with their file names, leaving
+// out seqgen's own output.
+func sourceFiles(fset *token.FileSet, p *packages.Package) []*ast.File {
+	var out []*ast.File
+	for _, f := range p.Syntax {
+		if filepath.Base(fset.File(f.Pos()).Name()) == GenFile {
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}

@@ -1,0 +1,68 @@
+package generator
+
+import (
+	"go/token"
+	"go/types"
+
+	"golang.org/x/tools/go/packages"
+)
+
+// model is everything the markers declare across the loaded packages.
+type model struct {
+	msgs     map[string]*message // by qualified name "path.Name"
+	handlers []*handler
+	// byCategory lists each category's message types, sorted by name.
+	byCategory map[string][]*message
+}
+
+// message is an event or command type.
+type message struct {
+	pkg      *packages.Package
+	name     string
+	named    *types.Named
+	kind     string // annotations.Event or annotations.Command
+	category string
+	rolePos  token.Pos // the event or command marker
+	key      string    // //seqby:key value, "" when absent
+	keyPos   token.Pos
+	pos      token.Pos // the type's name
+	root     bool      // seqgen writes this type's package
+}
+
+func (m *message) qualified() string { return m.pkg.PkgPath + "." + m.name }
+
+// handler is a handler, command handler or process manager.
+type handler struct {
+	pkg        *packages.Package
+	name       string
+	named      *types.Named
+	kind       string // annotations.Handler, CommandHandler or PM
+	rolePos    token.Pos
+	key        string
+	keyPos     token.Pos
+	sequential bool
+	pos        token.Pos
+	root       bool
+	methods    []*handleMethod
+	// nearMisses explains exported methods that look like handle methods
+	// but are not, for the "no handle methods" error.
+	nearMisses []related
+}
+
+func (h *handler) qualified() string { return h.pkg.PkgPath + "." + h.name }
+
+// handleMethod is one handle method of a handler.
+type handleMethod struct {
+	name         string
+	pos          token.Pos
+	msg          *message
+	ptrParam     bool // the message is taken as *M
+	correlate    string
+	correlatePos token.Pos
+}
+
+// related is a position-and-message pair before it is rendered.
+type related struct {
+	pos token.Pos
+	msg string
+}

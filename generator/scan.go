@@ -1,0 +1,268 @@
+package generator
+
+import (
+	"fmt"
+	"go/ast"
+	"go/token"
+	"go/types"
+	"sort"
+
+	"github.com/seqby/seqby/annotations"
+	"golang.org/x/tools/go/packages"
+)
+
+// scanner reads markers from syntax into a model, collecting problems.
+type scanner struct {
+	fset  *token.FileSet
+	probs *problems
+	m     *model
+	// methodMarkers holds the valid markers of each method declaration,
+	// by the position of the method's name (types.Func.Pos()).
+	methodMarkers map[token.Pos]annotations.Set
+}
+
+func scan(ld *loaded, probs *problems) *model {
+	s := &scanner{
+		fset:          ld.fset,
+		probs:         probs,
+		m:             &model{msgs: map[string]*message{}, byCategory: map[string][]*message{}},
+		methodMarkers: map[token.Pos]annotations.Set{},
+	}
+	for _, p := range ld.roots {
+		s.pkg(p, true)
+	}
+	for _, p := range ld.deps {
+		s.pkg(p, false)
+	}
+	for _, h := range s.m.handlers {
+		s.handleMethods(h)
+	}
+	s.strayCorrelates()
+	for _, msg := range s.m.msgs {
+		s.m.byCategory[msg.category] = append(s.m.byCategory[msg.category], msg)
+	}
+	for _, ms := range s.m.byCategory {
+		sort.Slice(ms, func(i, j int) bool { return ms[i].qualified() < ms[j].qualified() })
+	}
+	sort.Slice(s.m.handlers, func(i, j int) bool { return s.m.handlers[i].qualified() < s.m.handlers[j].qualified() })
+	return s.m
+}
+
+// markersOf parses the marker lines of a doc comment, marking them used.
+func (s *scanner) markersOf(doc *ast.CommentGroup, used map[*ast.Comment]bool) []annotations.Found {
+	if doc == nil {
+		return nil
+	}
+	var out []annotations.Found
+	for _, c := range doc.List {
+		mk, ok, err := annotations.Parse(c.Text)
+		if !ok {
+			continue
+		}
+		used[c] = true
+		if err != nil {
+			s.probs.add(c.Pos(), "%v", err)
+			continue
+		}
+		out = append(out, annotations.Found{Marker: mk, Pos: c.Pos()})
+	}
+	return out
+}
+
+func (s *scanner) check(target annotations.Target, found []annotations.Found) annotations.Set {
+	set, probs := annotations.Check(target, found)
+	for _, p := range probs {
+		var rel []related
+		for _, r := range p.Related {
+			rel = append(rel, related{r.Pos, r.Msg})
+		}
+		s.probs.addRelated(p.Pos, p.Msg, rel...)
+	}
+	return set
+}
+
+func (s *scanner) pkg(p *packages.Package, root bool) {
+	for _, f := range sourceFiles(s.fset, p) {
+		used := map[*ast.Comment]bool{}
+		for _, decl := range f.Decls {
+			switch d := decl.(type) {
+			case *ast.GenDecl:
+				s.genDecl(p, root, d, used)
+			case *ast.FuncDecl:
+				found := s.markersOf(d.Doc, used)
+				if d.Recv == nil {
+					s.check(annotations.Func, found)
+					continue
+				}
+				if set := s.check(annotations.Method, found); len(set) > 0 {
+					s.methodMarkers[d.Name.Pos()] = set
+				}
+			}
+		}
+		// A marker anywhere else (a field, a variable, a floating comment)
+		// would be silently ignored; say so instead.
+		for _, g := range f.Comments {
+			for _, c := range g.List {
+				if used[c] || !annotations.IsMarker(c.Text) {
+					continue
+				}
+				s.probs.add(c.Pos(), "marker %s is not in the doc comment of a type or method declaration; markers go directly above \"type T ...\" or a method", c.Text)
+			}
+		}
+	}
+}
+
+func (s *scanner) genDecl(p *packages.Package, root bool, d *ast.GenDecl, used map[*ast.Comment]bool) {
+	groupMarkers := s.markersOf(d.Doc, used)
+	if d.Tok != token.TYPE {
+		s.check(annotations.Elsewhere, groupMarkers)
+		return
+	}
+	if d.Lparen.IsValid() && len(d.Specs) != 1 && len(groupMarkers) > 0 {
+		for _, f := range groupMarkers {
+			s.probs.add(f.Pos, "marker %s is in the doc of a grouped type declaration of %d types; put it on the type spec it is for", f.Marker, len(d.Specs))
+		}
+		groupMarkers = nil
+	}
+	for _, spec := range d.Specs {
+		ts := spec.(*ast.TypeSpec)
+		found := append(append([]annotations.Found{}, groupMarkers...), s.markersOf(ts.Doc, used)...)
+		if len(found) == 0 {
+			continue
+		}
+		obj, _ := p.TypesInfo.Defs[ts.Name].(*types.TypeName)
+		switch {
+		case ts.Assign.IsValid():
+			for _, f := range found {
+				s.probs.add(f.Pos, "marker %s is not allowed on type alias %s; put it on the aliased type", f.Marker, ts.Name.Name)
+			}
+			continue
+		case ts.TypeParams != nil:
+			for _, f := range found {
+				s.probs.add(f.Pos, "marker %s is not allowed on generic type %s; seqgen writes methods on non-generic types only", f.Marker, ts.Name.Name)
+			}
+			continue
+		case obj == nil:
+			continue // the type did not type-check far enough to be named
+		}
+		named, ok := types.Unalias(obj.Type()).(*types.Named)
+		if !ok {
+			continue
+		}
+		target := annotations.OtherType
+		if _, isStruct := named.Underlying().(*types.Struct); isStruct {
+			target = annotations.StructType
+		}
+		set := s.check(target, found)
+		s.declare(p, root, ts, named, set)
+	}
+}
+
+func (s *scanner) declare(p *packages.Package, root bool, ts *ast.TypeSpec, named *types.Named, set annotations.Set) {
+	for _, role := range []string{annotations.Event, annotations.Command} {
+		if f, ok := set[role]; ok {
+			msg := &message{pkg: p, name: ts.Name.Name, named: named, kind: role, category: f.Value,
+				rolePos: f.Pos, pos: ts.Name.Pos(), root: root}
+			if k, ok := set[annotations.Key]; ok {
+				msg.key, msg.keyPos = k.Value, k.Pos
+			}
+			s.m.msgs[msg.qualified()] = msg
+			return
+		}
+	}
+	for _, role := range []string{annotations.Handler, annotations.CommandHandler, annotations.PM} {
+		if f, ok := set[role]; ok {
+			h := &handler{pkg: p, name: ts.Name.Name, named: named, kind: role, rolePos: f.Pos,
+				pos: ts.Name.Pos(), root: root, sequential: set.Has(annotations.Sequential)}
+			if k, ok := set[annotations.Key]; ok {
+				h.key, h.keyPos = k.Value, k.Pos
+			}
+			s.m.handlers = append(s.m.handlers, h)
+			return
+		}
+	}
+}
+
+// handleMethods finds h's handle methods: exported, declared on h's type,
+// func (R) Name(context.Context, M) error or (context.Context, *M) error
+// with M a message of the kind h handles.
+func (s *scanner) handleMethods(h *handler) {
+	wantKind := annotations.Event
+	if h.kind == annotations.CommandHandler {
+		wantKind = annotations.Command
+	}
+	for i := 0; i < h.named.NumMethods(); i++ {
+		fn := h.named.Method(i)
+		markers := s.methodMarkers[fn.Pos()]
+		delete(s.methodMarkers, fn.Pos())
+		if !fn.Exported() {
+			if markers.Has(annotations.Correlate) {
+				s.probs.add(markers[annotations.Correlate].Pos, "%scorrelate on %s.%s, which is unexported and so not a handle method", annotations.Prefix, h.name, fn.Name())
+			}
+			continue
+		}
+		msg, ptr, why := s.handleSignature(fn, wantKind)
+		if msg == nil {
+			if why != "" {
+				h.nearMisses = append(h.nearMisses, related{fn.Pos(), fmt.Sprintf("%s.%s is not a handle method: %s", h.name, fn.Name(), why)})
+			}
+			if markers.Has(annotations.Correlate) {
+				s.probs.add(markers[annotations.Correlate].Pos, "%scorrelate on %s.%s, which is not a handle method (want func (%s) %s(context.Context, E) error with E an event)",
+					annotations.Prefix, h.name, fn.Name(), h.name, fn.Name())
+			}
+			continue
+		}
+		hm := &handleMethod{name: fn.Name(), pos: fn.Pos(), msg: msg, ptrParam: ptr}
+		if c, ok := markers[annotations.Correlate]; ok {
+			if h.kind != annotations.PM {
+				s.probs.add(c.Pos, "%scorrelate on %s.%s: %s is a %s, not a %spm; only a pm's handle methods correlate", annotations.Prefix, h.name, fn.Name(), h.name, h.kind, annotations.Prefix)
+			} else {
+				hm.correlate, hm.correlatePos = c.Value, c.Pos
+			}
+		}
+		h.methods = append(h.methods, hm)
+	}
+}
+
+// handleSignature reports the message a method handles, or why it does not
+// handle one ("" when it is plainly some other method).
+func (s *scanner) handleSignature(fn *types.Func, wantKind string) (msg *message, ptr bool, why string) {
+	sig := fn.Type().(*types.Signature)
+	if sig.Params().Len() != 2 || sig.Results().Len() != 1 || sig.Variadic() {
+		return nil, false, ""
+	}
+	if !isNamed(sig.Params().At(0).Type(), "context", "Context") || !types.Identical(sig.Results().At(0).Type(), types.Universe.Lookup("error").Type()) {
+		return nil, false, ""
+	}
+	t := types.Unalias(sig.Params().At(1).Type())
+	if p, ok := t.(*types.Pointer); ok {
+		t, ptr = types.Unalias(p.Elem()), true
+	}
+	named, ok := t.(*types.Named)
+	if !ok || named.Obj().Pkg() == nil {
+		return nil, false, ""
+	}
+	m := s.m.msgs[named.Obj().Pkg().Path()+"."+named.Obj().Name()]
+	switch {
+	case m == nil:
+		return nil, false, fmt.Sprintf("%s has no %sevent or %scommand marker", named.Obj().Name(), annotations.Prefix, annotations.Prefix)
+	case m.kind != wantKind:
+		return nil, false, fmt.Sprintf("%s is a %s, and this type handles %ss", m.name, m.kind, wantKind)
+	}
+	return m, ptr, ""
+}
+
+func isNamed(t types.Type, pkg, name string) bool {
+	n, ok := types.Unalias(t).(*types.Named)
+	return ok && n.Obj().Pkg() != nil && n.Obj().Pkg().Path() == pkg && n.Obj().Name() == name
+}
+
+// strayCorrelates reports correlate markers on methods of types that are
+// not handlers at all.
+func (s *scanner) strayCorrelates() {
+	for _, set := range s.methodMarkers {
+		if c, ok := set[annotations.Correlate]; ok {
+			s.probs.add(c.Pos, "%scorrelate is on a method of a type that is not a %spm; mark the type %spm or remove the marker", annotations.Prefix, annotations.Prefix, annotations.Prefix)
+		}
+	}
+}
