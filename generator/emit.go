@@ -187,11 +187,11 @@ func (e *emitter) route(h *handler, hm *handleMethod) jen.Code {
 		fields = append(fields, kv("CorrelateField", jen.Lit(f.jsonName)))
 	}
 	fields = append(fields, kv("Decode", jen.Func().Params(jen.Id("c").Qual(runtimePath, "Codec"), jen.Id("payload").Index().Byte()).
-			Params(jen.Qual(runtimePath, "Message"), jen.Error()).Block(
-			jen.Var().Id("m").Add(e.qual(msg)),
-			jen.If(jen.Err().Op(":=").Id("c").Dot("Unmarshal").Call(jen.Id("payload"), jen.Op("&").Id("m")), jen.Err().Op("!=").Nil()).Block(
-				jen.Return(jen.Nil(), jen.Err())),
-			jen.Return(jen.Id("m"), jen.Nil()))))
+		Params(jen.Qual(runtimePath, "Message"), jen.Error()).Block(
+		jen.Var().Id("m").Add(e.qual(msg)),
+		jen.If(jen.Err().Op(":=").Id("c").Dot("Unmarshal").Call(jen.Id("payload"), jen.Op("&").Id("m")), jen.Err().Op("!=").Nil()).Block(
+			jen.Return(jen.Nil(), jen.Err())),
+		jen.Return(jen.Id("m"), jen.Nil()))))
 	if _, ok := e.plan.partitionName[msg.category]; ok {
 		fields = append(fields, kv("PartitionKey", jen.Func().Params(msgParam.Clone()).Params(jen.String(), jen.Error()).Block(
 			jen.Return(jen.Id("m").Assert(e.qual(msg)).Dot("PartitionKey").Call()))))
