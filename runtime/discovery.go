@@ -1,0 +1,162 @@
+package runtime
+
+import (
+	"context"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+)
+
+// discoveryLoop runs a discovery cycle each DiscoveryInterval until stop.
+func (e *Engine) discoveryLoop(base context.Context, stop <-chan struct{}, all, leased []consumer, wg *sync.WaitGroup) {
+	var fans []consumer
+	for _, c := range all {
+		if c.mode == modeFan {
+			fans = append(fans, c)
+		}
+	}
+	byHandler := map[string][]consumer{}
+	var names []string
+	for _, c := range leased {
+		if byHandler[c.reg.Name] == nil {
+			names = append(names, c.reg.Name)
+		}
+		byHandler[c.reg.Name] = append(byHandler[c.reg.Name], c)
+	}
+	fanRunning := map[string]bool{}
+	t := time.NewTicker(e.o.DiscoveryInterval)
+	defer t.Stop()
+	for {
+		for _, name := range names {
+			e.balance(base, stop, name, byHandler[name], wg)
+		}
+		for _, c := range fans {
+			e.startFans(base, stop, c, fanRunning, wg)
+		}
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// memberTTL is how long an instance counts as live after its last
+// heartbeat: one lease TTL, and at least three discovery cycles.
+func (e *Engine) memberTTL() time.Duration { return max(e.o.LeaseTTL, 3*e.o.DiscoveryInterval) }
+
+type candidate struct {
+	c   consumer
+	key string
+}
+
+// balance is one discovery cycle for a keyed handler: announce this
+// instance, read the partitions from the index, and move this instance's
+// share toward ceil(partitions / live members): release the excess at a
+// message boundary, or claim free partitions.
+func (e *Engine) balance(base context.Context, stop <-chan struct{}, handler string, cs []consumer, wg *sync.WaitGroup) {
+	ctx, cancel := context.WithTimeout(base, max(e.o.DiscoveryInterval, time.Second))
+	defer cancel()
+	live, err := scriptMember.Run(ctx, e.c, []string{MembersKey(handler)}, e.o.OwnerID, e.memberTTL().Milliseconds(), "1").Int64()
+	if err != nil {
+		e.log.Warn("seqby: member heartbeat failed", "handler", handler, "err", err)
+		return
+	}
+	var cands []candidate
+	for _, c := range cs {
+		keys, err := e.c.SMembers(ctx, IndexKey(c.category)).Result()
+		if err != nil {
+			e.log.Warn("seqby: reading the partition index failed", "category", c.category, "err", err)
+			return
+		}
+		e.warnSize(c.category, len(keys))
+		for _, k := range keys {
+			if CheckKeySuffix(c.category, "", k, e.o.BackfillSuffix) == nil {
+				cands = append(cands, candidate{c, k})
+			}
+		}
+	}
+	target := (len(cands) + int(max(live, 1)) - 1) / int(max(live, 1))
+
+	e.mu.Lock()
+	var mine []*partition
+	for _, p := range e.parts {
+		if p.reg.Name == handler && !p.releasing() && p.ctx.Err() == nil {
+			mine = append(mine, p)
+		}
+	}
+	e.mu.Unlock()
+	if excess := len(mine) - target; excess > 0 {
+		// Hand over halted partitions first: they carry no flow, and their
+		// next owner retries the head once more.
+		sort.Slice(mine, func(i, j int) bool {
+			if mine[i].isHalted() != mine[j].isHalted() {
+				return !mine[i].isHalted()
+			}
+			return mine[i].id < mine[j].id
+		})
+		for _, p := range mine[len(mine)-excess:] {
+			e.log.Info("seqby: handing over a partition above fair share", "stream", p.lanes[0], "target", target, "owned", len(mine))
+			p.requestRelease()
+		}
+		return
+	}
+	need := target - len(mine)
+	rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
+	for _, cd := range cands {
+		if need <= 0 {
+			return
+		}
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		stream := PartitionStream(cd.c.category, cd.key)
+		id := partitionID(handler, stream)
+		e.mu.Lock()
+		_, have := e.parts[id]
+		e.mu.Unlock()
+		if have {
+			continue
+		}
+		sent := time.Now()
+		l, err := AcquireLease(ctx, e.c, PartitionLease(stream, handler), e.o.OwnerID, e.o.LeaseTTL)
+		if err != nil {
+			continue // held by another instance, or a transient error
+		}
+		p := e.newPartition(base, cd.c, cd.key, l, sent)
+		e.mu.Lock()
+		e.parts[id] = p
+		e.mu.Unlock()
+		e.log.Info("seqby: acquired partition", "handler", handler, "stream", stream, "token", l.Token())
+		need--
+		wg.Add(1)
+		go func() { defer wg.Done(); p.run() }()
+	}
+}
+
+// leaveMembers removes this instance from the member sets so the others'
+// fair share grows at once.
+func (e *Engine) leaveMembers(ctx context.Context, leased []consumer) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for _, c := range leased {
+		scriptMember.Run(ctx, e.c, []string{MembersKey(c.reg.Name)}, e.o.OwnerID, e.memberTTL().Milliseconds(), "0")
+	}
+}
+
+func (e *Engine) warnSize(category string, n int) {
+	if n <= e.o.PartitionWarnThreshold {
+		return
+	}
+	e.mu.Lock()
+	warned := e.warned[category]
+	e.warned[category] = true
+	e.mu.Unlock()
+	if !warned {
+		e.log.Warn("seqby: category has many partitions; partitioned streams suit bounded key sets (tenants, accounts), not per-entity ids",
+			"category", category, "partitions", n, "threshold", e.o.PartitionWarnThreshold)
+	}
+}

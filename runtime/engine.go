@@ -1,0 +1,220 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Engine consumes Redis streams for registered handlers. It is the Redis
+// broker: it advertises StreamPartitioning and ConsumerGroups. Keyed
+// handlers get one owner per partition (lease + fence); unkeyed handlers
+// share plain consumer groups. Run any number of engines, in any number of
+// processes, against one Redis.
+type Engine struct {
+	*Registry
+	c    redis.UniversalClient
+	o    Options
+	log  *slog.Logger
+	sem  chan struct{}
+	wake *waiter
+
+	mu      sync.Mutex
+	running bool
+	parts   map[string]*partition // owned partitions by id
+	halts   []Halt                // unpartitioned halts
+	warned  map[string]bool       // categories warned about size
+}
+
+// NewEngine returns an engine reading through c. Register handlers, then
+// call Run. For prompt shutdown of blocking reads, build c with
+// ContextTimeoutEnabled: true (reads are bounded by BlockTimeout anyway).
+func NewEngine(c redis.UniversalClient, opts Options) (*Engine, error) {
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("seqby engine options: %w", err)
+	}
+	return &Engine{
+		Registry: NewRegistry("redis", StreamPartitioning|ConsumerGroups),
+		c:        c, o: o,
+		log:    o.Logger.With("owner", o.OwnerID),
+		sem:    make(chan struct{}, o.Concurrency),
+		wake:   newWaiter(c, o.BlockTimeout),
+		parts:  map[string]*partition{},
+		warned: map[string]bool{},
+	}, nil
+}
+
+// Name is "redis".
+func (e *Engine) Name() string { return "redis" }
+
+// Capabilities advertises StreamPartitioning and ConsumerGroups.
+func (e *Engine) Capabilities() Capabilities { return StreamPartitioning | ConsumerGroups }
+
+// ErrRunning is returned by Register after Run started, and by a second Run.
+var ErrRunning = errors.New("engine already running; register every handler before Run")
+
+// Register validates and adds handlers (see Registry.Add). Process managers
+// are not supported by the engine yet (ErrUnsupported).
+func (e *Engine) Register(regs ...Registration) error {
+	e.mu.Lock()
+	running := e.running
+	e.mu.Unlock()
+	if running {
+		return fmt.Errorf("%w: %w", ErrRegistration, ErrRunning)
+	}
+	for _, r := range regs {
+		if r.Kind == ProcessManager {
+			return fmt.Errorf("%w: process manager %s: %w: the Redis engine runs handlers and command handlers; run pms on the inline broker for now",
+				ErrRegistration, r.Name, ErrUnsupported)
+		}
+	}
+	return e.Registry.Add(regs...)
+}
+
+// OwnerID is this instance's owner id.
+func (e *Engine) OwnerID() string { return e.o.OwnerID }
+
+// consumer is one handler on one category, consumed in one of three ways.
+type consumer struct {
+	reg      Registration
+	category string
+	mode     consumeMode
+}
+
+type consumeMode int
+
+const (
+	modeLeased consumeMode = iota // keyed handler: one owner per partition
+	modeFan                       // unkeyed handler on a partitioned category
+	modePlain                     // unpartitioned category: one consumer group
+)
+
+func (e *Engine) consumers() []consumer {
+	partitioned := e.PartitionedCategories()
+	var out []consumer
+	for _, reg := range e.Registrations() {
+		keyed := reg.Key != "" || reg.Sequential
+		for _, cat := range categories(reg) {
+			mode := modePlain
+			if _, ok := partitioned[cat]; ok {
+				mode = modeFan
+				if keyed {
+					mode = modeLeased
+				}
+			}
+			out = append(out, consumer{reg: reg, category: cat, mode: mode})
+		}
+	}
+	return out
+}
+
+// Run consumes until ctx is done, then shuts down gracefully: each owned
+// partition finishes its in-flight message, acks it and releases its lease,
+// and the instance leaves the member sets, so others take over at once.
+// It returns nil after a graceful stop, or an error if it cannot start.
+func (e *Engine) Run(ctx context.Context) error {
+	e.mu.Lock()
+	if e.running {
+		e.mu.Unlock()
+		return ErrRunning
+	}
+	e.running = true
+	e.mu.Unlock()
+	defer func() { e.mu.Lock(); e.running = false; e.mu.Unlock() }()
+
+	if err := LoadScripts(ctx, e.c); err != nil {
+		return fmt.Errorf("seqby engine: load scripts (is Redis reachable?): %w", err)
+	}
+	cs := e.consumers()
+	if len(cs) == 0 {
+		return fmt.Errorf("seqby engine: nothing registered; call Register before Run")
+	}
+	for _, c := range cs {
+		if c.mode != modePlain {
+			if err := e.wake.watch(ctx, c.category); err != nil {
+				return fmt.Errorf("seqby engine: watch %s: %w", c.category, err)
+			}
+		}
+	}
+	// Handlers and the loops that own partitions outlive ctx long enough to
+	// finish the in-flight message; stop tells them to wind down.
+	base := context.WithoutCancel(ctx)
+	stop := ctx.Done()
+	var wg sync.WaitGroup
+	waitCtx, stopWaiter := context.WithCancel(base)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		e.wake.run(waitCtx, func(err error) { e.log.Warn("seqby: waiting for new entries failed; retrying", "err", err) })
+	}()
+	var leased []consumer
+	for _, c := range cs {
+		switch c.mode {
+		case modeLeased:
+			leased = append(leased, c)
+		case modePlain:
+			wg.Add(1)
+			go func() { defer wg.Done(); e.runPlain(base, stop, c) }()
+		}
+	}
+	var partsWG sync.WaitGroup
+	hbCtx, stopHeartbeat := context.WithCancel(base)
+	wg.Add(1)
+	go func() { defer wg.Done(); e.heartbeatLoop(hbCtx) }()
+	e.log.Info("seqby engine running", "consumers", len(cs), "lease_ttl", e.o.LeaseTTL)
+	e.discoveryLoop(base, stop, cs, leased, &partsWG)
+
+	// Graceful stop: every partition finishes, acks and releases.
+	e.mu.Lock()
+	for _, p := range e.parts {
+		p.requestRelease()
+	}
+	e.mu.Unlock()
+	partsWG.Wait()
+	e.leaveMembers(base, leased)
+	stopHeartbeat()
+	stopWaiter()
+	wg.Wait()
+	e.log.Info("seqby engine stopped")
+	return nil
+}
+
+// Status returns a snapshot of the owned partitions and halts.
+func (e *Engine) Status() Status {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := Status{OwnerID: e.o.OwnerID, Running: e.running, Halts: append([]Halt(nil), e.halts...)}
+	for _, p := range e.parts {
+		s.Partitions = append(s.Partitions, p.status())
+	}
+	sort.Slice(s.Partitions, func(i, j int) bool {
+		a, b := s.Partitions[i], s.Partitions[j]
+		if a.Handler != b.Handler {
+			return a.Handler < b.Handler
+		}
+		return a.Stream < b.Stream
+	})
+	return s
+}
+
+// reportHalt logs a halt and calls OnHalt, whose panic must not crash us.
+func (e *Engine) reportHalt(h Halt) {
+	e.log.Error("seqby: partition halted; its head stays pending and nothing later for the key is applied until an operator resolves it",
+		"handler", h.Handler, "category", h.Category, "key", h.Key, "stream", h.Stream,
+		"entry", h.EntryID, "type", h.MessageType, "reason", h.Reason, "err", h.Err, "generation", h.Generation)
+	if e.o.OnHalt == nil {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			e.log.Error("seqby: OnHalt panicked", "panic", p)
+		}
+	}()
+	e.o.OnHalt(h)
+}

@@ -1,0 +1,303 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestEngineOrderPerKeyAcrossInstances(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	j := newJournal()
+	h := keyedHandler("orders", func(ctx context.Context, e *testEvent) error {
+		ev := seqKey(e.Client, e.Seq)
+		j.enter(e.Client, ev)
+		time.Sleep(time.Millisecond) // widen the window an overlap would need
+		j.leave(e.Client, ev, e.Seq, true)
+		return nil
+	})
+	startEngine(t, c, fastOptions("p1"), h)
+	startEngine(t, c, fastOptions("p2"), h)
+	p := NewPublisher(c, PublisherOptions{})
+	keys := []string{"a", "b", "c", "d"}
+	const n = 30
+	for i := 1; i <= n; i++ {
+		for _, k := range keys {
+			if err := p.Publish(ctx, ev(k, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, k := range keys {
+		eventually(t, 20*time.Second, "key "+k+" applied", func() bool { return j.count(k) >= n })
+		if got := j.seqs(k); !inOrder(got, n) {
+			t.Errorf("key %s applied %v, want 1..%d in order", k, got, n)
+		}
+	}
+	if len(j.overlap) > 0 {
+		t.Fatalf("same-key events overlapped: %v", j.overlap)
+	}
+}
+
+func TestEngineHaltOnPoisonOtherPartitionsFlow(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	var attempts atomic.Int32
+	var mu sync.Mutex
+	applied := map[string][]int{}
+	h := keyedHandler("orders", func(ctx context.Context, e *testEvent) error {
+		if e.Poison {
+			attempts.Add(1)
+			if e.Seq%2 == 0 {
+				panic("poison panics")
+			}
+			return errPoison
+		}
+		mu.Lock()
+		applied[e.Client] = append(applied[e.Client], e.Seq)
+		mu.Unlock()
+		return nil
+	})
+	halts := make(chan Halt, 4)
+	opts := fastOptions("p1")
+	opts.MaxRetries = 2
+	opts.OnHalt = func(h Halt) { halts <- h }
+	r := startEngine(t, c, opts, h)
+	p := NewPublisher(c, PublisherOptions{})
+	for i := 1; i <= 5; i++ {
+		a := ev("a", i)
+		a.Poison = i == 2
+		for _, m := range []*testEvent{a, ev("b", i)} {
+			if err := p.Publish(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var halt Halt
+	select {
+	case halt = <-halts:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no halt reported")
+	}
+	if halt.Key != "a" || halt.Stream != "order:a" || !errors.Is(halt.Err, ErrHandlerPanic) {
+		t.Fatalf("halt %+v", halt)
+	}
+	if n := attempts.Load(); n != 3 {
+		t.Fatalf("poison tried %d times, want 1 + MaxRetries = 3", n)
+	}
+	eventually(t, 20*time.Second, "key b drained", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(applied["b"]) == 5
+	})
+	mu.Lock()
+	gotA := fmt.Sprint(applied["a"])
+	mu.Unlock()
+	if gotA != "[1]" {
+		t.Fatalf("key a applied %s past its poison head, want [1]", gotA)
+	}
+	pend := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "order:a", Group: "orders", Start: "-", End: "+", Count: 10}).Val()
+	if len(pend) != 1 || pend[0].ID != halt.EntryID {
+		t.Fatalf("pending %+v, want the poison head %s", pend, halt.EntryID)
+	}
+	if c.Exists(ctx, "order:a:dlq").Val() != 0 {
+		t.Fatal("poison moved to a DLQ")
+	}
+	st := r.Status()
+	if hs := st.Halted(); len(hs) != 1 || hs[0].Key != "a" || hs[0].Halt == nil {
+		t.Fatalf("status halted %+v", hs)
+	}
+}
+
+func TestEngineHaltsOnBadEntries(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	var mu sync.Mutex
+	var seen []string
+	h := keyedHandler("orders", func(ctx context.Context, e *testEvent) error {
+		mu.Lock()
+		seen = append(seen, seqKey(e.Client, e.Seq))
+		mu.Unlock()
+		return nil
+	})
+	halts := make(chan Halt, 4)
+	opts := fastOptions("p1")
+	opts.OnHalt = func(h Halt) {
+		halts <- h
+		panic("a broken alert callback must not crash the engine")
+	}
+	startEngine(t, c, opts, h)
+	tests := []struct {
+		key, typ, payload, reason string
+	}{
+		{"x", "testEvent", "{not json", "undecodable payload"},
+		{"y", "Unknown", "{}", "unknown message type"},
+	}
+	for _, tt := range tests {
+		c.XAdd(ctx, &redis.XAddArgs{Stream: PartitionStream("order", tt.key), Values: []any{FieldType, tt.typ, FieldPayload, tt.payload}})
+		c.SAdd(ctx, IndexKey("order"), tt.key)
+	}
+	p := NewPublisher(c, PublisherOptions{})
+	p.Publish(ctx, ev("x", 2))
+	p.Publish(ctx, ev("z", 1))
+	got := map[string]string{}
+	for range tests {
+		select {
+		case h := <-halts:
+			got[h.Key] = h.Reason
+		case <-time.After(20 * time.Second):
+			t.Fatalf("halts so far %v", got)
+		}
+	}
+	for _, tt := range tests {
+		if got[tt.key] != tt.reason {
+			t.Errorf("key %s halted with %q, want %q", tt.key, got[tt.key], tt.reason)
+		}
+	}
+	eventually(t, 10*time.Second, "key z applied", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == 1 && seen[0] == "z/1"
+	})
+}
+
+func TestEngineReclaimsDeadOwnersPendingFirst(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	p := NewPublisher(c, PublisherOptions{})
+	for i := 1; i <= 4; i++ {
+		p.Publish(ctx, ev("a", i))
+	}
+	// A dead owner took entry 1 and never acked it.
+	stream := PartitionStream("order", "a")
+	dead, err := AcquireLease(ctx, c, PartitionLease(stream, "orders"), "dead", 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Reclaim(ctx, c, dead, "orders", []string{stream})
+	if _, ok, err := FencedRead(ctx, c, dead, "orders", []string{stream}); !ok || err != nil {
+		t.Fatalf("dead owner read: %v %v", ok, err)
+	}
+	j := newJournal()
+	var tokens sync.Map
+	h := keyedHandler("orders", func(ctx context.Context, e *testEvent) error {
+		if li, ok := LeaseFromContext(ctx); ok {
+			tokens.Store(li.Token, true)
+		}
+		j.enter(e.Client, seqKey(e.Client, e.Seq))
+		j.leave(e.Client, seqKey(e.Client, e.Seq), e.Seq, true)
+		return nil
+	})
+	startEngine(t, c, fastOptions("p2"), h)
+	eventually(t, 20*time.Second, "all applied", func() bool { return j.count("a") >= 4 })
+	if got := j.seqs("a"); fmt.Sprint(got) != "[1 2 3 4]" {
+		t.Fatalf("applied %v, want [1 2 3 4]", got)
+	}
+	if _, ok := tokens.Load("p2:2"); !ok {
+		t.Fatal("handler did not run under token p2:2")
+	}
+	for _, cons := range c.XInfoConsumers(ctx, stream, "orders").Val() {
+		if cons.Name == dead.Token() {
+			t.Fatal("dead owner's consumer was not deleted after reclaim")
+		}
+	}
+	if err := FencedAck(ctx, c, dead, "orders", stream, "0-1"); !errors.Is(err, ErrFenced) {
+		t.Fatalf("dead owner's ack: %v, want ErrFenced", err)
+	}
+}
+
+func TestEngineLostLeaseCancelsHandlerAndFences(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	entered := make(chan struct{}, 1)
+	cause := make(chan error, 1)
+	h := keyedHandler("orders", func(ctx context.Context, e *testEvent) error {
+		entered <- struct{}{}
+		<-ctx.Done()
+		cause <- context.Cause(ctx)
+		return ctx.Err()
+	})
+	r := startEngine(t, c, fastOptions("p1"), h)
+	NewPublisher(c, PublisherOptions{}).Publish(ctx, ev("a", 1))
+	select {
+	case <-entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("handler never ran")
+	}
+	// Another owner takes the partition (as after a stall past the TTL).
+	ref := PartitionLease("order:a", "orders")
+	c.Del(ctx, ref.Key)
+	if _, err := AcquireLease(ctx, c, ref, "thief", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-cause:
+		if !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("handler context cause %v, want ErrLeaseLost", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("handler context not cancelled after the lease was lost")
+	}
+	eventually(t, 10*time.Second, "stale owner to abandon", func() bool { return len(r.Status().Partitions) == 0 })
+	pend := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "order:a", Group: "orders", Start: "-", End: "+", Count: 10}).Val()
+	if len(pend) != 1 || pend[0].Consumer != "p1:1" {
+		t.Fatalf("pending %+v: the stale owner must not have acked", pend)
+	}
+}
+
+func TestEngineGracefulStopReleases(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	j := newJournal()
+	h := keyedHandler("orders", func(ctx context.Context, e *testEvent) error {
+		j.leave2(e.Client, e.Seq)
+		return nil
+	})
+	r := startEngine(t, c, fastOptions("p1"), h)
+	p := NewPublisher(c, PublisherOptions{})
+	p.Publish(ctx, ev("a", 1))
+	p.Publish(ctx, ev("b", 1))
+	eventually(t, 20*time.Second, "both applied", func() bool { return j.count("a") == 1 && j.count("b") == 1 })
+	r.stop()
+	for _, k := range []string{"a", "b"} {
+		if c.Exists(ctx, PartitionLease(PartitionStream("order", k), "orders").Key).Val() != 0 {
+			t.Errorf("lease of %s not released", k)
+		}
+	}
+	if n := c.ZCard(ctx, MembersKey("orders")).Val(); n != 0 {
+		t.Errorf("members set still has %d members", n)
+	}
+	// The next instance takes over at once, at the next generation.
+	r2 := startEngine(t, c, fastOptions("p2"), h)
+	p.Publish(ctx, ev("a", 2))
+	eventually(t, 20*time.Second, "a/2 applied", func() bool { return j.count("a") == 2 })
+	for _, ps := range r2.Status().Partitions {
+		if ps.Generation != 2 {
+			t.Errorf("partition %s at generation %d, want 2", ps.Stream, ps.Generation)
+		}
+	}
+}
+
+func (j *journal) leave2(key string, seq int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.applied[key] = append(j.applied[key], seq)
+}
+
+func TestEngineBackfillAfterPrimary(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	p := NewPublisher(c, PublisherOptions{})
+	p.Publish(ctx, ev("a", 100), AsBackfill())
+	p.Publish(ctx, ev("a", 1))
+	p.Publish(ctx, ev("a", 2))
+	j := newJournal()
+	startEngine(t, c, fastOptions("p1"), keyedHandler("orders", func(ctx context.Context, e *testEvent) error {
+		j.leave2(e.Client, e.Seq)
+		return nil
+	}))
+	eventually(t, 20*time.Second, "all applied", func() bool { return j.count("a") == 3 })
+	if got := fmt.Sprint(j.seqs("a")); got != "[1 2 100]" {
+		t.Fatalf("applied %s, want primary then backfill [1 2 100]", got)
+	}
+}

@@ -1,0 +1,202 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// partition is one owned partition of a keyed handler: a lease and the
+// lanes read under it, one message at a time. The lanes are a list so a
+// later owner of several streams (a pm's correlation value) fits the same
+// shape.
+type partition struct {
+	e        *Engine
+	id       string
+	reg      Registration
+	category string
+	key      string
+	lanes    []string // primary, then backfill
+	lease    Lease
+
+	ctx    context.Context // cancelled when the lease is lost
+	cancel context.CancelCauseFunc
+	timer  *time.Timer // fires at last renew + TTL - margin
+
+	releaseOnce sync.Once
+	release     chan struct{} // closed: hand over at the next boundary
+
+	mu     sync.Mutex
+	halt   *Halt
+	lostAt bool
+}
+
+func partitionID(group, stream string) string { return group + "\x00" + stream }
+
+// newPartition wraps an acquired lease; acquiredAt is when the acquire was
+// sent, the earliest the Redis TTL can have started.
+func (e *Engine) newPartition(base context.Context, c consumer, key string, l Lease, acquiredAt time.Time) *partition {
+	stream := PartitionStream(c.category, key)
+	p := &partition{
+		e: e, id: partitionID(c.reg.Name, stream), reg: c.reg, category: c.category, key: key,
+		lanes:   []string{stream, BackfillStream(c.category, key, e.o.BackfillSuffix)},
+		lease:   l,
+		release: make(chan struct{}),
+	}
+	info := LeaseInfo{Handler: c.reg.Name, Category: c.category, Key: key, Token: l.Token(), Generation: l.Generation}
+	p.ctx, p.cancel = context.WithCancelCause(context.WithValue(base, leaseInfoKey{}, info))
+	p.timer = time.AfterFunc(time.Until(acquiredAt.Add(e.o.LeaseTTL-e.o.LeaseMargin)), func() {
+		p.lost(errors.New("lease not renewed before its deadline"))
+	})
+	return p
+}
+
+// renewed moves the loss deadline after a renew sent at sentAt succeeded.
+func (p *partition) renewed(sentAt time.Time) {
+	if p.ctx.Err() == nil {
+		p.timer.Reset(time.Until(sentAt.Add(p.e.o.LeaseTTL - p.e.o.LeaseMargin)))
+	}
+}
+
+// lost cancels the handler's context: the lease is gone or about to be.
+func (p *partition) lost(cause error) {
+	p.mu.Lock()
+	first := !p.lostAt
+	p.lostAt = true
+	p.mu.Unlock()
+	if first {
+		p.e.log.Warn("seqby: lease lost; abandoning the partition", "handler", p.reg.Name, "stream", p.lanes[0], "token", p.lease.Token(), "cause", cause)
+	}
+	p.cancel(errors.Join(ErrLeaseLost, cause))
+}
+
+func (p *partition) requestRelease() { p.releaseOnce.Do(func() { close(p.release) }) }
+
+func (p *partition) releasing() bool {
+	select {
+	case <-p.release:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *partition) status() PartitionStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return PartitionStatus{Handler: p.reg.Name, Category: p.category, Key: p.key, Stream: p.lanes[0],
+		Token: p.lease.Token(), Generation: p.lease.Generation, Halted: p.halt != nil, Halt: p.halt}
+}
+
+// run works the partition until it is released, its lease is lost, or it
+// is fenced. It reclaims its predecessors' pending entries first.
+func (p *partition) run() {
+	e := p.e
+	defer func() {
+		p.timer.Stop()
+		if p.ctx.Err() == nil {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), e.o.LeaseTTL)
+			if err := p.lease.Release(ctx, e.c); err != nil {
+				e.log.Warn("seqby: release failed; the lease will expire", "stream", p.lanes[0], "err", err)
+			}
+			cancel()
+		}
+		p.cancel(errors.New("partition stopped"))
+		e.mu.Lock()
+		delete(e.parts, p.id)
+		e.mu.Unlock()
+	}()
+	for {
+		n, err := Reclaim(p.ctx, e.c, p.lease, p.reg.Name, p.lanes)
+		if err == nil {
+			if n > 0 {
+				e.log.Info("seqby: reclaimed pending entries of past owners", "stream", p.lanes[0], "entries", n, "token", p.lease.Token())
+			}
+			break
+		}
+		if !p.retryable(err) {
+			return
+		}
+	}
+	for {
+		if p.ctx.Err() != nil || p.releasing() {
+			return
+		}
+		if p.isHalted() {
+			select {
+			case <-p.ctx.Done():
+			case <-p.release:
+			}
+			return
+		}
+		seq := e.wake.mark(p.category, p.key)
+		en, ok, err := FencedRead(p.ctx, e.c, p.lease, p.reg.Name, p.lanes)
+		if err != nil {
+			if !p.retryable(err) {
+				return
+			}
+			continue
+		}
+		if !ok {
+			select {
+			case <-e.wake.wait(p.category, p.key, seq):
+			case <-p.release:
+			case <-p.ctx.Done():
+			case <-time.After(idleRecheck):
+			}
+			continue
+		}
+		out, h := e.handle(p.ctx, p.release, p.reg, p.category, en)
+		switch out {
+		case outLost, outStop:
+			return
+		case outHalt:
+			h.Key, h.Generation = p.key, p.lease.Generation
+			p.mu.Lock()
+			p.halt = h
+			p.mu.Unlock()
+			e.reportHalt(*h)
+			continue
+		}
+		for {
+			err := FencedAck(p.ctx, e.c, p.lease, p.reg.Name, en.Stream, en.ID)
+			if err == nil {
+				break
+			}
+			if !p.retryable(err) {
+				return
+			}
+		}
+	}
+}
+
+// idleRecheck is a safety net re-read of an idle partition, should a
+// wake-up signal have been trimmed away; signals normally wake it.
+const idleRecheck = 30 * time.Second
+
+// retryable handles a Redis error of the worker: fenced (or lease lost)
+// ends the partition; anything else waits a little and is retried while
+// the lease lasts.
+func (p *partition) retryable(err error) bool {
+	if errors.Is(err, ErrFenced) {
+		p.lost(err)
+		return false
+	}
+	if p.ctx.Err() != nil {
+		return false
+	}
+	p.e.log.Warn("seqby: redis error; retrying", "stream", p.lanes[0], "err", err)
+	select {
+	case <-time.After(p.e.o.RetryBackoff):
+		return true
+	case <-p.ctx.Done():
+		return false
+	}
+}
+
+func (p *partition) isHalted() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.halt != nil
+}

@@ -1,0 +1,155 @@
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// ErrRegistration matches every registration failure.
+var ErrRegistration = errors.New("registration failed")
+
+// ErrCapability means a handler needs a capability its broker does not
+// advertise: run it on a broker that has it (the Redis engine, or the
+// inline broker in unit tests).
+var ErrCapability = errors.New("broker lacks a required capability")
+
+// ErrKeyConflict means two registrations partition one category by
+// different fields. A category has at most one partition key: make every
+// keyed handler of the category use the same key, or drop the key.
+var ErrKeyConflict = errors.New("conflicting partition keys for one category")
+
+// ErrUnsupported means the broker cannot run this kind of registration yet.
+var ErrUnsupported = errors.New("not supported by this broker")
+
+// Registry holds the validated registrations of one broker. Brokers embed
+// it; handlers come from many packages, so every Add re-checks the
+// one-key-per-category rule across everything added before.
+type Registry struct {
+	broker string
+	caps   Capabilities
+	mu     sync.Mutex
+	regs   []Registration
+	keys   map[string]keyOwner // category -> partition field
+}
+
+type keyOwner struct{ field, handler string }
+
+// NewRegistry returns an empty registry for a broker named broker that
+// advertises caps.
+func NewRegistry(broker string, caps Capabilities) *Registry {
+	return &Registry{broker: broker, caps: caps, keys: map[string]keyOwner{}}
+}
+
+// Add validates regs and adds them all, or none on error. Checks:
+// a name, unique names, at least one route, Decode and Invoke on every
+// route; a keyed handler needs StreamPartitioning (ErrCapability) and a
+// PartitionField and PartitionKey on every route; every partitioned
+// category has one PartitionField across all registrations
+// (ErrKeyConflict). Errors match ErrRegistration and the specific error.
+func (r *Registry) Add(regs ...Registration) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	names := map[string]bool{}
+	for _, reg := range r.regs {
+		names[reg.Name] = true
+	}
+	keys := make(map[string]keyOwner, len(r.keys))
+	for k, v := range r.keys {
+		keys[k] = v
+	}
+	for _, reg := range regs {
+		if err := r.check(reg, names, keys); err != nil {
+			return fmt.Errorf("%w: %w", ErrRegistration, err)
+		}
+		names[reg.Name] = true
+	}
+	r.regs = append(r.regs, regs...)
+	r.keys = keys
+	return nil
+}
+
+func (r *Registry) check(reg Registration, names map[string]bool, keys map[string]keyOwner) error {
+	switch {
+	case reg.Name == "":
+		return errors.New("a registration has no Name; give it the handler's import path and type")
+	case names[reg.Name]:
+		return fmt.Errorf("handler %s registered twice; register each handler once", reg.Name)
+	case len(reg.Routes) == 0:
+		return fmt.Errorf("handler %s has no routes; it must handle at least one message type", reg.Name)
+	}
+	keyed := reg.Sequential && reg.Kind != ProcessManager
+	if reg.Key != "" && reg.Kind != ProcessManager {
+		keyed = true
+	}
+	if (keyed || reg.Sequential) && !r.caps.Has(StreamPartitioning) {
+		return fmt.Errorf("handler %s is sequential by %q but broker %q does not advertise StreamPartitioning (it has %v); run it on the Redis engine, or the inline broker in unit tests: %w",
+			reg.Name, reg.Key, r.broker, r.caps, ErrCapability)
+	}
+	for _, rt := range reg.Routes {
+		switch {
+		case rt.Category == "" || rt.Type == "":
+			return fmt.Errorf("handler %s has a route without Category or Type", reg.Name)
+		case rt.Decode == nil || rt.Invoke == nil:
+			return fmt.Errorf("handler %s route %s/%s lacks Decode or Invoke; regenerate with seqgen", reg.Name, rt.Category, rt.Type)
+		case keyed && (rt.PartitionField == "" || rt.PartitionKey == nil):
+			return fmt.Errorf("handler %s is sequential by %q but its route %s/%s has no partition field; every message it handles must carry the key",
+				reg.Name, reg.Key, rt.Category, rt.Type)
+		case rt.PartitionField != "" && rt.PartitionKey == nil:
+			return fmt.Errorf("handler %s route %s/%s names partition field %q but has no PartitionKey; regenerate with seqgen",
+				reg.Name, rt.Category, rt.Type, rt.PartitionField)
+		}
+		if rt.PartitionField == "" {
+			continue
+		}
+		if prev, ok := keys[rt.Category]; ok && prev.field != rt.PartitionField {
+			return fmt.Errorf("category %q is partitioned by %q in %s and by %q in %s; a category has one partition key, so make them agree: %w",
+				rt.Category, prev.field, prev.handler, rt.PartitionField, reg.Name, ErrKeyConflict)
+		}
+		keys[rt.Category] = keyOwner{field: rt.PartitionField, handler: reg.Name}
+	}
+	return nil
+}
+
+// Registrations returns the accepted registrations in registration order.
+func (r *Registry) Registrations() []Registration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Registration(nil), r.regs...)
+}
+
+// PartitionedCategories returns each partitioned category and its key field.
+func (r *Registry) PartitionedCategories() map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]string, len(r.keys))
+	for k, v := range r.keys {
+		out[k] = v.field
+	}
+	return out
+}
+
+// categories returns reg's categories in sorted order.
+func categories(reg Registration) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, rt := range reg.Routes {
+		if !seen[rt.Category] {
+			seen[rt.Category] = true
+			out = append(out, rt.Category)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// routeFor returns reg's route for a category and wire type.
+func routeFor(reg Registration, category, typ string) (Route, bool) {
+	for _, rt := range reg.Routes {
+		if rt.Category == category && rt.Type == typ {
+			return rt, true
+		}
+	}
+	return Route{}, false
+}

@@ -1,0 +1,92 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// plainBroker advertises no partitioning, like a broker without it.
+type plainBroker struct{ *Registry }
+
+func (plainBroker) Name() string               { return "plain" }
+func (plainBroker) Capabilities() Capabilities { return ConsumerGroups }
+func (b plainBroker) Register(regs ...Registration) error {
+	return b.Registry.Add(regs...)
+}
+
+func noop(context.Context, *testEvent) error { return nil }
+
+func TestRegistrationFailures(t *testing.T) {
+	other := keyedHandler("other", noop)
+	other.Routes[0].PartitionField = "tenant"
+	unkeyed := Registration{Name: "audit", Kind: EventHandler, Routes: []Route{orderRoute("", noop)}}
+	noKeyRoute := keyedHandler("nokey", noop)
+	noKeyRoute.Routes[0].PartitionField, noKeyRoute.Routes[0].PartitionKey = "", nil
+
+	tests := []struct {
+		name   string
+		broker func() Broker
+		regs   [][]Registration // Register calls in order
+		want   error            // error of the last call; nil: accepted
+	}{
+		{"keyed on redis", func() Broker { return mustEngine(t) }, [][]Registration{{keyedHandler("h", noop)}}, nil},
+		{"keyed on inline", func() Broker { return NewInlineBroker(nil) }, [][]Registration{{keyedHandler("h", noop)}}, nil},
+		{"keyed without capability", func() Broker { return plainBroker{NewRegistry("plain", ConsumerGroups)} },
+			[][]Registration{{keyedHandler("h", noop)}}, ErrCapability},
+		{"unkeyed without capability", func() Broker { return plainBroker{NewRegistry("plain", ConsumerGroups)} },
+			[][]Registration{{unkeyed}}, nil},
+		{"conflicting keys in one call", func() Broker { return mustEngine(t) },
+			[][]Registration{{keyedHandler("h", noop), other}}, ErrKeyConflict},
+		{"conflicting keys across calls", func() Broker { return mustEngine(t) },
+			[][]Registration{{keyedHandler("h", noop)}, {other}}, ErrKeyConflict},
+		{"same key twice", func() Broker { return mustEngine(t) },
+			[][]Registration{{keyedHandler("h", noop)}, {keyedHandler("h2", noop)}}, nil},
+		{"unkeyed on partitioned category", func() Broker { return mustEngine(t) },
+			[][]Registration{{keyedHandler("h", noop)}, {unkeyed}}, nil},
+		{"keyed route without key field", func() Broker { return mustEngine(t) },
+			[][]Registration{{noKeyRoute}}, ErrRegistration},
+		{"duplicate name", func() Broker { return mustEngine(t) },
+			[][]Registration{{keyedHandler("h", noop)}, {keyedHandler("h", noop)}}, ErrRegistration},
+		{"pm on redis engine", func() Broker { return mustEngine(t) },
+			[][]Registration{{{Name: "pm", Kind: ProcessManager, Routes: []Route{orderRoute("", noop)}}}}, ErrUnsupported},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := tt.broker()
+			var err error
+			for _, regs := range tt.regs {
+				err = b.Register(regs...)
+			}
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("rejected: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, tt.want) || !errors.Is(err, ErrRegistration) {
+				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestConflictRejectedRegistrationAddsNothing(t *testing.T) {
+	e := mustEngine(t)
+	other := keyedHandler("other", noop)
+	other.Routes[0].PartitionField = "tenant"
+	if err := e.Register(keyedHandler("ok", noop), other); !errors.Is(err, ErrKeyConflict) {
+		t.Fatal(err)
+	}
+	if n := len(e.Registrations()); n != 0 {
+		t.Fatalf("%d registrations kept after a failed Register", n)
+	}
+}
+
+func mustEngine(t *testing.T) *Engine {
+	e, err := NewEngine(nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}

@@ -1,0 +1,75 @@
+package runtime
+
+import (
+	"context"
+	"time"
+)
+
+// Halt describes a partition stopped on a message it cannot process. The
+// message stays pending as the partition's head; nothing later for the key
+// is applied until an operator resolves the head.
+type Halt struct {
+	Handler     string    // Registration.Name (the consumer group)
+	Category    string    // stream category
+	Key         string    // partition key ("" for an unpartitioned category)
+	Stream      string    // lane holding the message
+	EntryID     string    // stream entry id of the head
+	MessageType string    // FieldType of the entry ("" when missing)
+	MessageID   string    // FieldID of the entry
+	Reason      string    // why it halted
+	Err         error     // the last handler or decode error
+	Owner       string    // OwnerID of the instance that halted it
+	Generation  int64     // lease generation at the halt (0 when unleased)
+	At          time.Time // when it halted
+}
+
+// PartitionStatus is one partition this instance owns.
+type PartitionStatus struct {
+	Handler    string
+	Category   string
+	Key        string
+	Stream     string
+	Token      string // lease token, the consumer name: {owner_id}:{generation}
+	Generation int64
+	Halted     bool
+	Halt       *Halt // set when Halted
+}
+
+// Status is a snapshot of an engine instance.
+type Status struct {
+	OwnerID    string
+	Running    bool
+	Partitions []PartitionStatus // owned partitions, sorted by handler, stream
+	// Halts lists halts on unpartitioned categories (messages left pending
+	// after their retries); partitioned halts are in Partitions.
+	Halts []Halt
+}
+
+// Halted returns the owned partitions that are halted.
+func (s Status) Halted() []PartitionStatus {
+	var out []PartitionStatus
+	for _, p := range s.Partitions {
+		if p.Halted {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// LeaseInfo tells a handler which lease it runs under, so it can pass the
+// fencing token on to an external system that checks it.
+type LeaseInfo struct {
+	Handler    string
+	Category   string
+	Key        string
+	Token      string
+	Generation int64
+}
+
+type leaseInfoKey struct{}
+
+// LeaseFromContext returns the lease a keyed handler's message runs under.
+func LeaseFromContext(ctx context.Context) (LeaseInfo, bool) {
+	v, ok := ctx.Value(leaseInfoKey{}).(LeaseInfo)
+	return v, ok
+}
