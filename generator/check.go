@@ -121,14 +121,14 @@ func (c *checker) handlerMethods(h *handler) {
 		if h.kind == annotations.CommandHandler {
 			want = "a command"
 		}
-		c.probs.addRelated(h.rolePos, fmt.Sprintf("%s %s has no handle methods; declare exported methods func (%s) Name(context.Context, M) error with M %s type (or *M)",
-			h.kind, h.name, h.name, want), h.nearMisses...)
+		c.probs.addRelated(h.rolePos, fmt.Sprintf("%s has no handle methods; declare exported methods func (%s) Name(context.Context, M) error with M %s type (or *M)",
+			h.describe(), h.name, want), h.nearMisses...)
 		return
 	}
 	handled := map[*message]*handleMethod{}
 	for _, hm := range h.methods {
 		if first, ok := handled[hm.msg]; ok {
-			c.probs.addRelated(hm.pos, fmt.Sprintf("%s.%s and %s.%s both handle %s; one message type has one handle method per %s", h.name, first.name, h.name, hm.name, hm.msg.name, h.kind),
+			c.probs.addRelated(hm.pos, fmt.Sprintf("%s.%s and %s.%s both handle %s; keep one handle method per message type", h.name, first.name, h.name, hm.name, hm.msg.name),
 				related{first.pos, h.name + "." + first.name + " here"})
 			continue
 		}
@@ -145,13 +145,13 @@ func (c *checker) handlerMethods(h *handler) {
 func (c *checker) keyedMethod(h *handler, hm *handleMethod) {
 	f, why := resolveField(hm.msg.named, h.key)
 	if f == nil {
-		c.probs.addRelated(h.keyPos, fmt.Sprintf("%s %s is keyed by %s, but %s", h.kind, h.name, h.key, why),
+		c.probs.addRelated(h.keyPos, fmt.Sprintf("%s is keyed by %s, but %s", h.describe(), h.key, why),
 			related{hm.pos, fmt.Sprintf("%s.%s handles %s here", h.name, hm.name, hm.msg.name)},
 			related{hm.msg.pos, hm.msg.name + " declared here"})
 		c.refuse(hm.msg, h.key)
 		return
 	}
-	c.addDecl(hm.msg.category, &keyDecl{pos: h.keyPos, name: h.key, who: h.kind + " " + h.name}, hm.msg, f)
+	c.addDecl(hm.msg.category, &keyDecl{pos: h.keyPos, name: h.key, who: h.describe()}, hm.msg, f)
 }
 
 func (c *checker) pmMethod(h *handler, hm *handleMethod) {
@@ -170,7 +170,7 @@ func (c *checker) pmMethod(h *handler, hm *handleMethod) {
 	c.plan.correlate[hm] = f
 	if h.sequential {
 		c.addDecl(hm.msg.category, &keyDecl{pos: hm.correlatePos, name: hm.correlate, pm: true,
-			who: fmt.Sprintf("sequential pm %s (correlate on %s)", h.name, hm.name)}, hm.msg, f)
+			who: fmt.Sprintf("sequential pm %s via %s", h.name, hm.name)}, hm.msg, f)
 	}
 }
 
@@ -248,9 +248,28 @@ func agree(a, b *keyDecl, msgs []*message) bool {
 }
 
 func (c *checker) conflict(cat string, first *keyDecl, conflicting, all []*keyDecl) {
-	names := []string{fmt.Sprintf("%s (%s)", first.name, first.who)}
-	for _, d := range conflicting {
-		names = append(names, fmt.Sprintf("%s (%s)", d.name, d.who))
+	// Group the declarations by the field they name, so the message reads
+	// "client_id (handler A, event B) and tenant_id (handler C)".
+	var groups [][]*keyDecl
+	for _, d := range all {
+		placed := false
+		for i, g := range groups {
+			if agree(g[0], d, c.m.byCategory[cat]) {
+				groups[i], placed = append(g, d), true
+				break
+			}
+		}
+		if !placed {
+			groups = append(groups, []*keyDecl{d})
+		}
+	}
+	var names []string
+	for _, g := range groups {
+		var who []string
+		for _, d := range g {
+			who = append(who, d.who)
+		}
+		names = append(names, fmt.Sprintf("%s (%s)", g[0].name, strings.Join(who, ", ")))
 	}
 	var rel []related
 	for _, d := range all[1:] {

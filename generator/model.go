@@ -2,6 +2,8 @@ package generator
 
 import (
 	"go/token"
+
+	"github.com/seqby/seqby/annotations"
 	"go/types"
 
 	"golang.org/x/tools/go/packages"
@@ -50,6 +52,15 @@ type handler struct {
 }
 
 func (h *handler) qualified() string { return h.pkg.PkgPath + "." + h.name }
+
+// describe names the handler in messages: "handler Ledger", "command
+// handler Place", "pm Fulfilment".
+func (h *handler) describe() string {
+	if h.kind == annotations.CommandHandler {
+		return "command handler " + h.name
+	}
+	return h.kind + " " + h.name
+}
 
 // handleMethod is one handle method of a handler.
 type handleMethod struct {

@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"go/types"
 	"sort"
+	"strings"
 
 	"github.com/seqby/seqby/annotations"
 	"golang.org/x/tools/go/packages"
@@ -215,7 +216,7 @@ func (s *scanner) handleMethods(h *handler) {
 		hm := &handleMethod{name: fn.Name(), pos: fn.Pos(), msg: msg, ptrParam: ptr}
 		if c, ok := markers[annotations.Correlate]; ok {
 			if h.kind != annotations.PM {
-				s.probs.add(c.Pos, "%scorrelate on %s.%s: %s is a %s, not a %spm; only a pm's handle methods correlate", annotations.Prefix, h.name, fn.Name(), h.name, h.kind, annotations.Prefix)
+				s.probs.add(c.Pos, "%scorrelate on %s.%s: %s is not a %spm; only a pm's handle methods correlate", annotations.Prefix, h.name, fn.Name(), h.describe(), annotations.Prefix)
 			} else {
 				hm.correlate, hm.correlatePos = c.Value, c.Pos
 			}
@@ -247,7 +248,7 @@ func (s *scanner) handleSignature(fn *types.Func, wantKind string) (msg *message
 	case m == nil:
 		return nil, false, fmt.Sprintf("%s has no %sevent or %scommand marker", named.Obj().Name(), annotations.Prefix, annotations.Prefix)
 	case m.kind != wantKind:
-		return nil, false, fmt.Sprintf("%s is a %s, and this type handles %ss", m.name, m.kind, wantKind)
+		return nil, false, fmt.Sprintf("%s is %s %s, and this type handles %ss", m.name, article(m.kind), m.kind, wantKind)
 	}
 	return m, ptr, ""
 }
@@ -265,4 +266,11 @@ func (s *scanner) strayCorrelates() {
 			s.probs.add(c.Pos, "%scorrelate is on a method of a type that is not a %spm; mark the type %spm or remove the marker", annotations.Prefix, annotations.Prefix, annotations.Prefix)
 		}
 	}
+}
+
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiou", rune(word[0])) {
+		return "an"
+	}
+	return "a"
 }
