@@ -43,8 +43,10 @@ func (e *Engine) discoveryLoop(base context.Context, stop <-chan struct{}, all, 
 }
 
 // memberTTL is how long an instance counts as live after its last
-// heartbeat: one lease TTL, and at least three discovery cycles.
-func (e *Engine) memberTTL() time.Duration { return max(e.o.LeaseTTL, 3*e.o.DiscoveryInterval) }
+// announcement: one lease TTL, like its leases, so a crashed instance
+// leaves the member set when its leases expire. Announcements ride on the
+// heartbeat and on every discovery cycle.
+func (e *Engine) memberTTL() time.Duration { return e.o.LeaseTTL }
 
 type candidate struct {
 	c   consumer
@@ -140,6 +142,7 @@ func (e *Engine) balance(base context.Context, stop <-chan struct{}, handler str
 // leaveMembers removes this instance from the member sets so the others'
 // fair share grows at once.
 func (e *Engine) leaveMembers(ctx context.Context, leased []consumer) {
+	e.leaving.Store(true)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	for _, c := range leased {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -24,11 +26,13 @@ type Engine struct {
 	sem  chan struct{}
 	wake *waiter
 
-	mu      sync.Mutex
-	running bool
-	parts   map[string]*partition // owned partitions by id
-	halts   []Halt                // unpartitioned halts
-	warned  map[string]bool       // categories warned about size
+	mu       sync.Mutex
+	running  bool
+	parts    map[string]*partition // owned partitions by id
+	halts    []Halt                // unpartitioned halts
+	warned   map[string]bool       // categories warned about size
+	handlers []string              // keyed handlers, announced as members
+	leaving  atomic.Bool           // stop announcing: graceful stop began
 }
 
 // NewEngine returns an engine reading through c. Register handlers, then
@@ -125,6 +129,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	e.running = true
+	e.leaving.Store(false)
 	e.mu.Unlock()
 	defer func() { e.mu.Lock(); e.running = false; e.mu.Unlock() }()
 
@@ -163,6 +168,11 @@ func (e *Engine) Run(ctx context.Context) error {
 			go func() { defer wg.Done(); e.runPlain(base, stop, c) }()
 		}
 	}
+	for _, c := range leased {
+		if !slices.Contains(e.handlers, c.reg.Name) {
+			e.handlers = append(e.handlers, c.reg.Name)
+		}
+	}
 	var partsWG sync.WaitGroup
 	hbCtx, stopHeartbeat := context.WithCancel(base)
 	wg.Add(1)
@@ -170,14 +180,16 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.log.Info("seqby engine running", "consumers", len(cs), "lease_ttl", e.o.LeaseTTL)
 	e.discoveryLoop(base, stop, cs, leased, &partsWG)
 
-	// Graceful stop: every partition finishes, acks and releases.
+	// Graceful stop: leave the member sets first so the others' share
+	// grows at once, then every partition finishes, acks and releases
+	// (the heartbeat keeps renewing their leases meanwhile).
+	e.leaveMembers(base, leased)
 	e.mu.Lock()
 	for _, p := range e.parts {
 		p.requestRelease()
 	}
 	e.mu.Unlock()
 	partsWG.Wait()
-	e.leaveMembers(base, leased)
 	stopHeartbeat()
 	stopWaiter()
 	wg.Wait()

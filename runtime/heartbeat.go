@@ -21,6 +21,24 @@ func (e *Engine) heartbeatLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		e.renewAll(ctx)
+		e.announce(ctx)
+	}
+}
+
+// announce refreshes this instance in the member sets of its keyed
+// handlers, so it stays counted while discovery is slow or busy.
+func (e *Engine) announce(ctx context.Context) {
+	if e.leaving.Load() || len(e.handlers) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.o.HeartbeatInterval)
+	defer cancel()
+	pipe := e.c.Pipeline()
+	for _, h := range e.handlers {
+		scriptMember.EvalSha(ctx, pipe, []string{MembersKey(h)}, e.o.OwnerID, e.memberTTL().Milliseconds(), "1")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !e.leaving.Load() {
+		e.log.Debug("seqby: member announcement failed", "err", err)
 	}
 }
 

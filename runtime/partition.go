@@ -44,7 +44,7 @@ func (e *Engine) newPartition(base context.Context, c consumer, key string, l Le
 		lease:   l,
 		release: make(chan struct{}),
 	}
-	info := LeaseInfo{Handler: c.reg.Name, Category: c.category, Key: key, Token: l.Token(), Generation: l.Generation}
+	info := LeaseInfo{Handler: c.reg.Name, Category: c.category, Key: key, Token: l.Token(), Generation: l.Generation, LeaseKey: l.Ref.Key}
 	p.ctx, p.cancel = context.WithCancelCause(context.WithValue(base, leaseInfoKey{}, info))
 	p.timer = time.AfterFunc(time.Until(acquiredAt.Add(e.o.LeaseTTL-e.o.LeaseMargin)), func() {
 		p.lost(errors.New("lease not renewed before its deadline"))

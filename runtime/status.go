@@ -62,8 +62,12 @@ type LeaseInfo struct {
 	Handler    string
 	Category   string
 	Key        string
-	Token      string
+	Token      string // {owner_id}:{generation}
 	Generation int64
+	// LeaseKey holds Token while the lease lasts: an effect committed in
+	// Redis can be fenced with a script that first checks
+	// GET(LeaseKey) == Token (keep it in the same slot: hash tag).
+	LeaseKey string
 }
 
 type leaseInfoKey struct{}
