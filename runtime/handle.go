@@ -33,6 +33,9 @@ func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, reg Registra
 	}
 	typ := en.Fields[FieldType]
 	rt, ok := routeFor(reg, category, typ)
+	if !ok && e.KnownType(category, typ) {
+		return outDone, nil // another handler's message type: skip it
+	}
 	if !ok {
 		return halt("unknown message type", fmt.Errorf("handler %s has no route for type %q on %s", reg.Name, typ, category))
 	}

@@ -112,6 +112,11 @@ func partitionKey(msg Message, suffix string) (key string, partitioned bool, err
 	if !ok {
 		return "", false, nil
 	}
+	defer func() {
+		if p := recover(); p != nil { // e.g. a typed nil message
+			key, err = "", fmt.Errorf("reading the partition key panicked: %v: %w", p, ErrPublish)
+		}
+	}()
 	key, err = pm.PartitionKey()
 	if err != nil {
 		return "", true, err

@@ -32,6 +32,7 @@ type Registry struct {
 	mu     sync.Mutex
 	regs   []Registration
 	keys   map[string]keyOwner // category -> partition field
+	types  map[string]bool     // category \x00 type of every route
 }
 
 type keyOwner struct{ field, handler string }
@@ -39,7 +40,7 @@ type keyOwner struct{ field, handler string }
 // NewRegistry returns an empty registry for a broker named broker that
 // advertises caps.
 func NewRegistry(broker string, caps Capabilities) *Registry {
-	return &Registry{broker: broker, caps: caps, keys: map[string]keyOwner{}}
+	return &Registry{broker: broker, caps: caps, keys: map[string]keyOwner{}, types: map[string]bool{}}
 }
 
 // Add validates regs and adds them all, or none on error. Checks:
@@ -67,7 +68,21 @@ func (r *Registry) Add(regs ...Registration) error {
 	}
 	r.regs = append(r.regs, regs...)
 	r.keys = keys
+	for _, reg := range regs {
+		for _, rt := range reg.Routes {
+			r.types[rt.Category+"\x00"+rt.Type] = true
+		}
+	}
 	return nil
+}
+
+// KnownType reports whether any registration routes the type on category.
+// A handler skips a known type it does not handle (another handler's), but
+// an entry of a type no registration knows halts its partition.
+func (r *Registry) KnownType(category, typ string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.types[category+"\x00"+typ]
 }
 
 func (r *Registry) check(reg Registration, names map[string]bool, keys map[string]keyOwner) error {

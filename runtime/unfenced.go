@@ -206,6 +206,9 @@ func (u *unfenced) process(stream string, m redis.XMessage) {
 		h.Key = u.key
 		e.mu.Lock()
 		e.halts = append(e.halts, *h)
+		if len(e.halts) > maxHalts {
+			e.halts = e.halts[len(e.halts)-maxHalts:]
+		}
 		e.mu.Unlock()
 		e.reportHalt(*h)
 	}
@@ -230,6 +233,9 @@ func (e *Engine) ensureGroup(base context.Context, stop <-chan struct{}, stream,
 	e.log.Warn("seqby: creating consumer group failed", "stream", stream, "group", group, "err", err)
 	return false
 }
+
+// maxHalts bounds the unpartitioned halts kept for Status.
+const maxHalts = 100
 
 func isNoGroup(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOGROUP") }
 

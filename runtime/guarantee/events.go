@@ -1,0 +1,43 @@
+// Package guarantee is seqby's multi-process guarantee suite: its tests run
+// two and three engine instances as separate OS processes against a private
+// redis-server, kill and stall them, and check the ADR-0028 guarantees from
+// what the instances recorded in Redis.
+//
+// The non-test files hold the suite's messages and its recording handler, so
+// seqgen generates their extractors and registration like any user's code.
+package guarantee
+
+// Category is the stream category of Step, partitioned by client_id.
+const Category = "client"
+
+// Step is one event of a client. Seq is its position in the client's publish
+// order; SlowMS and Fail tell the Recorder how to behave on it.
+//
+//seqby:event=client
+//seqby:key=client_id
+type Step struct {
+	ClientID string `json:"client_id"`
+	Seq      int    `json:"seq"`
+	// SlowMS keeps the handler busy for that many milliseconds, ignoring its
+	// context, like a handler body that cannot be interrupted.
+	SlowMS int `json:"slow_ms,omitempty"`
+	// Fail makes every attempt at the event fail: a poison message.
+	Fail bool `json:"fail,omitempty"`
+}
+
+// Tagged is an event whose key field is a pointer, so a nil key can be
+// published (it must be refused).
+//
+//seqby:event=tagged
+//seqby:key=tag_id
+type Tagged struct {
+	TagID *string `json:"tag_id"`
+}
+
+// Note is an event of an unpartitioned category: it has no client_id, so a
+// handler keyed by client_id cannot be registered for it.
+//
+//seqby:event=note
+type Note struct {
+	Text string `json:"text"`
+}
