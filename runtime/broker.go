@@ -19,6 +19,7 @@ const (
 // Has reports whether every capability in want is in c.
 func (c Capabilities) Has(want Capabilities) bool { return c&want == want }
 
+// String lists the capabilities, e.g. "StreamPartitioning|ConsumerGroups".
 func (c Capabilities) String() string {
 	var s []string
 	if c.Has(StreamPartitioning) {

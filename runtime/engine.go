@@ -38,7 +38,13 @@ type Engine struct {
 // NewEngine returns an engine reading through c. Register handlers, then
 // call Run. For prompt shutdown of blocking reads, build c with
 // ContextTimeoutEnabled: true (reads are bounded by BlockTimeout anyway).
-func NewEngine(c redis.UniversalClient, opts Options) (*Engine, error) {
+//
+// At most one Options is used; none means all defaults.
+func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
+	var opts Options
+	if len(options) > 0 {
+		opts = options[0]
+	}
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, fmt.Errorf("seqby engine options: %w", err)

@@ -22,10 +22,12 @@ type InlineBroker struct {
 	states   map[string]any // pm name + "\x00" + correlation -> state
 }
 
-// NewInlineBroker returns an empty inline broker using codec (nil: JSON).
-func NewInlineBroker(codec Codec) *InlineBroker {
-	if codec == nil {
-		codec = JSON
+// NewInlineBroker returns an empty inline broker. It encodes with the
+// given codec, or JSON when none (or nil) is given.
+func NewInlineBroker(codecs ...Codec) *InlineBroker {
+	codec := JSON
+	if len(codecs) > 0 && codecs[0] != nil {
+		codec = codecs[0]
 	}
 	return &InlineBroker{Registry: NewRegistry("inline", StreamPartitioning), codec: codec, states: map[string]any{}}
 }
@@ -43,8 +45,9 @@ func (b *InlineBroker) Register(regs ...Registration) error { return b.Registry.
 // every matching route, in order, after any message queued before it. A
 // handler that publishes gets its message queued behind the current one,
 // never run inside it. Publish returns the handler errors of the messages
-// it delivered (joined); the inline broker does not retry.
-func (b *InlineBroker) Publish(ctx context.Context, msg Message) error {
+// it delivered (joined); the inline broker does not retry. A backfill
+// option is accepted and ignored: there is one lane, submission order.
+func (b *InlineBroker) Publish(ctx context.Context, msg Message, _ ...PublishOption) error {
 	if msg == nil {
 		return fmt.Errorf("inline publish: nil message: %w", ErrPublish)
 	}

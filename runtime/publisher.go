@@ -27,8 +27,24 @@ type Publisher struct {
 	opts PublisherOptions
 }
 
-// NewPublisher returns a Publisher writing through c.
-func NewPublisher(c redis.UniversalClient, opts PublisherOptions) *Publisher {
+// MessagePublisher is implemented by the Redis Publisher and by the
+// InlineBroker, so code that publishes can run on either.
+type MessagePublisher interface {
+	Publish(ctx context.Context, msg Message, opts ...PublishOption) error
+}
+
+var (
+	_ MessagePublisher = (*Publisher)(nil)
+	_ MessagePublisher = (*InlineBroker)(nil)
+)
+
+// NewPublisher returns a Publisher writing through c, configured by at most
+// one PublisherOptions (none: all defaults).
+func NewPublisher(c redis.UniversalClient, options ...PublisherOptions) *Publisher {
+	var opts PublisherOptions
+	if len(options) > 0 {
+		opts = options[0]
+	}
 	if opts.Codec == nil {
 		opts.Codec = JSON
 	}
