@@ -116,4 +116,10 @@ func TestFencedReadMissingLanes(t *testing.T) {
 	if _, ok, err := FencedRead(ctx, c, l, "h", []string{"order:none", "order:none:backfill"}); ok || err != nil {
 		t.Fatalf("read of missing streams: %v %v", ok, err)
 	}
+	// A lane that appears after the claim gets its group on first read.
+	c.XAdd(ctx, &redis.XAddArgs{Stream: "order:none:backfill", Values: []any{"v", "late"}})
+	e, ok, err := FencedRead(ctx, c, l, "h", []string{"order:none", "order:none:backfill"})
+	if !ok || err != nil || e.Fields["v"] != "late" || e.Stream != "order:none:backfill" {
+		t.Fatalf("read of a late lane: %+v %v %v", e, ok, err)
+	}
 }

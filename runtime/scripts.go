@@ -58,17 +58,26 @@ const fenceErr = "SEQBY_FENCED"
 // (id 0) before new ones ('>') lane by lane, so a retried or reclaimed head
 // comes first and a later lane is read only when earlier ones are drained.
 // Returns {lane (1-based), entries} or {0} when every lane is drained.
-// Lanes are created lazily (group from id 0) only once they exist.
+// A lane's group is created (from id 0) the first time a read finds it
+// missing, so a backfill lane may appear after the claim.
 var scriptRead = redis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('SEQBY_FENCED lease ' .. KEYS[1] .. ' is not held by ' .. ARGV[1])
 end
+local function read(s, id)
+  local r = redis.pcall('XREADGROUP', 'GROUP', ARGV[2], ARGV[1], 'COUNT', ARGV[3], 'STREAMS', s, id)
+  if type(r) == 'table' and r.err then
+    -- NOGROUP: a lane that appeared after the claim gets its group now.
+    redis.pcall('XGROUP', 'CREATE', s, ARGV[2], '0')
+    r = redis.call('XREADGROUP', 'GROUP', ARGV[2], ARGV[1], 'COUNT', ARGV[3], 'STREAMS', s, id)
+  end
+  return r
+end
 for i = 2, #KEYS do
   if redis.call('EXISTS', KEYS[i]) == 1 then
-    redis.pcall('XGROUP', 'CREATE', KEYS[i], ARGV[2], '0')
-    local pend = redis.call('XREADGROUP', 'GROUP', ARGV[2], ARGV[1], 'COUNT', ARGV[3], 'STREAMS', KEYS[i], '0')
+    local pend = read(KEYS[i], '0')
     if pend and pend[1] and #pend[1][2] > 0 then return {i - 1, pend[1][2]} end
-    local new = redis.call('XREADGROUP', 'GROUP', ARGV[2], ARGV[1], 'COUNT', ARGV[3], 'STREAMS', KEYS[i], '>')
+    local new = read(KEYS[i], '>')
     if new and new[1] and #new[1][2] > 0 then return {i - 1, new[1][2]} end
   end
 end

@@ -1,0 +1,536 @@
+package guarantee
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/internal/redistest"
+	"github.com/seqby/seqby/runtime"
+)
+
+// The test binary doubles as an engine instance: with envChild set it runs
+// one engine (the Recorder, keyed by client_id) until SIGTERM instead of the
+// tests. Each instance is then a real OS process the tests can SIGKILL,
+// SIGSTOP and SIGCONT.
+const (
+	envChild    = "SEQBY_GUARANTEE_CHILD"
+	envRedis    = "SEQBY_GUARANTEE_REDIS"
+	envInstance = "SEQBY_GUARANTEE_INSTANCE"
+	envLeaseTTL = "SEQBY_GUARANTEE_LEASE_TTL"
+)
+
+// group is the Recorder's consumer group (its registration name).
+var group = (&Recorder{}).SeqbyRegistration().Name
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envChild) == "1" {
+		os.Exit(childMain())
+	}
+	os.Exit(m.Run())
+}
+
+// childMain runs one engine instance and returns its exit code: 0 after a
+// graceful stop on SIGTERM.
+func childMain() int {
+	inst, addr := os.Getenv(envInstance), os.Getenv(envRedis)
+	ttl, err := time.ParseDuration(os.Getenv(envLeaseTTL))
+	if inst == "" || addr == "" || err != nil {
+		fmt.Fprintf(os.Stderr, "child: bad environment (instance %q, redis %q, lease ttl: %v)\n", inst, addr, err)
+		return 2
+	}
+	// Never outlive the test process, even if Pdeathsig misses (it follows
+	// the spawning thread, not the process).
+	ppid := os.Getppid()
+	go func() {
+		for range time.Tick(200 * time.Millisecond) {
+			if os.Getppid() != ppid {
+				os.Exit(3)
+			}
+		}
+	}()
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	defer c.Close()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	e, err := runtime.NewEngine(c, runtime.Options{
+		OwnerID:           inst,
+		LeaseTTL:          ttl,
+		HeartbeatInterval: min(200*time.Millisecond, ttl/5),
+		DiscoveryInterval: 200 * time.Millisecond,
+		MaxRetries:        2,
+		RetryBackoff:      20 * time.Millisecond,
+		MaxBackoff:        100 * time.Millisecond,
+		BlockTimeout:      500 * time.Millisecond,
+		Logger:            log,
+		OnHalt: func(h runtime.Halt) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			c.RPush(ctx, haltsKey(), strings.Join([]string{inst, h.Key, h.EntryID, strconv.FormatInt(h.Generation, 10)}, "|"))
+		},
+	})
+	if err == nil {
+		err = e.Register((&Recorder{Redis: c, Instance: inst}).SeqbyRegistration())
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	// Publish the owned lease tokens, numbered, so the test can wait for a
+	// snapshot taken after an event (e.g. a resume) instead of sleeping.
+	statusCtx, stopStatus := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for n := 1; ; n++ {
+			var toks []string
+			for _, p := range e.Status().Partitions {
+				toks = append(toks, p.Token)
+			}
+			c.Set(statusCtx, statusKey(inst), strconv.Itoa(n)+"|"+strings.Join(toks, ","), 0)
+			select {
+			case <-statusCtx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	err = e.Run(ctx)
+	stopStatus()
+	wg.Wait()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	return 0
+}
+
+// cluster is a private redis-server and the engine instances a test runs
+// against it.
+type cluster struct {
+	t        *testing.T
+	ctx      context.Context
+	rdb      *redis.Client
+	addr     string
+	leaseTTL time.Duration
+	pub      *runtime.Publisher
+	logDir   string // the instances' logs
+
+	mu    sync.Mutex
+	procs map[string]*child
+}
+
+// child is one engine process.
+type child struct {
+	id   string
+	cmd  *exec.Cmd
+	log  string        // its stderr
+	done chan struct{} // closed when it exited
+	err  error         // Wait's result, set before done closes
+}
+
+// newCluster starts a redis-server for the test. Instances started with
+// start use leaseTTL.
+func newCluster(t *testing.T, leaseTTL time.Duration) *cluster {
+	t.Helper()
+	srv := redistest.New(t)
+	// Made before the cleanup below is registered, so the logs outlive it.
+	logDir := t.TempDir()
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	c := &cluster{t: t, ctx: ctx, rdb: rdb, addr: srv.Addr, leaseTTL: leaseTTL,
+		pub: runtime.NewPublisher(rdb, runtime.PublisherOptions{}), logDir: logDir, procs: map[string]*child{}}
+	// Registered after the server's cleanup, so it runs before it: every
+	// child dies before its Redis does.
+	t.Cleanup(c.cleanup)
+	return c
+}
+
+// start launches instance id and waits until it has announced itself as a
+// live member of the Recorder's group.
+func (c *cluster) start(id string) *child {
+	c.t.Helper()
+	logPath := filepath.Join(c.logDir, id+".log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), envChild+"=1", envRedis+"="+c.addr, envInstance+"="+id, envLeaseTTL+"="+c.leaseTTL.String())
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group (a terminal's ^C is for the test, which then
+	// kills its children), and killed if the test process dies.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("start instance %s: %v", id, err)
+	}
+	ch := &child{id: id, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() { ch.err = cmd.Wait(); close(ch.done) }()
+	c.mu.Lock()
+	c.procs[id] = ch
+	c.mu.Unlock()
+	c.eventually(30*time.Second, "instance "+id+" live", func() bool {
+		select {
+		case <-ch.done:
+			c.t.Fatalf("instance %s exited at start: %v\n%s", id, ch.err, tail(ch.log, 40))
+		default:
+		}
+		_, err := c.rdb.ZScore(c.ctx, runtime.MembersKey(group), id).Result()
+		return err == nil
+	})
+	return ch
+}
+
+// cleanup kills every instance still running (SIGCONT first, so a stopped
+// one can die) and shows their logs when the test failed.
+func (c *cluster) cleanup() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ch := range c.procs {
+		select {
+		case <-ch.done:
+		default:
+			syscall.Kill(ch.cmd.Process.Pid, syscall.SIGCONT)
+			syscall.Kill(-ch.cmd.Process.Pid, syscall.SIGKILL)
+			<-ch.done
+		}
+		if c.t.Failed() {
+			c.t.Logf("--- log of instance %s (last lines) ---\n%s", ch.id, tail(ch.log, 60))
+		}
+	}
+}
+
+func (c *cluster) proc(id string) *child {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch, ok := c.procs[id]
+	if !ok {
+		c.t.Fatalf("no instance %s", id)
+	}
+	return ch
+}
+
+func (c *cluster) signal(id string, sig syscall.Signal) {
+	c.t.Helper()
+	if err := c.proc(id).cmd.Process.Signal(sig); err != nil {
+		c.t.Fatalf("signal %v to %s: %v", sig, id, err)
+	}
+}
+
+// kill SIGKILLs id and waits until it is gone.
+func (c *cluster) kill(id string) {
+	c.t.Helper()
+	c.signal(id, syscall.SIGKILL)
+	<-c.proc(id).done
+}
+
+// waitExit waits for id to exit and returns its Wait error.
+func (c *cluster) waitExit(id string, within time.Duration) error {
+	c.t.Helper()
+	ch := c.proc(id)
+	select {
+	case <-ch.done:
+		return ch.err
+	case <-time.After(within):
+		c.t.Fatalf("instance %s did not exit within %v", id, within)
+		return nil
+	}
+}
+
+// eventually polls cond until it holds: tests wait on state, never on
+// sleeps.
+func (c *cluster) eventually(within time.Duration, what string, cond func() bool) {
+	c.t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			c.t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// publish publishes steps in order.
+func (c *cluster) publish(steps ...Step) {
+	c.t.Helper()
+	for _, s := range steps {
+		if err := c.pub.Publish(c.ctx, s); err != nil {
+			c.t.Fatalf("publish %+v: %v", s, err)
+		}
+	}
+}
+
+// owner returns the instance holding key's lease and the lease generation
+// ("" when no one holds it).
+func (c *cluster) owner(key string) (string, int64) {
+	tok, err := c.rdb.Get(c.ctx, runtime.LeaseKey(runtime.PartitionStream(Category, key), group)).Result()
+	if err != nil {
+		return "", 0
+	}
+	o, g, err := runtime.ParseToken(tok)
+	if err != nil {
+		c.t.Fatalf("lease of %s holds %q: %v", key, tok, err)
+	}
+	return o, g
+}
+
+// state is key's optimistic-concurrency state: the last seq applied in
+// order.
+func (c *cluster) state(key string) int {
+	n, _ := c.rdb.Get(c.ctx, stateKey(key)).Int()
+	return n
+}
+
+// status returns the latest numbered snapshot of id's owned lease tokens.
+func (c *cluster) status(id string) (int, []string) {
+	v, err := c.rdb.Get(c.ctx, statusKey(id)).Result()
+	if err != nil {
+		return 0, nil
+	}
+	num, toks, _ := strings.Cut(v, "|")
+	n, _ := strconv.Atoi(num)
+	if toks == "" {
+		return n, nil
+	}
+	return n, strings.Split(toks, ",")
+}
+
+// mark is one entry or exit of the Recorder.
+type mark struct {
+	Phase    string // "enter" or "exit"
+	Instance string
+	Token    string
+	Seq      int
+	At       int64 // Redis time, µs
+}
+
+// marks returns key's entry log in order.
+func (c *cluster) marks(key string) []mark {
+	c.t.Helper()
+	var out []mark
+	for _, s := range c.rdb.LRange(c.ctx, entriesKey(key), 0, -1).Val() {
+		f := strings.Split(s, "|")
+		if len(f) != 5 {
+			c.t.Fatalf("bad entry record %q", s)
+		}
+		seq, _ := strconv.Atoi(f[3])
+		at, _ := strconv.ParseInt(f[4], 10, 64)
+		out = append(out, mark{Phase: f[0], Instance: f[1], Token: f[2], Seq: seq, At: at})
+	}
+	return out
+}
+
+// commit is one record of the applied or rejected log.
+type commit struct {
+	Seq      int
+	Instance string
+	Token    string
+}
+
+func (c *cluster) commits(listKey string) []commit {
+	c.t.Helper()
+	var out []commit
+	for _, s := range c.rdb.LRange(c.ctx, listKey, 0, -1).Val() {
+		f := strings.Split(s, "|")
+		if len(f) != 3 {
+			c.t.Fatalf("bad commit record %q", s)
+		}
+		seq, _ := strconv.Atoi(f[0])
+		out = append(out, commit{Seq: seq, Instance: f[1], Token: f[2]})
+	}
+	return out
+}
+
+// applied returns key's applied log.
+func (c *cluster) applied(key string) []commit { return c.commits(appliedKey(key)) }
+
+// appliedSeqs returns the seqs of key's applied log in commit order.
+func (c *cluster) appliedSeqs(key string) []int {
+	var out []int
+	for _, a := range c.applied(key) {
+		out = append(out, a.Seq)
+	}
+	return out
+}
+
+// overlaps returns the overlaps the marker recorded for key.
+func (c *cluster) overlaps(key string) []string {
+	return c.rdb.LRange(c.ctx, overlapsKey(key), 0, -1).Val()
+}
+
+// waitApplied waits until each key's state reaches n.
+func (c *cluster) waitApplied(within time.Duration, n int, keys ...string) {
+	c.t.Helper()
+	for _, k := range keys {
+		c.eventually(within, fmt.Sprintf("%s applied through %d", k, n), func() bool { return c.state(k) >= n })
+	}
+}
+
+// checkOrder fails the test unless key's applied log, with re-runs of the
+// event just applied collapsed (at-least-once across a handover), is exactly
+// 1..n, and the optimistic state reached n. It returns the number of
+// re-runs.
+func (c *cluster) checkOrder(key string, n int) int {
+	c.t.Helper()
+	seqs := c.appliedSeqs(key)
+	collapsed, reruns := collapseReruns(seqs)
+	want := make([]int, n)
+	for i := range want {
+		want[i] = i + 1
+	}
+	if !slices.Equal(collapsed, want) {
+		c.t.Errorf("%s applied %v, want 1..%d in publish order (only an immediate re-run allowed)", key, seqs, n)
+	}
+	if s := c.state(key); s != n {
+		c.t.Errorf("%s optimistic state is %d, want %d", key, s, n)
+	}
+	return reruns
+}
+
+// collapseReruns drops an applied seq equal to the one before it.
+func collapseReruns(seqs []int) ([]int, int) {
+	var out []int
+	reruns := 0
+	for _, s := range seqs {
+		if len(out) > 0 && out[len(out)-1] == s {
+			reruns++
+			continue
+		}
+		out = append(out, s)
+	}
+	return out, reruns
+}
+
+// window is one handler run: from entry to exit, Redis time.
+type window struct {
+	Instance, Token string
+	Seq             int
+	From, To        int64
+}
+
+// windows pairs key's entries with their exits (same instance, token and
+// seq, in order). A run that never exited (its process was killed) lasts
+// to the end of time.
+func windows(ms []mark) []window {
+	type run struct {
+		inst, tok string
+		seq       int
+	}
+	open := map[run][]int{} // run -> indexes into out still open
+	var out []window
+	for _, m := range ms {
+		r := run{m.Instance, m.Token, m.Seq}
+		switch m.Phase {
+		case "enter":
+			open[r] = append(open[r], len(out))
+			out = append(out, window{Instance: m.Instance, Token: m.Token, Seq: m.Seq, From: m.At, To: 1<<63 - 1})
+		case "exit":
+			if idx := open[r]; len(idx) > 0 {
+				out[idx[0]].To = m.At
+				open[r] = idx[1:]
+			}
+		}
+	}
+	return out
+}
+
+func (w window) overlaps(o window) bool { return w.From < o.To && o.From < w.To }
+
+// checkExclusive fails the test if the marker recorded an overlap for key,
+// or if two runs of different events of key intersect in Redis time. An
+// unfinished run of a killed process is excluded: it stopped at the kill.
+func (c *cluster) checkExclusive(key string, killed ...string) {
+	c.t.Helper()
+	if ov := c.overlaps(key); len(ov) > 0 {
+		c.t.Errorf("%s: the in-progress marker was held by two events at once: %v", key, ov)
+	}
+	ws := windows(c.marks(key))
+	for i, a := range ws {
+		for _, b := range ws[i+1:] {
+			if a.Seq == b.Seq || !a.overlaps(b) {
+				continue
+			}
+			if (a.To == 1<<63-1 && slices.Contains(killed, a.Instance)) || (b.To == 1<<63-1 && slices.Contains(killed, b.Instance)) {
+				continue
+			}
+			c.t.Errorf("%s: event %d (%s) and event %d (%s) were in the handler at once", key, a.Seq, a.Token, b.Seq, b.Token)
+		}
+	}
+}
+
+// entered reports whether some run of key's seq entered under a token whose
+// owner is inst (any instance when inst is "").
+func entered(ms []mark, inst string, seq int) (mark, bool) {
+	for _, m := range ms {
+		if m.Phase == "enter" && m.Seq == seq && (inst == "" || m.Instance == inst) {
+			return m, true
+		}
+	}
+	return mark{}, false
+}
+
+// steps returns Step seq from..to of key.
+func steps(key string, from, to int) []Step {
+	var out []Step
+	for i := from; i <= to; i++ {
+		out = append(out, Step{ClientID: key, Seq: i})
+	}
+	return out
+}
+
+// interleave merges per-key step lists round-robin, so consecutive publishes
+// alternate keys.
+func interleave(lists ...[]Step) []Step {
+	var out []Step
+	for i := 0; ; i++ {
+		added := false
+		for _, l := range lists {
+			if i < len(l) {
+				out = append(out, l[i])
+				added = true
+			}
+		}
+		if !added {
+			return out
+		}
+	}
+}
+
+// tail returns the last n lines of a file.
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var lines []string
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 64*1024), 1024*1024)
+	for s.Scan() {
+		lines = append(lines, s.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}
