@@ -27,10 +27,18 @@ func (e *Engine) discoveryLoop(base context.Context, stop <-chan struct{}, all, 
 	fanRunning := map[string]bool{}
 	t := time.NewTicker(e.o.DiscoveryInterval)
 	defer t.Stop()
+	// Announce first and claim one cycle later, so instances started
+	// together see each other before claiming, instead of the first one
+	// taking everything and handing most of it over again.
+	e.announce(base)
+	settled := len(names) == 0
 	for {
 		for _, name := range names {
-			e.balance(base, stop, name, byHandler[name], wg)
+			if settled {
+				e.balance(base, stop, name, byHandler[name], wg)
+			}
 		}
+		settled = true
 		for _, c := range fans {
 			e.startFans(base, stop, c, fanRunning, wg)
 		}
