@@ -306,3 +306,52 @@ func TestEngineBackfillAfterPrimary(t *testing.T) {
 		t.Fatalf("applied %s, want primary then backfill [1 2 100]", got)
 	}
 }
+
+func TestEngineSlowHandlerKeepsLease(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	opts := fastOptions("p1")
+	opts.LeaseTTL, opts.HeartbeatInterval = 300*time.Millisecond, 50*time.Millisecond
+	release := make(chan struct{})
+	results := make(chan error, 1)
+	var sawExpiry atomic.Bool
+	h := keyedHandler("orders", func(hctx context.Context, e *testEvent) error {
+		// Stay in the handler until the lease has been renewed past
+		// several TTLs: its context must stay alive throughout.
+		<-release
+		if sawExpiry.Load() {
+			results <- errors.New("lease key expired while the handler ran")
+		} else {
+			results <- hctx.Err()
+		}
+		return nil
+	})
+	r := startEngine(t, c, opts, h)
+	NewPublisher(c, PublisherOptions{}).Publish(ctx, ev("a", 1))
+	key := PartitionLease("order:a", "orders").Key
+	eventually(t, 20*time.Second, "lease taken", func() bool { return c.Exists(ctx, key).Val() == 1 })
+	// Watch the lease across a few renewals: it must never lapse.
+	var renewals int
+	last := c.PTTL(ctx, key).Val()
+	eventually(t, 20*time.Second, "several renewals", func() bool {
+		ttl := c.PTTL(ctx, key).Val()
+		if ttl < 0 {
+			sawExpiry.Store(true)
+			return true
+		}
+		if ttl > last {
+			renewals++
+		}
+		last = ttl
+		return renewals >= 6
+	})
+	close(release)
+	if err := <-results; err != nil {
+		t.Fatalf("slow handler: %v", err)
+	}
+	eventually(t, 10*time.Second, "acked", func() bool {
+		return c.XPending(ctx, "order:a", "orders").Val().Count == 0
+	})
+	if ps := r.Status().Partitions; len(ps) != 1 || ps[0].Generation != 1 {
+		t.Fatalf("partitions %+v, want still generation 1", ps)
+	}
+}

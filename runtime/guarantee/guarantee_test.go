@@ -3,8 +3,13 @@ package guarantee
 import (
 	"fmt"
 	"slices"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime"
 )
 
 // The tests below map one to one onto the assertions of ADR-0028 ("Mapping
@@ -71,7 +76,7 @@ func TestNoConcurrentEntrySameKey(t *testing.T) {
 	c.waitApplied(60*time.Second, n, keys...)
 	shared := 0
 	for _, k := range keys {
-		c.checkExclusive(k)
+		c.checkExclusive(k, nil)
 		insts := map[string]bool{}
 		for _, m := range c.marks(k) {
 			insts[m.Instance] = true
@@ -107,8 +112,8 @@ func TestCrossKeyParallelism(t *testing.T) {
 	if !found {
 		t.Fatalf("client-A's and client-B's handler runs never overlapped: A %s, B %s", fmtWindows(wa), fmtWindows(wb))
 	}
-	c.checkExclusive("client-A")
-	c.checkExclusive("client-B")
+	c.checkExclusive("client-A", nil)
+	c.checkExclusive("client-B", nil)
 }
 
 func fmtWindows(ws []window) string {
@@ -118,4 +123,307 @@ func fmtWindows(ws []window) string {
 	}
 	slices.Sort(s)
 	return fmt.Sprint(s)
+}
+
+// TestPoisonHaltsOnlyItsPartition: a poison event at client-A's head stops
+// client-A from advancing past it (no later client-A event is entered or
+// applied, nothing moves to a DLQ, the head stays pending) while client-B
+// keeps flowing to completion.
+func TestPoisonHaltsOnlyItsPartition(t *testing.T) {
+	c := newCluster(t, ttl)
+	c.start("i1")
+	c.start("i2")
+	a := steps("client-A", 1, 4)
+	a[1].Fail = true
+	c.publish(interleave(a, slow(20, steps("client-B", 1, 4)))...)
+	var halt []string
+	c.eventually(30*time.Second, "a halt reported for client-A", func() bool {
+		for _, h := range c.rdb.LRange(c.ctx, haltsKey(), 0, -1).Val() {
+			if f := strings.Split(h, "|"); len(f) == 4 && f[1] == "client-A" {
+				halt = f
+				return true
+			}
+		}
+		return false
+	})
+	// Publish more for both keys after the halt and let client-B finish:
+	// a halt that let client-A move on would have done so by then.
+	c.publish(Step{ClientID: "client-A", Seq: 5}, Step{ClientID: "client-B", Seq: 5}, Step{ClientID: "client-B", Seq: 6})
+	c.waitApplied(30*time.Second, 6, "client-B")
+	c.checkOrder("client-B", 6)
+
+	if got := c.appliedSeqs("client-A"); !slices.Equal(got, []int{1}) {
+		t.Errorf("client-A applied %v past its poison head, want [1]", got)
+	}
+	attempts := 0
+	for _, m := range c.marks("client-A") {
+		if m.Phase == "enter" && m.Seq > 2 {
+			t.Errorf("client-A entered event %d behind its poison head (%s)", m.Seq, m.Token)
+		}
+		if m.Phase == "enter" && m.Seq == 2 {
+			attempts++
+		}
+	}
+	if attempts < 3 {
+		t.Errorf("the poison head was tried %d times, want at least 1 + MaxRetries = 3", attempts)
+	}
+	stream := runtime.PartitionStream(Category, "client-A")
+	pend, err := c.rdb.XPendingExt(c.ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: "-", End: "+", Count: 10}).Result()
+	if err != nil || len(pend) != 1 || pend[0].ID != halt[2] {
+		t.Errorf("pending entries of %s: %+v (%v), want only the poison head %s", stream, pend, err, halt[2])
+	}
+	if dlq := c.rdb.Keys(c.ctx, "*dlq*").Val(); len(dlq) > 0 {
+		t.Errorf("a poison event was moved to a DLQ: %v", dlq)
+	}
+	if n := c.rdb.XLen(c.ctx, stream).Val(); n != 5 {
+		t.Errorf("%s holds %d entries, want all 5 (nothing removed)", stream, n)
+	}
+	c.checkExclusive("client-A", nil)
+}
+
+// TestCrashFailover: SIGKILL the owner of client-A while it is inside an
+// event. The other instance claims the partition at a higher generation,
+// reclaims the dead owner's pending entry, re-runs it and resumes in strict
+// order: nothing lost or skipped. A re-run is allowed; the final state must
+// be right.
+func TestCrashFailover(t *testing.T) {
+	c := newCluster(t, ttl)
+	c.start("i1")
+	c.start("i2")
+	const n = 10
+	a := steps("client-A", 1, n)
+	a[4].SlowMS = 1500 // in flight when its owner dies
+	c.publish(interleave(a, slow(20, steps("client-B", 1, n)))...)
+	var victim mark
+	c.eventually(30*time.Second, "client-A's event 5 in the handler", func() bool {
+		var ok bool
+		victim, ok = entered(c.marks("client-A"), "", 5)
+		return ok
+	})
+	stream := runtime.PartitionStream(Category, "client-A")
+	pend, err := c.rdb.XPendingExt(c.ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: "-", End: "+", Count: 10}).Result()
+	if err != nil || len(pend) != 1 || pend[0].Consumer != victim.Token {
+		t.Fatalf("before the kill, pending of %s is %+v (%v); want event 5 pending under %s", stream, pend, err, victim.Token)
+	}
+	_, victimGen, _ := runtime.ParseToken(victim.Token)
+	c.kill(victim.Instance)
+	survivor := other(victim.Instance)
+	c.eventually(30*time.Second, survivor+" claims client-A", func() bool {
+		o, g := c.owner("client-A")
+		return o == survivor && g > victimGen
+	})
+	c.waitApplied(30*time.Second, n, "client-A", "client-B")
+	c.checkOrder("client-A", n)
+	c.checkOrder("client-B", n)
+	if _, ok := entered(c.marks("client-A"), survivor, 5); !ok {
+		t.Errorf("%s never ran event 5, the dead owner's pending entry", survivor)
+	}
+	if p := c.rdb.XPending(c.ctx, stream, group).Val(); p == nil || p.Count != 0 {
+		t.Errorf("pending of %s after the failover: %+v, want none", stream, p)
+	}
+	for _, cons := range c.rdb.XInfoConsumers(c.ctx, stream, group).Val() {
+		if cons.Name == victim.Token {
+			t.Errorf("the dead owner's consumer %s is still in the group", cons.Name)
+		}
+	}
+	unfinished := func(w window) bool { return w.Instance == victim.Instance && w.To == openEnd }
+	c.checkExclusive("client-A", unfinished)
+	c.checkExclusive("client-B", unfinished)
+}
+
+// TestStallFailoverFence: SIGSTOP the owner of client-A inside an event,
+// past its lease, so the other instance takes the partition, re-runs the
+// event and moves on; then SIGCONT it. The stale owner may finish the one
+// in-flight body (the ADR's at-least-once residual), but its commit is
+// refused, and it never enters client-A's next event under its old lease:
+// its read and ack are fenced and it drops the partition. Committed order
+// stays intact.
+func TestStallFailoverFence(t *testing.T) {
+	c := newCluster(t, ttl)
+	c.start("i1")
+	c.start("i2")
+	a := steps("client-A", 1, 8)
+	a[3].SlowMS = 1500 // in flight when its owner is stopped
+	c.publish(interleave(a, slow(20, steps("client-B", 1, 8)))...)
+	var stale mark
+	c.eventually(30*time.Second, "client-A's event 4 in the handler", func() bool {
+		var ok bool
+		stale, ok = entered(c.marks("client-A"), "", 4)
+		return ok
+	})
+	c.signal(stale.Instance, syscall.SIGSTOP)
+	_, staleGen, _ := runtime.ParseToken(stale.Token)
+	successor := other(stale.Instance)
+	c.eventually(30*time.Second, successor+" takes client-A", func() bool {
+		o, g := c.owner("client-A")
+		return o == successor && g > staleGen
+	})
+	c.waitApplied(30*time.Second, 8, "client-A")
+	before, _ := c.status(stale.Instance)
+	c.signal(stale.Instance, syscall.SIGCONT)
+	// The next events: the stale owner must never read them under its old
+	// lease.
+	const n = 12
+	c.publish(steps("client-A", 9, n)...)
+	c.waitApplied(30*time.Second, n, "client-A")
+	c.eventually(30*time.Second, "the stale owner's in-flight body to end", func() bool {
+		for _, m := range c.marks("client-A") {
+			if m.Phase == "exit" && m.Token == stale.Token && m.Seq == 4 {
+				return true
+			}
+		}
+		return false
+	})
+	c.eventually(30*time.Second, "the stale owner to drop its old lease", func() bool {
+		num, toks := c.status(stale.Instance)
+		return num > before && !slices.Contains(toks, stale.Token)
+	})
+
+	for _, m := range c.marks("client-A") {
+		if m.Phase == "enter" && m.Token == stale.Token && m.Seq > 4 {
+			t.Errorf("the stale owner entered event %d under its fenced lease %s", m.Seq, m.Token)
+		}
+	}
+	for _, ap := range c.applied("client-A") {
+		if ap.Token == stale.Token && ap.Seq >= 4 {
+			t.Errorf("the stale owner committed event %d under its fenced lease %s", ap.Seq, ap.Token)
+		}
+	}
+	if rej := c.commits(rejectedKey("client-A")); !slices.Contains(rej, commit{Seq: 4, Instance: stale.Instance, Token: stale.Token}) {
+		t.Errorf("rejected commits %+v: want the stale owner's commit of event 4 refused", rej)
+	}
+	c.checkOrder("client-A", n)
+	c.waitApplied(30*time.Second, 8, "client-B")
+	c.checkOrder("client-B", 8)
+	// The stale body of event 4 overlapped its successor's later events in
+	// time (it was frozen); that run is the allowed residual, every other
+	// pair must be exclusive.
+	c.checkExclusive("client-A", func(w window) bool { return w.Token == stale.Token && w.Seq == 4 })
+}
+
+// TestGracefulShutdownHandsOver: SIGTERM the owner of client-A while it is
+// inside an event. It finishes and acks the event, releases its leases and
+// exits 0; the other instance owns all the partitions well before the lease
+// TTL (a minute here) could have expired, and nothing is re-run.
+func TestGracefulShutdownHandsOver(t *testing.T) {
+	c := newCluster(t, time.Minute)
+	c.start("i1")
+	c.start("i2")
+	a := steps("client-A", 1, 6)
+	a[2].SlowMS = 600
+	b := steps("client-B", 1, 6)
+	b[2].SlowMS = 600
+	c.publish(interleave(a, b)...)
+	var leaving mark
+	c.eventually(30*time.Second, "client-A's event 3 in the handler", func() bool {
+		var ok bool
+		leaving, ok = entered(c.marks("client-A"), "", 3)
+		return ok
+	})
+	stayer := other(leaving.Instance)
+	c.signal(leaving.Instance, syscall.SIGTERM)
+	if err := c.waitExit(leaving.Instance, 15*time.Second); err != nil {
+		t.Fatalf("%s after SIGTERM: %v", leaving.Instance, err)
+	}
+	// Bounded well below the one-minute TTL: only a release explains it.
+	c.eventually(15*time.Second, stayer+" owns both partitions", func() bool {
+		oa, _ := c.owner("client-A")
+		ob, _ := c.owner("client-B")
+		return oa == stayer && ob == stayer
+	})
+	c.publish(interleave(steps("client-A", 7, 10), steps("client-B", 7, 10))...)
+	c.waitApplied(15*time.Second, 10, "client-A", "client-B")
+	for _, k := range []string{"client-A", "client-B"} {
+		if got := c.appliedSeqs(k); !slices.Equal(got, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}) {
+			t.Errorf("%s applied %v, want 1..10 once each (a graceful handover re-runs nothing)", k, got)
+		}
+		c.checkExclusive(k, nil)
+	}
+	if !slices.Contains(c.applied("client-A"), commit{Seq: 3, Instance: leaving.Instance, Token: leaving.Token}) {
+		t.Errorf("%s did not finish its in-flight event 3 before leaving: %+v", leaving.Instance, c.applied("client-A"))
+	}
+	if _, err := c.rdb.ZScore(c.ctx, runtime.MembersKey(group), leaving.Instance).Result(); err == nil {
+		t.Errorf("%s is still in the member set after leaving", leaving.Instance)
+	}
+}
+
+// TestScaleOut: one instance owns 16 partitions; two more join while events
+// flow. The partitions spread so that none owns more than its fair share
+// plus one, every instance owns some, and order and exclusivity hold
+// throughout.
+func TestScaleOut(t *testing.T) {
+	c := newCluster(t, ttl)
+	var keys []string
+	for i := range 16 {
+		keys = append(keys, fmt.Sprintf("client-%02d", i))
+	}
+	round := func(r, ms int) []Step {
+		var out []Step
+		for _, k := range keys {
+			out = append(out, Step{ClientID: k, Seq: r, SlowMS: ms})
+		}
+		return out
+	}
+	c.start("i1")
+	c.publish(round(1, 0)...)
+	c.eventually(30*time.Second, "i1 to own all 16 partitions", func() bool {
+		for _, k := range keys {
+			if o, _ := c.owner(k); o != "i1" {
+				return false
+			}
+		}
+		return true
+	})
+	// Enough work queued that the spread happens while events flow.
+	const n = 40
+	for r := 2; r <= n/2; r++ {
+		c.publish(round(r, 40)...)
+	}
+	c.start("i2")
+	c.start("i3")
+	limit := len(keys)/3 + 1
+	var last map[string]int
+	c.eventually(30*time.Second, "the partitions to spread over 3 instances", func() bool {
+		last = map[string]int{}
+		for _, k := range keys {
+			o, _ := c.owner(k)
+			if o == "" {
+				return false
+			}
+			last[o]++
+		}
+		if len(last) != 3 {
+			return false
+		}
+		for _, m := range last {
+			if m > limit {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("spread: %v", last)
+	for r := n/2 + 1; r <= n; r++ {
+		c.publish(round(r, 5)...)
+	}
+	c.waitApplied(60*time.Second, n, keys...)
+	ran := map[string]bool{}
+	for _, k := range keys {
+		c.checkOrder(k, n)
+		c.checkExclusive(k, nil)
+		for _, a := range c.applied(k) {
+			ran[a.Instance] = true
+		}
+	}
+	if len(ran) != 3 {
+		t.Errorf("instances that applied events: %v, want all 3", ran)
+	}
+}
+
+// other returns the instance of a two-instance cluster that is not id.
+func other(id string) string {
+	if id == "i1" {
+		return "i2"
+	}
+	return "i1"
 }
