@@ -29,3 +29,7 @@ generate:
 
 check-generated:
 	$(GO) run ./cmd/seqgen -check ./...
+
+# The multi-process guarantee suite, 20 times in a row; every run must pass.
+stress:
+	$(GO) test -race -count=20 ./runtime/guarantee
