@@ -236,3 +236,7 @@ func (e *Engine) reportHalt(h Halt) {
 	}()
 	e.o.OnHalt(h)
 }
+
+// Add is Register: the engine's checks also apply through the embedded
+// Registry.
+func (e *Engine) Add(regs ...Registration) error { return e.Register(regs...) }
