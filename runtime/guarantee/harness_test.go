@@ -294,6 +294,19 @@ func (c *cluster) owner(key string) (string, int64) {
 	return o, g
 }
 
+// waitOwnsSome waits until instance id holds the lease of one of keys.
+func (c *cluster) waitOwnsSome(id string, keys []string) {
+	c.t.Helper()
+	c.eventually(30*time.Second, id+" to own a partition", func() bool {
+		for _, k := range keys {
+			if o, _ := c.owner(k); o == id {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 // state is key's optimistic-concurrency state: the last seq applied in
 // order.
 func (c *cluster) state(key string) int {
