@@ -35,3 +35,7 @@ check-generated:
 # The multi-process guarantee suite, 20 times in a row; every run must pass.
 stress:
 	$(GO) test -race -count=20 ./runtime/guarantee
+
+# Throughput against a private redis-server; results go in docs/benchmarks.md.
+bench: redis
+	$(GO) test ./runtime/bench -run '^$$' -bench . -benchtime 5000x -count 3

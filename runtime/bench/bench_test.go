@@ -1,0 +1,103 @@
+// Package bench measures the runtime against a private redis-server:
+// publish throughput and end-to-end keyed throughput. Run with make bench;
+// results are written down in docs/benchmarks.md, never asserted in tests.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seqby/seqby/examples/orders/events"
+	"github.com/seqby/seqby/internal/redistest"
+	"github.com/seqby/seqby/runtime"
+)
+
+func newClient(b *testing.B) *redis.Client {
+	s := redistest.New(b)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+	b.Cleanup(func() { c.Close() })
+	return c
+}
+
+// BenchmarkPublish publishes keyed events one at a time (one Lua script
+// call each: entry, index and wake-up signal).
+func BenchmarkPublish(b *testing.B) {
+	c := newClient(b)
+	pub := runtime.NewPublisher(c, runtime.PublisherOptions{})
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if err := pub.Publish(ctx, events.ItemAdded{ClientID: fmt.Sprintf("c-%d", i%64), Seq: i}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
+}
+
+// counter is a keyed handler that counts what it applies.
+type counter struct{ n atomic.Int64 }
+
+func (h *counter) registration() runtime.Registration {
+	return runtime.Registration{
+		Name: "bench.counter", Kind: runtime.EventHandler, Key: "client_id", Sequential: true,
+		Routes: []runtime.Route{{
+			Category: "cart", Type: "ItemAdded", PartitionField: "client_id",
+			Decode: func(c runtime.Codec, p []byte) (runtime.Message, error) {
+				var m events.ItemAdded
+				return m, c.Unmarshal(p, &m)
+			},
+			PartitionKey: func(m runtime.Message) (string, error) { return m.(events.ItemAdded).PartitionKey() },
+			Invoke:       func(context.Context, any, runtime.Message) error { h.n.Add(1); return nil },
+		}},
+	}
+}
+
+// BenchmarkKeyedEndToEnd publishes b.N events over 64 keys, then measures
+// until two engine instances (in this process) have applied them all.
+func BenchmarkKeyedEndToEnd(b *testing.B) {
+	for _, keys := range []int{8, 64} {
+		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
+			c := newClient(b)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			pub := runtime.NewPublisher(c, runtime.PublisherOptions{})
+			for i := 0; i < b.N; i++ {
+				if err := pub.Publish(ctx, events.ItemAdded{ClientID: fmt.Sprintf("c-%d", i%keys), Seq: i}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			h := &counter{}
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for i := range 2 {
+				eng, err := runtime.NewEngine(c, runtime.Options{
+					OwnerID: fmt.Sprintf("bench-%d", i), DiscoveryInterval: 100 * time.Millisecond,
+					Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := eng.Register(h.registration()); err != nil {
+					b.Fatal(err)
+				}
+				wg.Add(1)
+				go func() { defer wg.Done(); _ = eng.Run(ctx) }()
+			}
+			for h.n.Load() < int64(b.N) {
+				time.Sleep(time.Millisecond)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
+			cancel()
+			wg.Wait()
+		})
+	}
+}
