@@ -34,7 +34,11 @@ func (e *Engine) discoveryLoop(base context.Context, stop <-chan struct{}, all, 
 	settled := len(names) == 0
 	for {
 		for _, name := range names {
-			if settled {
+			switch {
+			case !settled:
+			case byHandler[name][0].mode == modePM:
+				e.balancePM(base, stop, name, byHandler[name], wg)
+			default:
 				e.balance(base, stop, name, byHandler[name], wg)
 			}
 		}

@@ -49,6 +49,9 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seqby engine options: %w", err)
 	}
+	if o.StateStore == nil {
+		o.StateStore = NewRedisStateStore(c)
+	}
 	return &Engine{
 		Registry: NewRegistry("redis", StreamPartitioning|ConsumerGroups),
 		c:        c, o: o,
@@ -69,8 +72,10 @@ func (e *Engine) Capabilities() Capabilities { return StreamPartitioning | Consu
 // ErrRunning is returned by Register after Run started, and by a second Run.
 var ErrRunning = errors.New("engine already running; register every handler before Run")
 
-// Register validates and adds handlers (see Registry.Add). Process managers
-// are not supported by the engine yet (ErrUnsupported).
+// Register validates and adds handlers (see Registry.Add). A process
+// manager must be sequential (//seqby:sequential): the engine runs a pm
+// with one owner per correlation value; a pm that is not sequential is
+// refused with ErrUnsupported.
 func (e *Engine) Register(regs ...Registration) error {
 	e.mu.Lock()
 	running := e.running
@@ -79,8 +84,8 @@ func (e *Engine) Register(regs ...Registration) error {
 		return fmt.Errorf("%w: %w", ErrRegistration, ErrRunning)
 	}
 	for _, r := range regs {
-		if r.Kind == ProcessManager {
-			return fmt.Errorf("%w: process manager %s: %w: the Redis engine runs handlers and command handlers; run pms on the inline broker for now",
+		if r.Kind == ProcessManager && !r.Sequential {
+			return fmt.Errorf("%w: process manager %s: %w: the Redis engine runs sequential pms only; mark it //seqby:sequential (one owner per correlation value), or run it on the inline broker",
 				ErrRegistration, r.Name, ErrUnsupported)
 		}
 	}
@@ -103,6 +108,7 @@ const (
 	modeLeased consumeMode = iota // keyed handler: one owner per partition
 	modeFan                       // unkeyed handler on a partitioned category
 	modePlain                     // unpartitioned category: one consumer group
+	modePM                        // sequential pm: one owner per correlation value
 )
 
 func (e *Engine) consumers() []consumer {
@@ -117,6 +123,11 @@ func (e *Engine) consumers() []consumer {
 				if keyed {
 					mode = modeLeased
 				}
+			}
+			if reg.Kind == ProcessManager {
+				// Registration checks made every category of a
+				// sequential pm partitioned by its correlate field.
+				mode = modePM
 			}
 			out = append(out, consumer{reg: reg, category: cat, mode: mode})
 		}
@@ -167,7 +178,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	var leased []consumer
 	for _, c := range cs {
 		switch c.mode {
-		case modeLeased:
+		case modeLeased, modePM:
 			leased = append(leased, c)
 		case modePlain:
 			wg.Add(1)

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -19,7 +20,7 @@ type InlineBroker struct {
 	mu       sync.Mutex
 	queue    []Message
 	draining bool
-	states   map[string]any // pm name + "\x00" + correlation -> state
+	states   *MemoryStateStore
 }
 
 // NewInlineBroker returns an empty inline broker. It encodes with the
@@ -29,7 +30,7 @@ func NewInlineBroker(codecs ...Codec) *InlineBroker {
 	if len(codecs) > 0 && codecs[0] != nil {
 		codec = codecs[0]
 	}
-	return &InlineBroker{Registry: NewRegistry("inline", StreamPartitioning), codec: codec, states: map[string]any{}}
+	return &InlineBroker{Registry: NewRegistry("inline", StreamPartitioning), codec: codec, states: NewMemoryStateStore()}
 }
 
 // Name is "inline".
@@ -103,27 +104,39 @@ func (b *InlineBroker) invoke(ctx context.Context, reg Registration, rt Route, p
 	if err != nil {
 		return fmt.Errorf("decode: %w", err)
 	}
-	var state any
-	if reg.Kind == ProcessManager {
-		if rt.Correlate == nil || reg.NewState == nil {
-			return fmt.Errorf("pm route %s/%s lacks Correlate or NewState", rt.Category, rt.Type)
-		}
-		corr, err := rt.Correlate(m)
-		if err != nil {
-			return err
-		}
-		ctx = WithCorrelation(ctx, corr)
-		id := reg.Name + "\x00" + corr
-		b.mu.Lock()
-		state = b.states[id]
-		if state == nil {
-			state = reg.NewState()
-			b.states[id] = state
-		}
-		b.mu.Unlock()
+	if reg.Kind != ProcessManager {
+		return safeInvoke(ctx, rt, nil, m)
 	}
-	return safeInvoke(ctx, rt, state, m)
+	// A pm goes through a StateStore as on the engine: state is loaded
+	// (JSON) into a fresh NewState value, and saved only when the handle
+	// method succeeds, so a failed call leaves no half-applied state.
+	corr, err := safeCorrelate(rt, m)
+	if err != nil {
+		return err
+	}
+	ctx = WithCorrelation(ctx, corr)
+	data, version, err := b.states.Load(ctx, reg.Name, corr)
+	if err != nil {
+		return err
+	}
+	state := reg.NewState()
+	if data != nil {
+		if err := json.Unmarshal(data, state); err != nil {
+			return fmt.Errorf("decode state of pm %s for %q: %w", reg.Name, corr, err)
+		}
+	}
+	if err := safeInvoke(ctx, rt, state, m); err != nil {
+		return err
+	}
+	if data, err = json.Marshal(state); err != nil {
+		return fmt.Errorf("encode state of pm %s for %q: %w", reg.Name, corr, err)
+	}
+	return b.states.Save(ctx, reg.Name, corr, data, version)
 }
+
+// States is the inline broker's pm state store, so a unit test can read
+// the state a pm saved (Load it by pm name and correlation value).
+func (b *InlineBroker) States() StateStore { return b.states }
 
 // ErrHandlerPanic matches a handler panic, recovered and treated as a
 // handler failure.

@@ -39,3 +39,23 @@ func GenerationKey(stream, group string) string { return "{" + stream + "}:__gen
 // group, scored by their last heartbeat (Redis time, ms):
 // "seqby:__members__:<group>".
 func MembersKey(group string) string { return "seqby:__members__:" + group }
+
+// A process manager's keys are per (pm, correlation value), never per
+// stream: one lease covers the value's streams in every category the pm
+// handles, and the key names stay the same when the pm gains or drops a
+// category, so two versions of a pm in a rolling deploy still exclude each
+// other. Their hash tag is the correlation value, so the lease, counter and
+// state of one value share a Redis Cluster slot (the flat streams
+// {category}:{value} do not: see docs/runtime.md, "Process managers").
+
+// PMLeaseKey holds "{owner_id}:{generation}" while a sequential pm's
+// correlation value is owned: "{<value>}:__pmlease__:<pm>".
+func PMLeaseKey(pm, correlation string) string { return "{" + correlation + "}:__pmlease__:" + pm }
+
+// PMGenerationKey is the generation counter of a pm correlation value's
+// lease (never deleted): "{<value>}:__pmgen__:<pm>".
+func PMGenerationKey(pm, correlation string) string { return "{" + correlation + "}:__pmgen__:" + pm }
+
+// StateKey is the hash holding a pm instance's state (fields "version"
+// and "data") in the Redis state store: "{<value>}:__pmstate__:<pm>".
+func StateKey(pm, correlation string) string { return "{" + correlation + "}:__pmstate__:" + pm }

@@ -57,6 +57,11 @@ type Options struct {
 	// BlockTimeout bounds each blocking wait for new data, which also
 	// bounds how long shutdown waits for it. Default 1s.
 	BlockTimeout time.Duration
+	// StateStore keeps process manager state: loaded by correlation value
+	// before a pm's handle method, saved (JSON) after it. Default: a
+	// RedisStateStore on the engine's client, whose saves are fenced by
+	// the pm lease.
+	StateStore StateStore
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 )
@@ -19,6 +20,13 @@ type partition struct {
 	key      string
 	lanes    []string // primary, then backfill
 	lease    Lease
+
+	// A pm's correlation value (key) covers a stream per category: cats
+	// are the pm's categories, laneCats the category of each lane, and the
+	// first primaries lanes are the primary streams (see pm.go).
+	cats      []string
+	laneCats  []string
+	primaries int
 
 	ctx    context.Context // cancelled when the lease is lost
 	cancel context.CancelCauseFunc
@@ -45,11 +53,18 @@ func (e *Engine) newPartition(base context.Context, c consumer, key string, l Le
 		release: make(chan struct{}),
 	}
 	info := LeaseInfo{Handler: c.reg.Name, Category: c.category, Key: key, Token: l.Token(), Generation: l.Generation, LeaseKey: l.Ref.Key}
+	p.arm(base, info, acquiredAt)
+	return p
+}
+
+// arm gives p its context, carrying the lease for the handler, and the
+// timer that counts the lease lost at acquiredAt + TTL - margin.
+func (p *partition) arm(base context.Context, info LeaseInfo, acquiredAt time.Time) {
+	e := p.e
 	p.ctx, p.cancel = context.WithCancelCause(context.WithValue(base, leaseInfoKey{}, info))
 	p.timer = time.AfterFunc(time.Until(acquiredAt.Add(e.o.LeaseTTL-e.o.LeaseMargin)), func() {
 		p.lost(errors.New("lease not renewed before its deadline"))
 	})
-	return p
 }
 
 // renewed moves the loss deadline after a renew sent at sentAt succeeded.
@@ -85,7 +100,11 @@ func (p *partition) releasing() bool {
 func (p *partition) status() PartitionStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return PartitionStatus{Handler: p.reg.Name, Category: p.category, Key: p.key, Stream: p.lanes[0],
+	category := p.category
+	if p.cats != nil {
+		category = strings.Join(p.cats, ",")
+	}
+	return PartitionStatus{Handler: p.reg.Name, Category: category, Key: p.key, Stream: p.lanes[0],
 		Token: p.lease.Token(), Generation: p.lease.Generation, Halted: p.halt != nil, Halt: p.halt}
 }
 
@@ -93,31 +112,9 @@ func (p *partition) status() PartitionStatus {
 // is fenced. It reclaims its predecessors' pending entries first.
 func (p *partition) run() {
 	e := p.e
-	defer func() {
-		p.timer.Stop()
-		if p.ctx.Err() == nil {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), e.o.LeaseTTL)
-			if err := p.lease.Release(ctx, e.c); err != nil {
-				e.log.Warn("seqby: release failed; the lease will expire", "stream", p.lanes[0], "err", err)
-			}
-			cancel()
-		}
-		p.cancel(errors.New("partition stopped"))
-		e.mu.Lock()
-		delete(e.parts, p.id)
-		e.mu.Unlock()
-	}()
-	for {
-		n, err := Reclaim(p.ctx, e.c, p.lease, p.reg.Name, p.lanes)
-		if err == nil {
-			if n > 0 {
-				e.log.Info("seqby: reclaimed pending entries of past owners", "stream", p.lanes[0], "entries", n, "token", p.lease.Token())
-			}
-			break
-		}
-		if !p.retryable(err) {
-			return
-		}
+	defer p.finish()
+	if !p.reclaim() {
+		return
 	}
 	for {
 		if p.ctx.Err() != nil || p.releasing() {
@@ -167,6 +164,41 @@ func (p *partition) run() {
 			if !p.retryable(err) {
 				return
 			}
+		}
+	}
+}
+
+// finish releases the lease unless it is lost and forgets the partition.
+func (p *partition) finish() {
+	e := p.e
+	p.timer.Stop()
+	if p.ctx.Err() == nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), e.o.LeaseTTL)
+		if err := p.lease.Release(ctx, e.c); err != nil {
+			e.log.Warn("seqby: release failed; the lease will expire", "stream", p.lanes[0], "err", err)
+		}
+		cancel()
+	}
+	p.cancel(errors.New("partition stopped"))
+	e.mu.Lock()
+	delete(e.parts, p.id)
+	e.mu.Unlock()
+}
+
+// reclaim moves the past owners' pending entries on every lane to this
+// owner, so they are applied first. False: the partition must end.
+func (p *partition) reclaim() bool {
+	e := p.e
+	for {
+		n, err := Reclaim(p.ctx, e.c, p.lease, p.reg.Name, p.lanes)
+		if err == nil {
+			if n > 0 {
+				e.log.Info("seqby: reclaimed pending entries of past owners", "stream", p.lanes[0], "entries", n, "token", p.lease.Token())
+			}
+			return true
+		}
+		if !p.retryable(err) {
+			return false
 		}
 	}
 }

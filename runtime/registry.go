@@ -102,6 +102,11 @@ func (r *Registry) check(reg Registration, names map[string]bool, keys map[strin
 		return fmt.Errorf("handler %s is sequential by %q but broker %q does not advertise StreamPartitioning (it has %v); run it on the Redis engine, or the inline broker in unit tests: %w",
 			reg.Name, reg.Key, r.broker, r.caps, ErrCapability)
 	}
+	if reg.Kind == ProcessManager {
+		if err := checkPM(reg); err != nil {
+			return err
+		}
+	}
 	for _, rt := range reg.Routes {
 		switch {
 		case rt.Category == "" || rt.Type == "":
@@ -123,6 +128,32 @@ func (r *Registry) check(reg Registration, names map[string]bool, keys map[strin
 				rt.Category, prev.field, prev.handler, rt.PartitionField, reg.Name, ErrKeyConflict)
 		}
 		keys[rt.Category] = keyOwner{field: rt.PartitionField, handler: reg.Name}
+	}
+	return nil
+}
+
+// checkPM mirrors seqgen's pm checks: a pm has NewState and a Correlate on
+// every route; a sequential pm partitions each category it handles by the
+// field its correlate maps there (PartitionField == CorrelateField), so the
+// one-key-per-category check then holds every keyed handler on those
+// categories to the pm's correlate field.
+func checkPM(reg Registration) error {
+	if reg.NewState == nil {
+		return fmt.Errorf("process manager %s has no NewState; regenerate with seqgen", reg.Name)
+	}
+	for _, rt := range reg.Routes {
+		switch {
+		case rt.Correlate == nil || rt.CorrelateField == "":
+			return fmt.Errorf("process manager %s route %s/%s has no correlate field; mark the handle method //seqby:correlate=FIELD and regenerate",
+				reg.Name, rt.Category, rt.Type)
+		case !reg.Sequential:
+		case rt.PartitionField == "" || rt.PartitionKey == nil:
+			return fmt.Errorf("sequential process manager %s route %s/%s does not partition %q by its correlate field %q; regenerate with seqgen (the message type needs PartitionKey)",
+				reg.Name, rt.Category, rt.Type, rt.Category, rt.CorrelateField)
+		case rt.PartitionField != rt.CorrelateField:
+			return fmt.Errorf("sequential process manager %s correlates %s/%s by %q but partitions %q by %q; they must be the same field: %w",
+				reg.Name, rt.Category, rt.Type, rt.CorrelateField, rt.Category, rt.PartitionField, ErrKeyConflict)
+		}
 	}
 	return nil
 }

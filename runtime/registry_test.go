@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -48,8 +49,24 @@ func TestRegistrationFailures(t *testing.T) {
 			[][]Registration{{noKeyRoute}}, ErrRegistration},
 		{"duplicate name", func() Broker { return mustEngine(t) },
 			[][]Registration{{keyedHandler("h", noop)}, {keyedHandler("h", noop)}}, ErrRegistration},
-		{"pm on redis engine", func() Broker { return mustEngine(t) },
+		{"non-sequential pm on redis engine", func() Broker { return mustEngine(t) },
 			[][]Registration{{{Name: "pm", Kind: ProcessManager, Routes: []Route{orderRoute("", noop)}}}}, ErrUnsupported},
+		{"sequential pm on redis engine", func() Broker { return mustEngine(t) },
+			[][]Registration{{flowPM("pm", noHook)}}, nil},
+		{"non-sequential pm on inline", func() Broker { return NewInlineBroker() },
+			[][]Registration{{nonSequential(flowPM("pm", noHook))}}, nil},
+		{"pm without NewState", func() Broker { return mustEngine(t) },
+			[][]Registration{{withoutState(flowPM("pm", noHook))}}, ErrRegistration},
+		{"pm route without correlate", func() Broker { return NewInlineBroker() },
+			[][]Registration{{withoutCorrelate(flowPM("pm", noHook))}}, ErrRegistration},
+		{"sequential pm partitioning by another field than it correlates", func() Broker { return mustEngine(t) },
+			[][]Registration{{partitionedBy(flowPM("pm", noHook), "customer_id")}}, ErrKeyConflict},
+		{"keyed handler disagreeing with a sequential pm", func() Broker { return mustEngine(t) },
+			[][]Registration{{flowPM("pm", noHook)}, {paymentsBy("customer_id")}}, ErrKeyConflict},
+		{"sequential pm disagreeing with a keyed handler", func() Broker { return NewInlineBroker() },
+			[][]Registration{{paymentsBy("customer_id")}, {flowPM("pm", noHook)}}, ErrKeyConflict},
+		{"keyed handler agreeing with a sequential pm", func() Broker { return mustEngine(t) },
+			[][]Registration{{flowPM("pm", noHook)}, {paymentsBy("order_id")}}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -89,4 +106,29 @@ func mustEngine(t *testing.T) *Engine {
 		t.Fatal(err)
 	}
 	return e
+}
+
+func noHook(context.Context, string, string, *pmPayment) error { return nil }
+
+func nonSequential(r Registration) Registration { r.Sequential = false; return r }
+
+func withoutState(r Registration) Registration { r.NewState = nil; return r }
+
+func withoutCorrelate(r Registration) Registration {
+	r.Routes = slices.Clone(r.Routes)
+	r.Routes[1].Correlate = nil
+	return r
+}
+
+func partitionedBy(r Registration, field string) Registration {
+	r.Routes = slices.Clone(r.Routes)
+	r.Routes[1].PartitionField = field
+	return r
+}
+
+// paymentsBy is a keyed handler on pmpayment partitioned by field.
+func paymentsBy(field string) Registration {
+	rt := flowPM("x", noHook).Routes[1]
+	rt.Correlate, rt.CorrelateField, rt.PartitionField = nil, "", field
+	return Registration{Name: "payments", Kind: EventHandler, Key: field, Sequential: true, Routes: []Route{rt}}
 }

@@ -144,7 +144,7 @@ return redis.call('ZCARD', KEYS[1])
 `)
 
 var allScripts = []*redis.Script{scriptPublish, scriptAcquire, scriptRenew, scriptRelease,
-	scriptRead, scriptAck, scriptReclaim, scriptMember}
+	scriptRead, scriptAck, scriptReclaim, scriptMember, scriptSaveState, scriptReadOldest}
 
 // LoadScripts loads every seqby script into the server's script cache.
 // Engines call it at start; single calls also fall back to EVAL on
@@ -161,3 +161,67 @@ func LoadScripts(ctx context.Context, c redis.UniversalClient) error {
 func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
+
+// scriptSaveState: KEYS state hash [, lease]; ARGV expected version, data
+// [, token]. With a lease, fails with the fence error unless it holds the
+// token, so a stale pm owner cannot save. Then stores data as the next
+// version only if the stored version (0 when none) is the expected one.
+// Returns {1, new version} or {0, stored version}.
+var scriptSaveState = redis.NewScript(`
+if KEYS[2] and redis.call('GET', KEYS[2]) ~= ARGV[3] then
+  return redis.error_reply('SEQBY_FENCED lease ' .. KEYS[2] .. ' is not held by ' .. ARGV[3])
+end
+local cur = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+if cur ~= tonumber(ARGV[1]) then return {0, cur} end
+redis.call('HSET', KEYS[1], 'version', cur + 1, 'data', ARGV[2])
+return {1, cur + 1}
+`)
+
+// scriptReadOldest: KEYS lease, lanes (the nprimary primary lanes first,
+// then the backfill lanes); ARGV token (the consumer name), group,
+// nprimary. A pm's owner reads several streams and applies the oldest
+// entry first. XREADGROUP cannot peek, so each lane keeps at most one
+// entry delivered to the owner (its own pending head, else the next new
+// entry, delivered now); the script returns the head with the smallest id
+// among the primary lanes, or among the backfill lanes when every primary
+// lane is drained. Heads not chosen stay pending for the owner and are
+// reclaimed with the rest by a successor. Returns {lane (1-based),
+// {entry}} or {0} when every lane is drained.
+var scriptReadOldest = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return redis.error_reply('SEQBY_FENCED lease ' .. KEYS[1] .. ' is not held by ' .. ARGV[1])
+end
+local function read(s, id)
+  local r = redis.pcall('XREADGROUP', 'GROUP', ARGV[2], ARGV[1], 'COUNT', 1, 'STREAMS', s, id)
+  if type(r) == 'table' and r.err then
+    redis.pcall('XGROUP', 'CREATE', s, ARGV[2], '0')
+    r = redis.call('XREADGROUP', 'GROUP', ARGV[2], ARGV[1], 'COUNT', 1, 'STREAMS', s, id)
+  end
+  if r and r[1] and #r[1][2] > 0 then return r[1][2][1] end
+  return nil
+end
+local function head(s)
+  if redis.call('EXISTS', s) == 0 then return nil end
+  return read(s, '0') or read(s, '>')
+end
+local function older(a, b)
+  local ams, aseq = string.match(a, '^(%d+)-(%d+)$')
+  local bms, bseq = string.match(b, '^(%d+)-(%d+)$')
+  ams, bms = tonumber(ams), tonumber(bms)
+  if ams ~= bms then return ams < bms end
+  return tonumber(aseq) < tonumber(bseq)
+end
+local function pick(from, to)
+  local best, at
+  for i = from, to do
+    local e = head(KEYS[i])
+    if e and (not best or older(e[1], best[1])) then best, at = e, i end
+  end
+  return best, at
+end
+local np = tonumber(ARGV[3])
+local e, at = pick(2, 1 + np)
+if not e then e, at = pick(2 + np, #KEYS) end
+if not e then return {0} end
+return {at - 1, {e}}
+`)

@@ -1,0 +1,367 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A sequential process manager is consumed per correlation value: one
+// engine instance leases (pm, X) and is the sole processor of X's streams
+// in every category the pm handles ({category}:X and its backfill lane),
+// applying their entries one at a time, oldest first. The lease, its
+// fence and failover are the keyed handlers' (lease.go, fence.go,
+// partition.go); only the scope differs: a correlation value instead of
+// one stream.
+
+// pmLeaseRef is the lease of pm's correlation value.
+func pmLeaseRef(pm, correlation string) LeaseRef {
+	return LeaseRef{Key: PMLeaseKey(pm, correlation), Generation: PMGenerationKey(pm, correlation)}
+}
+
+// pmPartitionID cannot collide with partitionID(group, stream): a stream
+// name never starts with NUL.
+func pmPartitionID(pm, correlation string) string { return pm + "\x00\x00" + correlation }
+
+// FencedReadOldest reads the next entry for a pm's owner across the lanes
+// of its correlation value: the one with the oldest entry id among the
+// first primaries lanes, or among the others (backfill) when those are
+// drained. Like FencedRead, pending entries of the owner count first (a
+// retried or reclaimed head comes back), it fails with ErrFenced when the
+// lease no longer holds, and it never blocks. ok is false when every lane
+// is drained. Entries it looked at but did not return stay pending for
+// the owner (at most one per lane) and come back on later reads.
+func FencedReadOldest(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string, primaries int) (e Entry, ok bool, err error) {
+	keys := append([]string{l.Ref.Key}, lanes...)
+	res, err := scriptReadOldest.Run(ctx, c, keys, l.Token(), group, primaries).Slice()
+	if err != nil {
+		return Entry{}, false, fmt.Errorf("fenced read of %v: %w", lanes, fenced(err, l))
+	}
+	lane, _ := res[0].(int64)
+	if lane == 0 {
+		return Entry{}, false, nil
+	}
+	if lane < 1 || int(lane) > len(lanes) || len(res) < 2 {
+		return Entry{}, false, fmt.Errorf("fenced read of %v: unexpected reply %v", lanes, res)
+	}
+	entries, _ := res[1].([]any)
+	if len(entries) == 0 {
+		return Entry{}, false, fmt.Errorf("fenced read of %v: unexpected reply %v", lanes, res)
+	}
+	e, err = parseEntry(entries[0])
+	e.Stream = lanes[lane-1]
+	return e, err == nil, err
+}
+
+// newPMPartition wraps an acquired lease on pm's correlation value.
+func (e *Engine) newPMPartition(base context.Context, reg Registration, cats []string, correlation string, l Lease, acquiredAt time.Time) *partition {
+	p := &partition{
+		e: e, id: pmPartitionID(reg.Name, correlation), reg: reg, key: correlation,
+		cats: cats, primaries: len(cats), lease: l, release: make(chan struct{}),
+	}
+	for _, c := range cats {
+		p.lanes = append(p.lanes, PartitionStream(c, correlation))
+		p.laneCats = append(p.laneCats, c)
+	}
+	for _, c := range cats {
+		p.lanes = append(p.lanes, BackfillStream(c, correlation, e.o.BackfillSuffix))
+		p.laneCats = append(p.laneCats, c)
+	}
+	info := LeaseInfo{Handler: reg.Name, Category: strings.Join(cats, ","), Key: correlation,
+		Token: l.Token(), Generation: l.Generation, LeaseKey: l.Ref.Key}
+	p.arm(base, info, acquiredAt)
+	return p
+}
+
+// runPM works a pm's correlation value until it is released, its lease
+// is lost, or it is fenced: reclaim the past owners' pending entries on
+// every lane, then apply one entry at a time, oldest first across lanes.
+func (p *partition) runPM() {
+	e := p.e
+	defer p.finish()
+	if !p.reclaim() {
+		return
+	}
+	marks := make([]uint64, len(p.cats))
+	for {
+		if p.ctx.Err() != nil || p.releasing() {
+			return
+		}
+		if p.isHalted() {
+			select {
+			case <-p.ctx.Done():
+			case <-p.release:
+			}
+			return
+		}
+		for i, c := range p.cats {
+			marks[i] = e.wake.mark(c, p.key)
+		}
+		en, ok, err := FencedReadOldest(p.ctx, e.c, p.lease, p.reg.Name, p.lanes, p.primaries)
+		if err != nil {
+			if !p.retryable(err) {
+				return
+			}
+			continue
+		}
+		if !ok {
+			p.idle(marks)
+			continue
+		}
+		category := p.laneCats[max(slices.Index(p.lanes, en.Stream), 0)]
+		out, h := e.handlePM(p, category, en)
+		switch out {
+		case outLost, outStop:
+			return
+		case outHalt:
+			h.Key, h.Generation = p.key, p.lease.Generation
+			p.mu.Lock()
+			p.halt = h
+			p.mu.Unlock()
+			e.reportHalt(*h)
+			continue
+		}
+		for {
+			err := FencedAck(p.ctx, e.c, p.lease, p.reg.Name, en.Stream, en.ID)
+			if err == nil {
+				break
+			}
+			if !p.retryable(err) {
+				return
+			}
+		}
+	}
+}
+
+// idle waits for a signal on any of the value's categories counted after
+// marks, a release, the lease's end, or the safety-net recheck.
+func (p *partition) idle(marks []uint64) {
+	cases := []reflect.SelectCase{
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.release)},
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.ctx.Done())},
+	}
+	t := time.NewTimer(idleRecheck)
+	defer t.Stop()
+	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(t.C)})
+	for i, c := range p.cats {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.e.wake.wait(c, p.key, marks[i]))})
+	}
+	reflect.Select(cases)
+}
+
+// handlePM applies one entry to the pm instance of p's correlation value:
+// load its state, call the handle method with the correlation value in
+// ctx, save the state (fenced by the lease), retrying handler failures
+// with backoff up to MaxRetries before halting the correlation value.
+// Store failures other than a version conflict are Redis trouble, not the
+// message's fault: they are retried while the lease holds and never halt.
+func (e *Engine) handlePM(p *partition, category string, en Entry) (outcome, *Halt) {
+	reg := p.reg
+	halt := func(reason string, err error) (outcome, *Halt) {
+		return outHalt, &Halt{Handler: reg.Name, Category: category, Stream: en.Stream, EntryID: en.ID,
+			MessageType: en.Fields[FieldType], MessageID: en.Fields[FieldID], Reason: reason, Err: err,
+			Owner: e.o.OwnerID, At: time.Now()}
+	}
+	if en.Fields == nil {
+		e.log.Warn("seqby: pending entry was deleted from the stream; acking it", "stream", en.Stream, "entry", en.ID, "handler", reg.Name)
+		return outDone, nil
+	}
+	typ := en.Fields[FieldType]
+	rt, ok := routeFor(reg, category, typ)
+	if !ok && e.KnownType(category, typ) {
+		return outDone, nil // another handler's message type: skip it
+	}
+	if !ok {
+		return halt("unknown message type", fmt.Errorf("pm %s has no route for type %q on %s", reg.Name, typ, category))
+	}
+	m, err := safeDecode(rt, e.o.Codec, []byte(en.Fields[FieldPayload]))
+	if err != nil {
+		return halt("undecodable payload", err)
+	}
+	corr, err := safeCorrelate(rt, m)
+	if err != nil {
+		return halt("no correlation value", err)
+	}
+	if corr != p.key {
+		return halt("correlation value differs from the partition key",
+			fmt.Errorf("entry on %s correlates to %q, not %q: the route's Correlate and PartitionKey must read the same field; regenerate with seqgen", en.Stream, corr, p.key))
+	}
+	ctx := WithCorrelation(p.ctx, corr)
+	backoff := e.o.RetryBackoff
+	failures := 0
+	for {
+		infra, err := e.applyPM(ctx, reg, rt, corr, m)
+		if err == nil {
+			return outDone, nil
+		}
+		if errors.Is(err, ErrFenced) {
+			p.lost(err)
+			return outLost, nil
+		}
+		if p.ctx.Err() != nil {
+			return outLost, nil
+		}
+		if !infra {
+			failures++
+			if failures > e.o.MaxRetries {
+				return halt(fmt.Sprintf("pm failed %d times", failures), err)
+			}
+		}
+		e.log.Warn("seqby: pm failed; retrying", "handler", reg.Name, "correlation", corr, "stream", en.Stream,
+			"entry", en.ID, "failures", failures, "backoff", backoff, "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-p.ctx.Done():
+			t.Stop()
+			return outLost, nil
+		case <-p.release:
+			t.Stop()
+			return outStop, nil
+		}
+		backoff = min(2*backoff, e.o.MaxBackoff)
+	}
+}
+
+// applyPM is one attempt: load, invoke, save. infra reports a store
+// failure that is not the message's fault.
+func (e *Engine) applyPM(ctx context.Context, reg Registration, rt Route, corr string, m Message) (infra bool, err error) {
+	data, version, err := e.o.StateStore.Load(ctx, reg.Name, corr)
+	if err != nil {
+		return true, fmt.Errorf("load state of pm %s for %q: %w", reg.Name, corr, err)
+	}
+	state := reg.NewState()
+	if data != nil {
+		if err := json.Unmarshal(data, state); err != nil {
+			return false, fmt.Errorf("decode state of pm %s for %q (version %d): %w", reg.Name, corr, version, err)
+		}
+	}
+	select {
+	case e.sem <- struct{}{}:
+	case <-ctx.Done():
+		return true, context.Cause(ctx)
+	}
+	err = safeInvoke(ctx, rt, state, m)
+	<-e.sem
+	if err != nil {
+		return false, err
+	}
+	if data, err = json.Marshal(state); err != nil {
+		return false, fmt.Errorf("encode state of pm %s for %q: %w", reg.Name, corr, err)
+	}
+	if err := e.o.StateStore.Save(ctx, reg.Name, corr, data, version); err != nil {
+		return !errors.Is(err, ErrStateConflict), fmt.Errorf("save state of pm %s for %q: %w", reg.Name, corr, err)
+	}
+	return false, nil
+}
+
+// safeCorrelate runs generated Correlate, turning a panic into an error.
+func safeCorrelate(rt Route, m Message) (v string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("correlate panicked: %v", p)
+		}
+	}()
+	if rt.Correlate == nil {
+		return "", fmt.Errorf("route %s/%s has no Correlate; regenerate with seqgen", rt.Category, rt.Type)
+	}
+	return rt.Correlate(m)
+}
+
+// balancePM is one discovery cycle for a sequential pm: its correlation
+// values are the union of its categories' indexes (a value appears as soon
+// as any category has a stream for it). Like balance for a keyed handler,
+// it moves this instance's share toward ceil(values / live members).
+func (e *Engine) balancePM(base context.Context, stop <-chan struct{}, name string, cs []consumer, wg *sync.WaitGroup) {
+	ctx, cancel := context.WithTimeout(base, max(e.o.DiscoveryInterval, time.Second))
+	defer cancel()
+	reg := cs[0].reg
+	cats := categories(reg)
+	live, err := scriptMember.Run(ctx, e.c, []string{MembersKey(name)}, e.o.OwnerID, e.memberTTL().Milliseconds(), "1").Int64()
+	if err != nil {
+		e.log.Warn("seqby: member heartbeat failed", "handler", name, "err", err)
+		return
+	}
+	seen := map[string]bool{}
+	var cands []string
+	for _, cat := range cats {
+		keys, err := e.c.SMembers(ctx, IndexKey(cat)).Result()
+		if err != nil {
+			e.log.Warn("seqby: reading the partition index failed", "category", cat, "err", err)
+			return
+		}
+		e.warnSize(cat, len(keys))
+		for _, k := range keys {
+			if !seen[k] && CheckKeySuffix(cat, "", k, e.o.BackfillSuffix) == nil {
+				seen[k] = true
+				cands = append(cands, k)
+			}
+		}
+	}
+	n := int(max(live, 1))
+	target := (len(cands) + n - 1) / n
+
+	e.mu.Lock()
+	var mine []*partition
+	for _, p := range e.parts {
+		if p.reg.Name == name && !p.releasing() && p.ctx.Err() == nil {
+			mine = append(mine, p)
+		}
+	}
+	e.mu.Unlock()
+	if excess := len(mine) - target; excess > 0 {
+		sort.Slice(mine, func(i, j int) bool {
+			if mine[i].isHalted() != mine[j].isHalted() {
+				return !mine[i].isHalted()
+			}
+			return mine[i].id < mine[j].id
+		})
+		for _, p := range mine[len(mine)-excess:] {
+			e.log.Info("seqby: handing over a pm correlation value above fair share", "handler", name, "correlation", p.key, "target", target, "owned", len(mine))
+			p.requestRelease()
+		}
+		return
+	}
+	need := target - len(mine)
+	rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
+	for _, corr := range cands {
+		if need <= 0 {
+			return
+		}
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		id := pmPartitionID(name, corr)
+		e.mu.Lock()
+		_, have := e.parts[id]
+		e.mu.Unlock()
+		if have {
+			continue
+		}
+		sent := time.Now()
+		l, err := AcquireLease(ctx, e.c, pmLeaseRef(name, corr), e.o.OwnerID, e.o.LeaseTTL)
+		if err != nil {
+			continue // held by another instance, or a transient error
+		}
+		p := e.newPMPartition(base, reg, cats, corr, l, sent)
+		e.mu.Lock()
+		e.parts[id] = p
+		e.mu.Unlock()
+		e.log.Info("seqby: acquired pm correlation value", "handler", name, "correlation", corr, "token", l.Token())
+		need--
+		wg.Add(1)
+		go func() { defer wg.Done(); p.runPM() }()
+	}
+}

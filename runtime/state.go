@@ -1,0 +1,138 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrStateConflict means a pm state save expected a version that is no
+// longer the stored one: someone saved in between. Load again, re-apply the
+// message to the fresh state and save again (the engine does this by
+// retrying the message).
+var ErrStateConflict = errors.New("pm state was saved by someone else since it was loaded; reload and retry")
+
+// StateStore keeps process manager state, one value per (pm, correlation
+// value), with a version number for optimistic concurrency. The engine
+// loads the state before a pm's handle method and saves it after, through
+// the store in Options.StateStore (a Redis store by default).
+type StateStore interface {
+	// Load returns the stored state and its version. A pm instance never
+	// saved returns nil data and version 0, and no error.
+	Load(ctx context.Context, pm, correlation string) (data []byte, version int64, err error)
+	// Save stores data as version expectVersion+1 if the stored version is
+	// still expectVersion (0: nothing stored yet), else it fails with an
+	// error matching ErrStateConflict and stores nothing.
+	Save(ctx context.Context, pm, correlation string, data []byte, expectVersion int64) error
+}
+
+// RedisStateStore keeps pm state in Redis: one hash per (pm, correlation
+// value) at StateKey, fields "version" and "data" (the JSON state).
+//
+// A Save made under a pm lease (LeaseFromContext names the same pm and
+// correlation value, as the engine's handle context does) is also fenced:
+// it fails with ErrFenced unless the lease still holds that token, so a
+// stale owner that lost its lease mid-handler cannot overwrite the state
+// its successor works on.
+type RedisStateStore struct {
+	c redis.UniversalClient
+}
+
+var _ StateStore = (*RedisStateStore)(nil)
+
+// NewRedisStateStore returns a StateStore on c.
+func NewRedisStateStore(c redis.UniversalClient) *RedisStateStore {
+	return &RedisStateStore{c: c}
+}
+
+// Load reads the state of pm's instance for correlation.
+func (s *RedisStateStore) Load(ctx context.Context, pm, correlation string) ([]byte, int64, error) {
+	key := StateKey(pm, correlation)
+	vals, err := s.c.HMGet(ctx, key, "version", "data").Result()
+	if err != nil {
+		return nil, 0, fmt.Errorf("load pm state %s: %w", key, err)
+	}
+	if len(vals) != 2 || vals[0] == nil {
+		return nil, 0, nil
+	}
+	vs, _ := vals[0].(string)
+	v, err := strconv.ParseInt(vs, 10, 64)
+	if err != nil {
+		return nil, 0, fmt.Errorf("load pm state %s: bad version %q: %w", key, vs, err)
+	}
+	data, _ := vals[1].(string)
+	return []byte(data), v, nil
+}
+
+// Save stores data as the next version of pm's instance for correlation
+// if expectVersion is still current (ErrStateConflict otherwise), and, when
+// ctx carries the instance's lease, only while that lease holds
+// (ErrFenced otherwise).
+func (s *RedisStateStore) Save(ctx context.Context, pm, correlation string, data []byte, expectVersion int64) error {
+	key := StateKey(pm, correlation)
+	keys := []string{key}
+	args := []any{expectVersion, data}
+	if li, ok := LeaseFromContext(ctx); ok && li.Handler == pm && li.Key == correlation && li.LeaseKey != "" {
+		keys = append(keys, li.LeaseKey)
+		args = append(args, li.Token)
+	}
+	res, err := scriptSaveState.Run(ctx, s.c, keys, args...).Slice()
+	if err != nil {
+		if isFenceErr(err) {
+			return fmt.Errorf("save pm state %s: %w", key, ErrFenced)
+		}
+		return fmt.Errorf("save pm state %s: %w", key, err)
+	}
+	if ok, _ := res[0].(int64); ok != 1 {
+		return fmt.Errorf("save pm state %s at version %d (stored: %v): %w", key, expectVersion, res[1], ErrStateConflict)
+	}
+	return nil
+}
+
+// MemoryStateStore is a StateStore in process memory, for the inline
+// broker and unit tests. It has the same version check as the Redis store.
+type MemoryStateStore struct {
+	mu sync.Mutex
+	m  map[string]memState
+}
+
+type memState struct {
+	data    []byte
+	version int64
+}
+
+var _ StateStore = (*MemoryStateStore)(nil)
+
+// NewMemoryStateStore returns an empty in-memory StateStore.
+func NewMemoryStateStore() *MemoryStateStore { return &MemoryStateStore{m: map[string]memState{}} }
+
+// Load returns a copy of the stored state.
+func (s *MemoryStateStore) Load(_ context.Context, pm, correlation string) ([]byte, int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, ok := s.m[pm+"\x00"+correlation]
+	if !ok {
+		return nil, 0, nil
+	}
+	return append([]byte(nil), st.data...), st.version, nil
+}
+
+// Save stores a copy of data if expectVersion is current.
+func (s *MemoryStateStore) Save(_ context.Context, pm, correlation string, data []byte, expectVersion int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := pm + "\x00" + correlation
+	if cur := s.m[id].version; cur != expectVersion {
+		return fmt.Errorf("save pm state %s/%s at version %d (stored: %d): %w", pm, correlation, expectVersion, cur, ErrStateConflict)
+	}
+	s.m[id] = memState{data: append([]byte(nil), data...), version: expectVersion + 1}
+	return nil
+}
+
+// isFenceErr reports whether err is a script's fence error.
+func isFenceErr(err error) bool { return err != nil && strings.HasPrefix(err.Error(), fenceErr) }
