@@ -23,6 +23,11 @@ type Step struct {
 	SlowMS int `json:"slow_ms,omitempty"`
 	// Fail makes every attempt at the event fail: a poison message.
 	Fail bool `json:"fail,omitempty"`
+	// BlindCommit makes the handler report success even when its fenced
+	// commit was refused, like a handler whose effect lives outside Redis
+	// and never learns that it was fenced: then only the engine keeps a
+	// stale owner from acking and reading on.
+	BlindCommit bool `json:"blind_commit,omitempty"`
 }
 
 // Tagged is an event whose key field is a pointer, so a nil key can be

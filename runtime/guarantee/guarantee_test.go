@@ -75,7 +75,8 @@ func TestNoConcurrentEntrySameKey(t *testing.T) {
 	c.start("i2")
 	c.waitOwnsSome("i2", keys)
 	c.publish(interleave(second...)...)
-	c.waitApplied(60*time.Second, n, keys...)
+	// Not fatal: whatever the outcome, check what was recorded.
+	c.tryWaitApplied(60*time.Second, n, keys...)
 	shared := 0
 	for _, k := range keys {
 		c.checkExclusive(k, nil)
@@ -245,7 +246,10 @@ func TestStallFailoverFence(t *testing.T) {
 	c.start("i1")
 	c.start("i2")
 	a := steps("client-A", 1, 8)
-	a[3].SlowMS = 1500 // in flight when its owner is stopped
+	// In flight when its owner is stopped. Its handler will not notice
+	// that its commit is refused, so the engine alone must stop the stale
+	// owner from acking it and reading on.
+	a[3].SlowMS, a[3].BlindCommit = 1500, true
 	c.publish(interleave(a, slow(20, steps("client-B", 1, 8)))...)
 	var stale mark
 	c.eventually(30*time.Second, "client-A's event 4 in the handler", func() bool {
@@ -267,19 +271,24 @@ func TestStallFailoverFence(t *testing.T) {
 	// lease.
 	const n = 12
 	c.publish(steps("client-A", 9, n)...)
-	c.waitApplied(30*time.Second, n, "client-A")
-	c.eventually(30*time.Second, "the stale owner's in-flight body to end", func() bool {
+	// Not fatal: whatever happens, check what was recorded below.
+	c.tryWaitApplied(30*time.Second, n, "client-A")
+	if !c.poll(30*time.Second, func() bool {
 		for _, m := range c.marks("client-A") {
 			if m.Phase == "exit" && m.Token == stale.Token && m.Seq == 4 {
 				return true
 			}
 		}
 		return false
-	})
-	c.eventually(30*time.Second, "the stale owner to drop its old lease", func() bool {
+	}) {
+		t.Error("the stale owner's in-flight body never ended after SIGCONT")
+	}
+	if !c.poll(30*time.Second, func() bool {
 		num, toks := c.status(stale.Instance)
 		return num > before && !slices.Contains(toks, stale.Token)
-	})
+	}) {
+		t.Errorf("the stale owner still runs client-A under its old lease %s after SIGCONT", stale.Token)
+	}
 
 	for _, m := range c.marks("client-A") {
 		if m.Phase == "enter" && m.Token == stale.Token && m.Seq > 4 {

@@ -261,13 +261,28 @@ func (c *cluster) waitExit(id string, within time.Duration) error {
 // sleeps.
 func (c *cluster) eventually(within time.Duration, what string, cond func() bool) {
 	c.t.Helper()
+	c.eventuallyDescribed(within, func() string { return what }, cond)
+}
+
+// eventuallyDescribed is eventually with a description computed at the
+// time-out, so it can show the state that was waited on.
+func (c *cluster) eventuallyDescribed(within time.Duration, what func() string, cond func() bool) {
+	c.t.Helper()
+	if !c.poll(within, cond) {
+		c.t.Fatalf("timed out after %v waiting for %s", within, what())
+	}
+}
+
+// poll polls cond until it holds or within passes, and reports which.
+func (c *cluster) poll(within time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out after %v waiting for %s", within, what)
+			return false
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return true
 }
 
 // publish publishes steps in order.
@@ -391,12 +406,44 @@ func (c *cluster) overlaps(key string) []string {
 	return c.rdb.LRange(c.ctx, overlapsKey(key), 0, -1).Val()
 }
 
-// waitApplied waits until each key's state reaches n.
+// waitApplied waits until each key's state reaches n, or its applied log
+// holds every seq 1..n in whatever order (so that an order violation is
+// reported by checkOrder, not as a time-out). It fails the test at once on
+// a time-out.
 func (c *cluster) waitApplied(within time.Duration, n int, keys ...string) {
 	c.t.Helper()
-	for _, k := range keys {
-		c.eventually(within, fmt.Sprintf("%s applied through %d", k, n), func() bool { return c.state(k) >= n })
+	if !c.tryWaitApplied(within, n, keys...) {
+		c.t.FailNow()
 	}
+}
+
+// tryWaitApplied is waitApplied that reports a time-out with Errorf and
+// returns false, so a test can still check what was recorded.
+func (c *cluster) tryWaitApplied(within time.Duration, n int, keys ...string) bool {
+	c.t.Helper()
+	ok := true
+	for _, k := range keys {
+		if !c.poll(within, func() bool { return c.appliedAll(k, n) }) {
+			c.t.Errorf("timed out after %v waiting for %s applied through %d (applied log: %v)", within, k, n, c.appliedSeqs(k))
+			ok = false
+		}
+	}
+	return ok
+}
+
+// appliedAll reports whether key's state reached n or its applied log holds
+// every seq 1..n.
+func (c *cluster) appliedAll(key string, n int) bool {
+	if c.state(key) >= n {
+		return true
+	}
+	seen := map[int]bool{}
+	for _, s := range c.appliedSeqs(key) {
+		if s >= 1 && s <= n {
+			seen[s] = true
+		}
+	}
+	return len(seen) == n
 }
 
 // checkOrder fails the test unless key's applied log, with re-runs of the
