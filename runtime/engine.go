@@ -72,22 +72,16 @@ func (e *Engine) Capabilities() Capabilities { return StreamPartitioning | Consu
 // ErrRunning is returned by Register after Run started, and by a second Run.
 var ErrRunning = errors.New("engine already running; register every handler before Run")
 
-// Register validates and adds handlers (see Registry.Add). A process
-// manager must be sequential (//seqby:sequential): the engine runs a pm
-// with one owner per correlation value; a pm that is not sequential is
-// refused with ErrUnsupported.
+// Register validates and adds handlers (see Registry.Add). A sequential
+// process manager gets one owner per correlation value; one that is not
+// sequential shares plain consumer groups like an unkeyed handler, and its
+// state saves are optimistic (reload and re-run on a version conflict).
 func (e *Engine) Register(regs ...Registration) error {
 	e.mu.Lock()
 	running := e.running
 	e.mu.Unlock()
 	if running {
 		return fmt.Errorf("%w: %w", ErrRegistration, ErrRunning)
-	}
-	for _, r := range regs {
-		if r.Kind == ProcessManager && !r.Sequential {
-			return fmt.Errorf("%w: process manager %s: %w: the Redis engine runs sequential pms only; mark it //seqby:sequential (one owner per correlation value), or run it on the inline broker",
-				ErrRegistration, r.Name, ErrUnsupported)
-		}
 	}
 	return e.Registry.Add(regs...)
 }
@@ -124,7 +118,7 @@ func (e *Engine) consumers() []consumer {
 					mode = modeLeased
 				}
 			}
-			if reg.Kind == ProcessManager {
+			if reg.Kind == ProcessManager && reg.Sequential {
 				// Registration checks made every category of a
 				// sequential pm partitioned by its correlate field.
 				mode = modePM

@@ -43,6 +43,13 @@ func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, reg Registra
 	if err != nil {
 		return halt("undecodable payload", err)
 	}
+	corr := ""
+	if reg.Kind == ProcessManager { // a pm that is not sequential (pm.go has the others)
+		if corr, err = safeCorrelate(rt, m); err != nil {
+			return halt("no correlation value", err)
+		}
+		hctx = WithCorrelation(hctx, corr)
+	}
 	backoff := e.o.RetryBackoff
 	for attempt := 0; ; attempt++ {
 		select {
@@ -50,7 +57,11 @@ func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, reg Registra
 		case <-hctx.Done():
 			return outLost, nil
 		}
-		err = safeInvoke(hctx, rt, nil, m)
+		if reg.Kind == ProcessManager {
+			err = e.applyPMOptimistic(hctx, reg, rt, corr, m)
+		} else {
+			err = safeInvoke(hctx, rt, nil, m)
+		}
 		<-e.sem
 		if err == nil {
 			return outDone, nil

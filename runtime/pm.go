@@ -200,7 +200,14 @@ func (e *Engine) handlePM(p *partition, category string, en Entry) (outcome, *Ha
 	backoff := e.o.RetryBackoff
 	failures := 0
 	for {
-		infra, err := e.applyPM(ctx, reg, rt, corr, m)
+		var infra bool
+		select {
+		case e.sem <- struct{}{}:
+		case <-p.ctx.Done():
+			return outLost, nil
+		}
+		infra, err = e.applyPM(ctx, reg, rt, corr, m)
+		<-e.sem
 		if err == nil {
 			return outDone, nil
 		}
@@ -233,8 +240,26 @@ func (e *Engine) handlePM(p *partition, category string, en Entry) (outcome, *Ha
 	}
 }
 
-// applyPM is one attempt: load, invoke, save. infra reports a store
-// failure that is not the message's fault.
+// maxStateConflicts bounds the immediate reload-and-retry of a pm that is
+// not sequential when its save meets a concurrent save of the same
+// instance; past it the conflict counts as a failed attempt.
+const maxStateConflicts = 20
+
+// applyPMOptimistic applies m to a pm that is not sequential: events of
+// one instance may be handled at once by several instances, so a save can
+// meet a concurrent one (ErrStateConflict); it then reloads and re-runs the
+// handle method on the fresh state (optimistic concurrency).
+func (e *Engine) applyPMOptimistic(ctx context.Context, reg Registration, rt Route, corr string, m Message) error {
+	for conflicts := 0; ; conflicts++ {
+		_, err := e.applyPM(ctx, reg, rt, corr, m)
+		if !errors.Is(err, ErrStateConflict) || conflicts >= maxStateConflicts || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// applyPM is one attempt: load, invoke, save; the caller holds e.sem.
+// infra reports a store failure that is not the message's fault.
 func (e *Engine) applyPM(ctx context.Context, reg Registration, rt Route, corr string, m Message) (infra bool, err error) {
 	data, version, err := e.o.StateStore.Load(ctx, reg.Name, corr)
 	if err != nil {
@@ -246,14 +271,7 @@ func (e *Engine) applyPM(ctx context.Context, reg Registration, rt Route, corr s
 			return false, fmt.Errorf("decode state of pm %s for %q (version %d): %w", reg.Name, corr, version, err)
 		}
 	}
-	select {
-	case e.sem <- struct{}{}:
-	case <-ctx.Done():
-		return true, context.Cause(ctx)
-	}
-	err = safeInvoke(ctx, rt, state, m)
-	<-e.sem
-	if err != nil {
+	if err := safeInvoke(ctx, rt, state, m); err != nil {
 		return false, err
 	}
 	if data, err = json.Marshal(state); err != nil {

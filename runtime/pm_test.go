@@ -331,3 +331,39 @@ func TestInlinePMState(t *testing.T) {
 		t.Fatalf("o-2 state %+v", f)
 	}
 }
+
+// A pm that is not sequential runs on plain groups: two engines may handle
+// events of one instance at once, and the optimistic state check makes
+// every event land in the state exactly once anyway.
+func TestPMNotSequentialOptimisticState(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	pm := nonSequential(flowPM("flow", func(ctx context.Context, corr, _ string, _ *pmPayment) error {
+		if got, _ := Correlation(ctx); got != corr {
+			return fmt.Errorf("Correlation(ctx) = %q, want %q", got, corr)
+		}
+		return nil
+	}))
+	startEngine(t, c, fastOptions("p1"), pm)
+	startEngine(t, c, fastOptions("p2"), pm)
+	p := NewPublisher(c)
+	const n = 20
+	for i := 1; i <= n; i++ {
+		if err := p.Publish(ctx, &pmOrder{OrderID: "o-1", Seq: i}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Publish(ctx, &pmPayment{OrderID: "o-1", Seq: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := NewRedisStateStore(c)
+	eventually(t, 30*time.Second, "every event in the state", func() bool {
+		f, _ := loadFlow(t, store, "flow", "o-1")
+		return len(f.Orders)+len(f.Payments) >= 2*n
+	})
+	f, v := loadFlow(t, store, "flow", "o-1")
+	slices.Sort(f.Orders)
+	slices.Sort(f.Payments)
+	if !slices.Equal(f.Orders, seq(n)) || !slices.Equal(f.Payments, seq(n)) || v != 2*n {
+		t.Fatalf("state %+v at version %d, want each event once (version %d)", f, v, 2*n)
+	}
+}
