@@ -268,9 +268,12 @@ func TestStallFailoverFence(t *testing.T) {
 	before, _ := c.status(stale.Instance)
 	c.signal(stale.Instance, syscall.SIGCONT)
 	// The next events: the stale owner must never read them under its old
-	// lease.
+	// lease. The first is slow, so the others wait while the successor is
+	// busy: an unfenced stale owner would take them then.
 	const n = 12
-	c.publish(steps("client-A", 9, n)...)
+	next := steps("client-A", 9, n)
+	next[0].SlowMS = 500
+	c.publish(next...)
 	// Not fatal: whatever happens, check what was recorded below.
 	c.tryWaitApplied(30*time.Second, n, "client-A")
 	if !c.poll(30*time.Second, func() bool {
@@ -394,7 +397,10 @@ func TestScaleOut(t *testing.T) {
 	c.start("i3")
 	limit := len(keys)/3 + 1
 	var last map[string]int
-	c.eventually(30*time.Second, "the partitions to spread over 3 instances", func() bool {
+	spread := func() string {
+		return fmt.Sprintf("the partitions to spread over 3 instances, at most %d each (owners: %v)", limit, last)
+	}
+	c.eventuallyDescribed(30*time.Second, spread, func() bool {
 		last = map[string]int{}
 		for _, k := range keys {
 			o, _ := c.owner(k)

@@ -217,7 +217,6 @@ func TestOneKeyPerCategory(t *testing.T) {
 	brokers := []struct {
 		name string
 		new  func(t *testing.T) broker
-		pms  bool // runs process managers
 	}{
 		{"engine", func(t *testing.T) broker {
 			rdb, _ := newRedis(t)
@@ -226,27 +225,23 @@ func TestOneKeyPerCategory(t *testing.T) {
 				t.Fatal(err)
 			}
 			return e
-		}, false},
-		{"inline", func(*testing.T) broker { return runtime.NewInlineBroker() }, true},
+		}},
+		{"inline", func(*testing.T) broker { return runtime.NewInlineBroker() }},
 	}
 	tests := []struct {
 		name          string
 		first, second []runtime.Registration
-		pm            bool
 		conflict      bool
 	}{
-		{"keyed handlers, different keys", []runtime.Registration{recorder}, []runtime.Registration{byTenant}, false, true},
-		{"keyed handlers, different keys, reverse order", []runtime.Registration{byTenant}, []runtime.Registration{recorder}, false, true},
-		{"keyed handlers, different keys, one call", nil, []runtime.Registration{recorder, byTenant}, false, true},
-		{"sequential pm correlated by another field", []runtime.Registration{recorder}, []runtime.Registration{pm}, true, true},
-		{"keyed handler after a sequential pm", []runtime.Registration{pm}, []runtime.Registration{recorder}, true, true},
-		{"keyed handlers, same key", []runtime.Registration{recorder}, []runtime.Registration{sameKey}, false, false},
+		{"keyed handlers, different keys", []runtime.Registration{recorder}, []runtime.Registration{byTenant}, true},
+		{"keyed handlers, different keys, reverse order", []runtime.Registration{byTenant}, []runtime.Registration{recorder}, true},
+		{"keyed handlers, different keys, one call", nil, []runtime.Registration{recorder, byTenant}, true},
+		{"sequential pm correlated by another field", []runtime.Registration{recorder}, []runtime.Registration{pm}, true},
+		{"keyed handler after a sequential pm", []runtime.Registration{pm}, []runtime.Registration{recorder}, true},
+		{"keyed handlers, same key", []runtime.Registration{recorder}, []runtime.Registration{sameKey}, false},
 	}
 	for _, b := range brokers {
 		for _, tc := range tests {
-			if tc.pm && !b.pms {
-				continue
-			}
 			t.Run(b.name+"/"+tc.name, func(t *testing.T) {
 				br := b.new(t)
 				if len(tc.first) > 0 {
