@@ -218,7 +218,7 @@ func (c *checker) category(cat string) {
 			continue
 		}
 		_, why := resolveField(msg.named, first.name)
-		c.probs.addRelated(msg.rolePos, fmt.Sprintf("%s %s is in category %q, which is partitioned by %s, but %s; the publisher routes every message of a partitioned category by its key",
+		c.probs.addRelated(msg.pos, fmt.Sprintf("%s %s is in category %q, which is partitioned by %s, but %s; the publisher routes every message of a partitioned category by its key",
 			msg.kind, msg.name, cat, first.name, why),
 			related{first.pos, fmt.Sprintf("%s partitions %q by %s here", first.who, cat, first.name)})
 	}
