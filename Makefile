@@ -33,8 +33,9 @@ check-generated:
 	$(GO) run ./cmd/seqgen -check ./...
 
 # The multi-process guarantee suite, 20 times in a row; every run must pass.
+# One test binary runs all 20, so it needs more than go test's default 10m.
 stress:
-	$(GO) test -race -count=20 ./runtime/guarantee
+	$(GO) test -race -count=20 -timeout 40m ./runtime/guarantee
 
 # Throughput against a private redis-server; results go in docs/benchmarks.md.
 bench: redis
