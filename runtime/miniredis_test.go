@@ -43,3 +43,29 @@ func TestEngineOnMiniredis(t *testing.T) {
 	}
 	r.stop()
 }
+
+// The example's pm runs on the embedded demo too: a smoke test of the pm
+// scripts (oldest-first read, state save) on miniredis.
+func TestPMOnMiniredis(t *testing.T) {
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { c.Close() })
+	ctx := ctxT(t)
+	startEngine(t, c, fastOptions("p1"), flowPM("flow", noHook))
+	p := NewPublisher(c)
+	for i := 1; i <= 3; i++ {
+		for _, msg := range []Message{&pmOrder{OrderID: "o-1", Seq: i}, &pmPayment{OrderID: "o-1", Seq: i}} {
+			if err := p.Publish(ctx, msg); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	store := NewRedisStateStore(c)
+	eventually(t, 20*time.Second, "state complete", func() bool {
+		f, _ := loadFlow(t, store, "flow", "o-1")
+		return len(f.Orders) == 3 && len(f.Payments) == 3
+	})
+	if f, v := loadFlow(t, store, "flow", "o-1"); fmt.Sprint(f.Orders, f.Payments, v) != "[1 2 3] [1 2 3] 6" {
+		t.Fatalf("state %+v version %d", f, v)
+	}
+}
