@@ -3,6 +3,7 @@ package generator
 import (
 	"fmt"
 	"go/token"
+	"go/types"
 	"sort"
 	"strings"
 
@@ -41,6 +42,7 @@ func check(m *model, probs *problems) *plan {
 	c := &checker{m: m, probs: probs, reported: map[string]bool{}, decls: map[string][]*keyDecl{},
 		plan: &plan{partition: map[*message]*field{}, partitionName: map[string]string{}, correlate: map[*handleMethod]*field{}}}
 	c.typeNames()
+	c.generatedNames()
 	for _, msg := range sortedMessages(m) {
 		c.messageKey(msg)
 	}
@@ -87,6 +89,36 @@ func (c *checker) typeNames() {
 			seen[msg.name] = msg
 		}
 	}
+}
+
+// generatedNames refuses user declarations that would collide with the
+// methods seqgen writes: the generated file would not compile.
+func (c *checker) generatedNames() {
+	taken := func(n *types.Named, name string) types.Object {
+		obj, _, _ := types.LookupFieldOrMethod(n, true, n.Obj().Pkg(), name)
+		return obj
+	}
+	for _, msg := range sortedMessages(c.m) {
+		for _, name := range []string{"StreamCategory", "PartitionKey"} {
+			if obj := taken(msg.named, name); obj != nil {
+				c.probs.addRelated(msg.pos, fmt.Sprintf("%s %s already has a %s named %s, which seqgen writes; rename it", msg.kind, msg.name, objKind(obj), name),
+					related{obj.Pos(), name + " declared here"})
+			}
+		}
+	}
+	for _, h := range c.m.handlers {
+		if obj := taken(h.named, "SeqbyRegistration"); obj != nil {
+			c.probs.addRelated(h.pos, fmt.Sprintf("%s already has a %s named SeqbyRegistration, which seqgen writes; rename it", h.describe(), objKind(obj)),
+				related{obj.Pos(), "SeqbyRegistration declared here"})
+		}
+	}
+}
+
+func objKind(obj types.Object) string {
+	if _, ok := obj.(*types.Func); ok {
+		return "method"
+	}
+	return "field"
 }
 
 // messageKey checks a //seqby:key on a message type against the type itself.
@@ -155,6 +187,10 @@ func (c *checker) keyedMethod(h *handler, hm *handleMethod) {
 }
 
 func (c *checker) pmMethod(h *handler, hm *handleMethod) {
+	if !hm.ptrRecv {
+		c.probs.add(hm.pos, "pm %s: handle method %s has a value receiver, so its changes to the pm's state would be lost; declare it on *%s",
+			h.name, hm.name, h.name)
+	}
 	if hm.correlate == "" {
 		c.probs.add(hm.pos, "pm %s: handle method %s needs %scorrelate=FIELD naming the field of %s that selects the pm instance",
 			h.name, hm.name, annotations.Prefix, hm.msg.name)
