@@ -48,7 +48,10 @@ func NewRegistry(broker string, caps Capabilities) *Registry {
 // route; a keyed handler needs StreamPartitioning (ErrCapability) and a
 // PartitionField and PartitionKey on every route; every partitioned
 // category has one PartitionField across all registrations
-// (ErrKeyConflict). Errors match ErrRegistration and the specific error.
+// (ErrKeyConflict); a pm has NewState and a Correlate and CorrelateField on
+// every route, and a sequential pm partitions each category by its
+// correlate field there (ErrKeyConflict otherwise). Errors match
+// ErrRegistration and the specific error.
 func (r *Registry) Add(regs ...Registration) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -23,7 +23,9 @@ type Halt struct {
 	At          time.Time // when it halted
 }
 
-// PartitionStatus is one partition this instance owns.
+// PartitionStatus is one partition this instance owns. For a sequential
+// pm it is one correlation value: Key is the value, Category the pm's
+// categories joined by ",", Stream the value's first stream.
 type PartitionStatus struct {
 	Handler    string
 	Category   string
@@ -72,7 +74,9 @@ type LeaseInfo struct {
 
 type leaseInfoKey struct{}
 
-// LeaseFromContext returns the lease a keyed handler's message runs under.
+// LeaseFromContext returns the lease a keyed handler's or a sequential
+// pm's message runs under. For a pm, Handler is the pm's name, Key the
+// correlation value and Category its categories joined by ",".
 func LeaseFromContext(ctx context.Context) (LeaseInfo, bool) {
 	v, ok := ctx.Value(leaseInfoKey{}).(LeaseInfo)
 	return v, ok
