@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -66,7 +67,7 @@ func run(redisURL string, stdout, stderr io.Writer) int {
 			Logger:            logger,
 		})
 		if err == nil {
-			err = eng.Register(ledger.SeqbyRegistration())
+			err = eng.Register(ledger.SeqbyRegistration(), new(billing.Fulfilment).SeqbyRegistration())
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "orders: %v\n", err)
@@ -101,14 +102,30 @@ func run(redisURL string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	// Orders and their payments, interleaved: the Fulfilment pm owns each
+	// order id across the order and payment categories.
+	for c := 1; c <= clients; c++ {
+		order, amount := fmt.Sprintf("order-%d", c), int64(100*c)
+		for _, msg := range []runtime.Message{
+			events.OrderPlaced{OrderID: order, ClientID: fmt.Sprintf("client-%d", c), Amount: amount},
+			events.PaymentReceived{OrderID: order, Amount: amount},
+		} {
+			if err := pub.Publish(ctx, msg); err != nil {
+				fmt.Fprintf(stderr, "orders: publish: %v\n", err)
+				return 1
+			}
+		}
+	}
+
 	// A bad key fails the caller's call and writes nothing.
 	if err := pub.Publish(ctx, events.ItemAdded{ClientID: "a:b"}); errors.Is(err, runtime.ErrInvalidKey) {
 		fmt.Fprintf(stdout, "refused as expected: %v\n", err)
 	}
 
+	states := runtime.NewRedisStateStore(rdb)
 	deadline := time.NewTicker(50 * time.Millisecond)
 	defer deadline.Stop()
-	for !done(ledger, want) {
+	for !done(ledger, want) || !shipped(ctx, states) {
 		select {
 		case <-ctx.Done():
 			fmt.Fprintln(stderr, "orders: timed out waiting for every event to be applied")
@@ -121,7 +138,43 @@ func run(redisURL string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintln(stdout, "every client's events were applied in publish order")
+	for c := 1; c <= clients; c++ {
+		order := fmt.Sprintf("order-%d", c)
+		f, err := fulfilment(ctx, states, order)
+		if err != nil {
+			fmt.Fprintf(stderr, "orders: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%s: placed=%v paid=%v amount=%d ready=%v\n", order, f.Placed, f.Paid, f.Amount, f.Ready())
+	}
+	fmt.Fprintln(stdout, "every order was placed and paid: ready to ship")
 	return 0
+}
+
+// fulfilment loads the Fulfilment pm's saved state for one order.
+func fulfilment(ctx context.Context, s runtime.StateStore, order string) (*billing.Fulfilment, error) {
+	data, _, err := s.Load(ctx, new(billing.Fulfilment).SeqbyRegistration().Name, order)
+	if err != nil {
+		return nil, fmt.Errorf("load state of %s: %w", order, err)
+	}
+	f := new(billing.Fulfilment)
+	if data != nil {
+		if err := json.Unmarshal(data, f); err != nil {
+			return nil, fmt.Errorf("decode state of %s: %w", order, err)
+		}
+	}
+	return f, nil
+}
+
+// shipped reports whether every order's pm state is ready to ship.
+func shipped(ctx context.Context, s runtime.StateStore) bool {
+	for c := 1; c <= clients; c++ {
+		f, err := fulfilment(ctx, s, fmt.Sprintf("order-%d", c))
+		if err != nil || !f.Ready() {
+			return false
+		}
+	}
+	return true
 }
 
 func done(l *billing.Ledger, want map[string][]string) bool {

@@ -1,13 +1,15 @@
 // Command orders demonstrates seqby: two engine instances and a publisher
 // share one Redis; interleaved cart events for several clients are applied
 // by the Ledger handler one at a time per client, in publish order, whichever
-// instance owns each client.
+// instance owns each client; and the Fulfilment process manager owns each
+// order id across the order and payment categories, its state saved per
+// order.
 //
 //	go run ./examples/orders                  # embedded Redis (miniredis)
 //	REDIS_URL=redis://127.0.0.1:6379/0 go run ./examples/orders
 //
-// It prints each client's applied events and exits 1 if any client's order
-// differs from its publish order.
+// It prints each client's applied events and each order's pm state, and
+// exits 1 if any client's order differs from its publish order.
 package main
 
 //go:generate go run github.com/seqby/seqby/cmd/seqgen ./...
