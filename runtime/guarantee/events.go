@@ -5,6 +5,18 @@
 //
 // The non-test files hold the suite's messages and its recording handler, so
 // seqgen generates their extractors and registration like any user's code.
+//
+// How the suite works: the test binary re-executes itself as an engine
+// instance (SEQBY_GUARANTEE_CHILD=1, see harness_test.go), one OS process
+// per instance, so a test can SIGKILL, SIGSTOP, SIGCONT and SIGTERM real
+// owners. Instances keep nothing the tests read in memory: the Recorder
+// writes, per key, an in-progress marker, an entry/exit log in Redis time,
+// an applied log committed under the lease token, and the fenced commits it
+// was refused; each instance also publishes its owned lease tokens. Tests
+// wait by polling those records with deadlines, never by sleeping.
+//
+// Run it with the runtime tests (go test -race ./runtime/...), or 20 times
+// in a row with make stress.
 package guarantee
 
 // Category is the stream category of Step, partitioned by client_id.
