@@ -59,3 +59,16 @@ func PMGenerationKey(pm, correlation string) string { return "{" + correlation +
 // StateKey is the hash holding a pm instance's state (fields "version"
 // and "data") in the Redis state store: "{<value>}:__pmstate__:<pm>".
 func StateKey(pm, correlation string) string { return "{" + correlation + "}:__pmstate__:" + pm }
+
+// HaltsKey is the hash of a handler's halted partitions, written by the
+// engine when a partition halts so operators see halts across processes:
+// field = the partition (a keyed handler's partition stream, or a pm's
+// correlation value), value = a JSON HaltRecord. "seqby:__halts__:<group>".
+// It hashes to its own Redis Cluster slot (see docs/runtime.md,
+// "Operating").
+func HaltsKey(group string) string { return "seqby:__halts__:" + group }
+
+// DLQStream is a partition's dead-letter stream, where an operator moves
+// a halted head: "{category}:{key}:dlq". The key rules reserve "dlq" as a
+// key, so it never collides with a partition or a lane.
+func DLQStream(category, key string) string { return category + ":" + key + ":" + DLQSuffix }

@@ -38,6 +38,10 @@ type partition struct {
 	mu     sync.Mutex
 	halt   *Halt
 	lostAt bool
+
+	// prior is a halt record found at claim whose head is still pending;
+	// it is removed once this owner acks that head (haltrecord.go).
+	prior *priorHalt
 }
 
 func partitionID(group, stream string) string { return group + "\x00" + stream }
@@ -116,6 +120,7 @@ func (p *partition) run() {
 	if !p.reclaim() {
 		return
 	}
+	p.checkHaltRecord()
 	for {
 		if p.ctx.Err() != nil || p.releasing() {
 			return
@@ -154,6 +159,9 @@ func (p *partition) run() {
 			p.halt = h
 			p.mu.Unlock()
 			e.reportHalt(*h)
+			if !p.recordHalt(h) {
+				return
+			}
 			continue
 		}
 		for {
@@ -165,6 +173,7 @@ func (p *partition) run() {
 				return
 			}
 		}
+		p.acked(en)
 	}
 }
 

@@ -92,6 +92,7 @@ func (p *partition) runPM() {
 	if !p.reclaim() {
 		return
 	}
+	p.checkHaltRecord()
 	marks := make([]uint64, len(p.cats))
 	for {
 		if p.ctx.Err() != nil || p.releasing() {
@@ -129,6 +130,9 @@ func (p *partition) runPM() {
 			p.halt = h
 			p.mu.Unlock()
 			e.reportHalt(*h)
+			if !p.recordHalt(h) {
+				return
+			}
 			continue
 		}
 		for {
@@ -140,6 +144,7 @@ func (p *partition) runPM() {
 				return
 			}
 		}
+		p.acked(en)
 	}
 }
 

@@ -144,7 +144,8 @@ return redis.call('ZCARD', KEYS[1])
 `)
 
 var allScripts = []*redis.Script{scriptPublish, scriptAcquire, scriptRenew, scriptRelease,
-	scriptRead, scriptAck, scriptReclaim, scriptMember, scriptSaveState, scriptReadOldest}
+	scriptRead, scriptAck, scriptReclaim, scriptMember, scriptSaveState, scriptReadOldest,
+	scriptRecordHalt, scriptClearHalt, scriptResolveHead}
 
 // LoadScripts loads every seqby script into the server's script cache.
 // Engines call it at start; single calls also fall back to EVAL on
@@ -224,4 +225,61 @@ local e, at = pick(2, 1 + np)
 if not e then e, at = pick(2 + np, #KEYS) end
 if not e then return {0} end
 return {at - 1, {e}}
+`)
+
+// scriptRecordHalt: KEYS lease, halts; ARGV token, field, record. Writes
+// the halt record only while the lease holds the token, so a stale owner
+// never describes a head that has moved on.
+var scriptRecordHalt = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return redis.error_reply('SEQBY_FENCED lease ' .. KEYS[1] .. ' is not held by ' .. ARGV[1])
+end
+return redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
+`)
+
+// scriptClearHalt: KEYS halts; ARGV field, record. Compare-and-delete:
+// removes the record only if it is still exactly the one its caller judged
+// stale, never a newer halt of the same partition. 1 when removed.
+var scriptClearHalt = redis.NewScript(`
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  return redis.call('HDEL', KEYS[1], ARGV[1])
+end
+return 0
+`)
+
+// scriptResolveHead: KEYS halts, head lane, lease [, dlq]; ARGV field,
+// record, token, group, entry id, then the dlq metadata field/value pairs.
+// The operator's compare-and-skip, all in one atomic step:
+//   - the halt record must still be the one the operator read (NOT_HALTED),
+//   - the lease must be free or held by the owner that halted, which is
+//     idle waiting, never by an owner retrying the head (RETRYING),
+//   - the entry must be the group's first pending entry on the lane
+//     (NOT_HEAD, with the actual first pending id).
+//
+// Then: copy the entry (its fields, then the metadata) to the dlq when
+// given, XACK it, delete the lease so the halted owner's next renew fails
+// and a new owner continues after the head, and remove the record.
+// Returns {"OK", the dlq entry id or an empty string} or {code, detail}.
+var scriptResolveHead = redis.NewScript(`
+local rec = redis.call('HGET', KEYS[1], ARGV[1])
+if rec ~= ARGV[2] then return {'NOT_HALTED', rec or ''} end
+local cur = redis.call('GET', KEYS[3])
+if cur and cur ~= ARGV[3] then return {'RETRYING', cur} end
+local p = redis.pcall('XPENDING', KEYS[2], ARGV[4], '-', '+', 1)
+if type(p) ~= 'table' or p.err or #p == 0 then return {'NOT_HEAD', ''} end
+if p[1][1] ~= ARGV[5] then return {'NOT_HEAD', p[1][1]} end
+local dlqid = ''
+if KEYS[4] then
+  local args = {}
+  local e = redis.call('XRANGE', KEYS[2], ARGV[5], ARGV[5])
+  if #e > 0 then
+    for _, v in ipairs(e[1][2]) do args[#args + 1] = v end
+  end
+  for i = 6, #ARGV do args[#args + 1] = ARGV[i] end
+  dlqid = redis.call('XADD', KEYS[4], '*', unpack(args))
+end
+redis.call('XACK', KEYS[2], ARGV[4], ARGV[5])
+redis.call('DEL', KEYS[3])
+redis.call('HDEL', KEYS[1], ARGV[1])
+return {'OK', dlqid}
 `)

@@ -1,0 +1,344 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// streamIDs returns the entry ids of a stream in order.
+func streamIDs(t *testing.T, c redis.UniversalClient, stream string) []string {
+	t.Helper()
+	msgs, err := c.XRange(context.Background(), stream, "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range msgs {
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
+// waitHalts polls ListHalts until it lists n records.
+func waitHalts(t *testing.T, c redis.UniversalClient, handler string, n int) []HaltRecord {
+	t.Helper()
+	var hs []HaltRecord
+	eventually(t, 20*time.Second, "halt records of "+handler, func() bool {
+		var err error
+		hs, err = ListHalts(context.Background(), c, handler)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(hs) == n
+	})
+	return hs
+}
+
+// An engine halts a partition on a poison head; the halt is listed from
+// Redis; resolving the head with the wrong id is refused and changes
+// nothing; resolving it with the head's id lets the partition continue
+// with the next entries in order (for dlq, after copying the head).
+func TestOperatorResolveHaltedHead(t *testing.T) {
+	tests := []struct {
+		name string
+		dlq  bool
+	}{{"skip", false}, {"dlq", true}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, ctx := newRedis(t), ctxT(t)
+			j := newJournal()
+			h := keyedHandler("ops", func(_ context.Context, e *testEvent) error {
+				if e.Poison {
+					return errPoison
+				}
+				j.enter(e.Client, seqKey(e.Client, e.Seq))
+				j.leave(e.Client, seqKey(e.Client, e.Seq), e.Seq, true)
+				return nil
+			})
+			opts := fastOptions("o1")
+			opts.MaxRetries = -1
+			startEngine(t, c, opts, h)
+			p := NewPublisher(c)
+			for _, m := range []*testEvent{{Client: "a", Seq: 1, Poison: true}, ev("a", 2), ev("a", 3), ev("b", 1), ev("b", 2)} {
+				if err := p.Publish(ctx, m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ids := streamIDs(t, c, "order:a")
+			hs := waitHalts(t, c, "ops", 1)
+			r := hs[0]
+			if r.Partition != "order:a" || r.Stream != "order:a" || r.EntryID != ids[0] || r.Category != "order" ||
+				r.Key != "a" || !strings.Contains(r.Error, "poison") || r.Token == "" || r.Owner != "o1" {
+				t.Fatalf("halt record %+v, want order:a halted on %s by o1 with the poison error", r, ids[0])
+			}
+			eventually(t, 10*time.Second, "b flows past a's halt", func() bool { return j.count("b") == 2 })
+
+			before := snapshot(t, c, r)
+			if _, err := Skip(ctx, c, "ops", "order:a", ids[1]); !errors.Is(err, ErrNotHead) {
+				t.Fatalf("skip of a non-head entry: %v, want ErrNotHead", err)
+			}
+			if _, err := MoveToDLQ(ctx, c, "ops", "order:a", ids[1]); !errors.Is(err, ErrNotHead) {
+				t.Fatalf("dlq of a non-head entry: %v, want ErrNotHead", err)
+			}
+			if after := snapshot(t, c, r); !reflect.DeepEqual(before, after) {
+				t.Fatalf("a refused skip changed Redis:\nbefore %+v\nafter  %+v", before, after)
+			}
+			in, err := Inspect(ctx, c, "ops", "order:a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if in.Halt == nil || in.Head == nil || in.Head.ID != ids[0] || in.Lease != r.Token ||
+				len(in.Lanes) == 0 || in.Lanes[0].Length != 3 || len(in.Lanes[0].Pending) != 1 ||
+				in.Lanes[0].Pending[0].Consumer != r.Token || !strings.Contains(in.Head.Fields[FieldPayload], `"poison":true`) {
+				t.Fatalf("inspection %+v, head %+v", in, in.Head)
+			}
+
+			resolve := Skip
+			if tt.dlq {
+				resolve = MoveToDLQ
+			}
+			res, err := resolve(ctx, c, "ops", "order:a", ids[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 20*time.Second, "a continues after its head", func() bool { return j.count("a") == 2 })
+			if got := j.seqs("a"); !slices.Equal(got, []int{2, 3}) {
+				t.Fatalf("a applied %v, want [2 3]: the head skipped, the rest in order", got)
+			}
+			if hs, err := ListHalts(ctx, c, ""); err != nil || len(hs) != 0 {
+				t.Fatalf("halts after resolving: %+v, %v", hs, err)
+			}
+			dlq, err := c.XRange(ctx, "order:a:dlq", "-", "+").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.dlq {
+				if len(dlq) != 0 {
+					t.Fatalf("skip wrote to the DLQ: %v", dlq)
+				}
+				return
+			}
+			if res.DLQ != "order:a:dlq" || len(dlq) != 1 || dlq[0].ID != res.DLQEntryID {
+				t.Fatalf("resolution %+v, dlq %v", res, dlq)
+			}
+			v := dlq[0].Values
+			if v["dlq_entry_id"] != ids[0] || v["dlq_stream"] != "order:a" || v["dlq_handler"] != "ops" ||
+				!strings.Contains(v["payload"].(string), `"poison":true`) || v[FieldType] != "testEvent" {
+				t.Fatalf("dlq copy %v", v)
+			}
+		})
+	}
+}
+
+// state is what a refused operator action must leave untouched.
+type state struct {
+	Record, Lease string
+	Pending       []redis.XPendingExt
+	Length        int64
+	DLQ           int64
+}
+
+func snapshot(t *testing.T, c redis.UniversalClient, r HaltRecord) state {
+	t.Helper()
+	ctx := context.Background()
+	var s state
+	s.Record, _ = c.HGet(ctx, HaltsKey(r.Handler), r.Partition).Result()
+	s.Lease, _ = c.Get(ctx, r.LeaseKey).Result()
+	ps, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: r.Stream, Group: r.Handler, Start: "-", End: "+", Count: 100}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ps {
+		p.Idle = 0 // grows by itself
+		s.Pending = append(s.Pending, p)
+	}
+	s.Length, _ = c.XLen(ctx, r.Stream).Result()
+	s.DLQ, _ = c.XLen(ctx, r.DLQ()).Result()
+	return s
+}
+
+// The refusals, on a halt set up by hand (no engine): each leaves Redis as
+// it was and says why.
+func TestOperatorRefusals(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	tests := []struct {
+		name      string
+		partition string
+		id        int // index of the entry to resolve
+		setup     func(r *HaltRecord)
+		want      error
+	}{
+		{"unknown partition", "order:nope", 0, nil, ErrNotHalted},
+		{"not the recorded head", "order:x", 1, nil, ErrNotHead},
+		{"record names a non-first pending entry", "order:x", 1, func(r *HaltRecord) { r.EntryID = "" }, ErrNotHead},
+		{"another owner retries the head", "order:x", 0, func(r *HaltRecord) { c.Set(ctx, r.LeaseKey, "w2:9", 0) }, ErrRetrying},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, ids := haltFixture(t, c, "g"+string(rune('a'+i)), tt.setup)
+			before := snapshot(t, c, r)
+			for _, resolve := range []func(context.Context, redis.UniversalClient, string, string, string) (Resolution, error){Skip, MoveToDLQ} {
+				if _, err := resolve(ctx, c, r.Handler, tt.partition, ids[tt.id]); !errors.Is(err, tt.want) {
+					t.Fatalf("got %v, want %v", err, tt.want)
+				}
+			}
+			if after := snapshot(t, c, r); !reflect.DeepEqual(before, after) {
+				t.Fatalf("a refusal changed Redis:\nbefore %+v\nafter  %+v", before, after)
+			}
+		})
+	}
+	t.Run("free lease resolves by head stream", func(t *testing.T) {
+		r, ids := haltFixture(t, c, "gz", func(r *HaltRecord) { c.Del(ctx, r.LeaseKey) })
+		if _, err := Skip(ctx, c, r.Handler, r.Stream, ids[0]); err != nil {
+			t.Fatal(err)
+		}
+		if s := snapshot(t, c, r); s.Record != "" || len(s.Pending) != 0 || s.Lease != "" {
+			t.Fatalf("after skip %+v: want no record, nothing pending, no lease", s)
+		}
+	})
+}
+
+// haltFixture makes stream order:x with two entries, group's first entry
+// pending for consumer w1:1 holding the lease, and its halt record; setup
+// may alter the record (an empty EntryID: the second entry, delivered
+// too) before it is written.
+func haltFixture(t *testing.T, c redis.UniversalClient, group string, setup func(r *HaltRecord)) (HaltRecord, []string) {
+	t.Helper()
+	ctx := context.Background()
+	stream := "order:x"
+	c.Del(ctx, stream)
+	for range 2 {
+		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{FieldType, "testEvent", FieldPayload, "{}"}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := streamIDs(t, c, stream)
+	if err := c.XGroupCreate(ctx, stream, group, "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	r := HaltRecord{Handler: group, Partition: stream, Category: "order", Key: "x", Stream: stream,
+		Streams: []string{stream}, EntryID: ids[0], Reason: "test", Owner: "w1", Token: "w1:1",
+		LeaseKey: LeaseKey(stream, group), At: time.Now().UTC()}
+	n := int64(1)
+	if setup != nil {
+		setup(&r)
+		if r.EntryID == "" {
+			r.EntryID, n = ids[1], 2
+		}
+	}
+	if err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: r.Token, Streams: []string{stream, ">"}, Count: n, Block: -1}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c.SetNX(ctx, r.LeaseKey, r.Token, 0)
+	raw, _ := json.Marshal(r)
+	if err := c.HSet(ctx, HaltsKey(group), stream, raw).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return r, ids
+}
+
+// A record whose head is no longer pending is stale: ListHalts removes it
+// instead of listing it.
+func TestListHaltsPrunesStaleRecords(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	r, ids := haltFixture(t, c, "g", nil)
+	if hs, err := ListHalts(ctx, c, ""); err != nil || len(hs) != 1 || hs[0].EntryID != ids[0] {
+		t.Fatalf("halts %+v, %v: want the fixture's", hs, err)
+	}
+	c.XAck(ctx, r.Stream, r.Handler, ids[0]) // resolved by hand, outside seqby
+	if hs, err := ListHalts(ctx, c, "g"); err != nil || len(hs) != 0 {
+		t.Fatalf("halts %+v, %v: want none", hs, err)
+	}
+	if n, _ := c.HLen(ctx, HaltsKey("g")).Result(); n != 0 {
+		t.Fatalf("stale record kept (%d fields)", n)
+	}
+}
+
+// A halt that resolves itself (the next owner applies the head on its
+// retry) leaves no record behind.
+func TestHaltRecordRemovedWhenNextOwnerAppliesHead(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	var fail atomic.Bool
+	fail.Store(true)
+	j := newJournal()
+	h := keyedHandler("ops", func(_ context.Context, e *testEvent) error {
+		if e.Seq == 1 && fail.Load() {
+			return errPoison
+		}
+		j.enter(e.Client, seqKey(e.Client, e.Seq))
+		j.leave(e.Client, seqKey(e.Client, e.Seq), e.Seq, true)
+		return nil
+	})
+	opts := fastOptions("o1")
+	opts.MaxRetries = -1
+	first := startEngine(t, c, opts, h)
+	p := NewPublisher(c)
+	for i := 1; i <= 2; i++ {
+		if err := p.Publish(ctx, ev("a", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitHalts(t, c, "ops", 1)
+	first.stop() // releases the halted partition
+	fail.Store(false)
+	startEngine(t, c, fastOptions("o2"), h)
+	eventually(t, 20*time.Second, "a applied by the next owner", func() bool { return j.count("a") == 2 })
+	eventually(t, 10*time.Second, "halt record removed", func() bool {
+		n, err := c.HLen(ctx, HaltsKey("ops")).Result()
+		return err == nil && n == 0
+	})
+}
+
+// A pm correlation value halted on a poison payment is moved to the DLQ by
+// the stream holding its head, and its later events apply.
+func TestOperatorPMMoveToDLQ(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	pm := flowPM("flow", func(_ context.Context, _, _ string, pay *pmPayment) error {
+		if pay != nil && pay.Poison {
+			return errPoison
+		}
+		return nil
+	})
+	opts := fastOptions("p1")
+	opts.MaxRetries = -1
+	startEngine(t, c, opts, pm)
+	p := NewPublisher(c)
+	for _, m := range []Message{&pmOrder{OrderID: "o-1", Seq: 1}, &pmPayment{OrderID: "o-1", Seq: 1, Poison: true},
+		&pmOrder{OrderID: "o-1", Seq: 2}, &pmPayment{OrderID: "o-1", Seq: 2}} {
+		if err := p.Publish(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := waitHalts(t, c, "flow", 1)[0]
+	head := streamIDs(t, c, "pmpayment:o-1")[0]
+	if !r.PM || r.Partition != "o-1" || r.Stream != "pmpayment:o-1" || r.EntryID != head || r.LeaseKey != PMLeaseKey("flow", "o-1") {
+		t.Fatalf("pm halt record %+v", r)
+	}
+	res, err := MoveToDLQ(ctx, c, "flow", "pmpayment:o-1", head)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.DLQ != "pmpayment:o-1:dlq" {
+		t.Fatalf("dlq %s", res.DLQ)
+	}
+	store := NewRedisStateStore(c)
+	eventually(t, 20*time.Second, "o-1 continues after the DLQ", func() bool {
+		f, _ := loadFlow(t, store, "flow", "o-1")
+		return len(f.Orders) == 2 && len(f.Payments) == 1
+	})
+	if f, _ := loadFlow(t, store, "flow", "o-1"); !slices.Equal(f.Orders, []int{1, 2}) || !slices.Equal(f.Payments, []int{2}) {
+		t.Fatalf("o-1 state %+v, want orders [1 2] and payments [2]", f)
+	}
+	if n, _ := c.XLen(ctx, "pmpayment:o-1:dlq").Result(); n != 1 {
+		t.Fatalf("dlq length %d", n)
+	}
+}
