@@ -38,32 +38,32 @@ var ErrRetrying = errors.New("an owner is retrying the head; wait until it halts
 
 // PendingEntry is one entry of a consumer group's pending list.
 type PendingEntry struct {
-	ID         string
-	Consumer   string // the lease token of the owner holding it
-	Idle       time.Duration
-	Deliveries int64
+	ID         string        `json:"id"`
+	Consumer   string        `json:"consumer"` // the lease token of the owner holding it
+	Idle       time.Duration `json:"idle_ns"`
+	Deliveries int64         `json:"deliveries"`
 }
 
 // LaneInfo is one stream of a partition as the group sees it.
 type LaneInfo struct {
-	Stream  string
-	Exists  bool
-	Length  int64
-	Pending []PendingEntry // the group's pending entries, oldest first (at most 100)
+	Stream  string         `json:"stream"`
+	Exists  bool           `json:"exists"`
+	Length  int64          `json:"length"`
+	Pending []PendingEntry `json:"pending"` // the group's pending entries, oldest first (at most 100)
 }
 
 // Inspection is what an operator looks at before resolving a head.
 type Inspection struct {
-	Handler   string
-	Partition string
+	Handler   string `json:"handler"`
+	Partition string `json:"partition"`
 	// Halt is the halt record; nil when the partition is not halted (a
 	// keyed handler's partition stream can be inspected anyway).
-	Halt     *HaltRecord
-	LeaseKey string
-	Lease    string        // current lease token, "" when free
-	LeaseTTL time.Duration // remaining, 0 when free
-	Lanes    []LaneInfo
-	Head     *Entry // the halted head, else the first pending entry; nil when none
+	Halt     *HaltRecord   `json:"halt"`
+	LeaseKey string        `json:"lease_key"`
+	Lease    string        `json:"lease"`        // current lease token, "" when free
+	LeaseTTL time.Duration `json:"lease_ttl_ns"` // remaining, 0 when free
+	Lanes    []LaneInfo    `json:"streams"`
+	Head     *Entry        `json:"head"` // the halted head, else the first pending entry; nil when none
 }
 
 // Resolution reports a resolved head.

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/internal/redistest"
+	"github.com/seqby/seqby/runtime"
+)
+
+// placed is a message of the partitioned category "shop".
+type placed struct {
+	Client string `json:"client"`
+	Seq    int    `json:"seq"`
+	Poison bool   `json:"poison,omitempty"`
+}
+
+func (*placed) StreamCategory() string { return "shop" }
+func (m *placed) PartitionKey() (string, error) {
+	return runtime.Key("shop", "Client", m.Client)
+}
+
+// applied records the seqs the handler applied, per client.
+type applied struct {
+	mu   sync.Mutex
+	seqs map[string][]int
+}
+
+func (a *applied) get(client string) []int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.seqs[client])
+}
+
+// startHalting runs an engine whose handler "ops" fails (no retries) on a
+// poison message, as seqgen's registration would run it.
+func startHalting(t *testing.T, c redis.UniversalClient) *applied {
+	t.Helper()
+	a := &applied{seqs: map[string][]int{}}
+	reg := runtime.Registration{Name: "ops", Kind: runtime.EventHandler, Key: "Client", Sequential: true,
+		Routes: []runtime.Route{{
+			Category: "shop", Type: "placed", PartitionField: "Client",
+			Decode: func(cd runtime.Codec, p []byte) (runtime.Message, error) {
+				var m placed
+				return &m, cd.Unmarshal(p, &m)
+			},
+			PartitionKey: func(m runtime.Message) (string, error) { return m.(*placed).PartitionKey() },
+			Invoke: func(_ context.Context, _ any, m runtime.Message) error {
+				p := m.(*placed)
+				if p.Poison {
+					return errors.New("poison")
+				}
+				a.mu.Lock()
+				a.seqs[p.Client] = append(a.seqs[p.Client], p.Seq)
+				a.mu.Unlock()
+				return nil
+			},
+		}}}
+	e, err := runtime.NewEngine(c, runtime.Options{OwnerID: "w1", LeaseTTL: time.Second,
+		HeartbeatInterval: 150 * time.Millisecond, DiscoveryInterval: 50 * time.Millisecond,
+		BlockTimeout: 200 * time.Millisecond, MaxRetries: -1,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return a
+}
+
+// eventually polls cond until it holds or fails the test after d.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Usage errors exit 2 before touching Redis (none is running here).
+func TestRunUsage(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	tests := []struct {
+		name    string
+		args    []string
+		code    int
+		wantOut string
+		wantErr string
+	}{
+		{"help", []string{"-h"}, 0, "usage: seqbyctl", ""},
+		{"no command", nil, 2, "", "no command"},
+		{"unknown command", []string{"-redis", "redis://127.0.0.1:1", "unhalt"}, 2, "", `unknown command "unhalt"`},
+		{"unknown flag", []string{"-bogus", "halted"}, 2, "", "flag provided but not defined"},
+		{"no redis", []string{"halted"}, 2, "", "pass -redis URL or set REDIS_URL"},
+		{"bad redis url", []string{"-redis", "http://x", "halted"}, 2, "", "invalid URL scheme"},
+		{"inspect without handler", []string{"-redis", "redis://127.0.0.1:1", "inspect", "-stream", "shop:a"}, 2, "", "missing -handler"},
+		{"skip without id", []string{"-redis", "redis://127.0.0.1:1", "skip", "-handler", "ops", "-stream", "shop:a"}, 2, "", "missing -id"},
+		{"dlq without anything", []string{"-redis", "redis://127.0.0.1:1", "dlq"}, 2, "", "missing -handler, -stream, -id"},
+		{"stray argument", []string{"-redis", "redis://127.0.0.1:1", "halted", "ops"}, 2, "", "unexpected arguments"},
+		{"halted takes no -id", []string{"-redis", "redis://127.0.0.1:1", "halted", "-id", "1-0"}, 2, "", "flag provided but not defined: -id"},
+		{"unreachable redis fails", []string{"-redis", "redis://127.0.0.1:1", "-timeout", "2s", "halted"}, 1, "", "seqbyctl halted:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := run(tt.args, &out, &errb); code != tt.code {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tt.code, out.String(), errb.String())
+			}
+			if !strings.Contains(out.String(), tt.wantOut) || !strings.Contains(errb.String(), tt.wantErr) {
+				t.Fatalf("stdout %q (want %q)\nstderr %q (want %q)", out.String(), tt.wantOut, errb.String(), tt.wantErr)
+			}
+		})
+	}
+}
+
+// An engine halts shop:a on a poison head; the commands run in order
+// against it, as an operator would: list, inspect, a refused skip, the
+// skip, then the partition continues.
+func TestRunOnHaltedPartition(t *testing.T) {
+	srv := redistest.New(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	t.Setenv("REDIS_URL", "redis://"+srv.Addr)
+	a := startHalting(t, c)
+	pub := runtime.NewPublisher(c)
+	for _, m := range []*placed{{Client: "a", Seq: 1, Poison: true}, {Client: "a", Seq: 2}, {Client: "a", Seq: 3},
+		{Client: "b", Seq: 1, Poison: true}, {Client: "b", Seq: 2}} {
+		if err := pub.Publish(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(stream string) []string {
+		msgs, err := c.XRange(ctx, stream, "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, m := range msgs {
+			out = append(out, m.ID)
+		}
+		return out
+	}
+	aIDs, bIDs := ids("shop:a"), ids("shop:b")
+	eventually(t, 20*time.Second, "two halts recorded", func() bool {
+		n, _ := c.HLen(ctx, runtime.HaltsKey("ops")).Result()
+		return n == 2
+	})
+
+	steps := []struct {
+		name    string
+		args    []string
+		code    int
+		wantOut []string
+		wantErr string
+	}{
+		{"list all", []string{"halted"}, 0, []string{"shop:a", aIDs[0], "shop:b", bIDs[0], "poison"}, ""},
+		{"list other handler", []string{"halted", "-handler", "nobody"}, 0, []string{"no halted partitions"}, ""},
+		{"inspect", []string{"inspect", "-handler", "ops", "-stream", "shop:a"}, 0,
+			[]string{"halted     yes", "w1:", "length 3, 1 pending", "head       " + aIDs[0], `"poison":true`}, ""},
+		{"inspect as json", []string{"-json", "inspect", "-handler", "ops", "-stream", "shop:a"}, 0, []string{`"entry_id"`, `"lease_key"`}, ""},
+		{"skip a non-head", []string{"skip", "-handler", "ops", "-stream", "shop:a", "-id", aIDs[1]}, 1, nil, "not the halted partition's head"},
+		{"skip unknown partition", []string{"skip", "-handler", "ops", "-stream", "shop:zz", "-id", aIDs[0]}, 1, nil, "not halted"},
+		{"skip the head", []string{"skip", "-handler", "ops", "-stream", "shop:a", "-id", aIDs[0]}, 0, []string{"skipped " + aIDs[0] + " on shop:a"}, ""},
+		{"skip it again", []string{"skip", "-handler", "ops", "-stream", "shop:a", "-id", aIDs[0]}, 1, nil, "not halted"},
+		{"dlq the other head", []string{"dlq", "-handler", "ops", "-stream", "shop:b", "-id", bIDs[0]}, 0, []string{"to shop:b:dlq as"}, ""},
+	}
+	for _, s := range steps {
+		var out, errb bytes.Buffer
+		code := run(s.args, &out, &errb)
+		t.Logf("seqbyctl %s\n%s%s", strings.Join(s.args, " "), out.String(), errb.String())
+		if code != s.code || !strings.Contains(errb.String(), s.wantErr) {
+			t.Fatalf("%s: exit %d (want %d)\nstdout: %s\nstderr: %s (want %q)", s.name, code, s.code, out.String(), errb.String(), s.wantErr)
+		}
+		for _, w := range s.wantOut {
+			if !strings.Contains(out.String(), w) {
+				t.Fatalf("%s: stdout lacks %q:\n%s", s.name, w, out.String())
+			}
+		}
+		if s.name == "inspect as json" && !json.Valid(out.Bytes()) {
+			t.Fatalf("inspect -json is not JSON: %s", out.String())
+		}
+	}
+	eventually(t, 20*time.Second, "a and b continue", func() bool {
+		return slices.Equal(a.get("a"), []int{2, 3}) && slices.Equal(a.get("b"), []int{2})
+	})
+	var out bytes.Buffer
+	if code := run([]string{"-json", "halted"}, &out, io.Discard); code != 0 || strings.TrimSpace(out.String()) != "null" {
+		t.Fatalf("halted after resolving: exit %d, %s", code, out.String())
+	}
+	if n, _ := c.XLen(ctx, "shop:b:dlq").Result(); n != 1 {
+		t.Fatalf("shop:b:dlq has %d entries, want the moved head", n)
+	}
+}
