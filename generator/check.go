@@ -32,17 +32,16 @@ type checker struct {
 	m     *model
 	probs *problems
 	plan  *plan
-	// reported remembers (message, field) pairs already refused, so one
-	// mistake gives one error.
-	reported map[string]bool
+	// reported remembers messages whose key or correlate field was already
+	// refused, so one mistake gives one error.
+	reported map[*message]bool
 	decls    map[string][]*keyDecl // by category
 }
 
 func check(m *model, probs *problems) *plan {
-	c := &checker{m: m, probs: probs, reported: map[string]bool{}, decls: map[string][]*keyDecl{},
+	c := &checker{m: m, probs: probs, reported: map[*message]bool{}, decls: map[string][]*keyDecl{},
 		plan: &plan{partition: map[*message]*field{}, partitionName: map[string]string{}, correlate: map[*handleMethod]*field{}}}
 	c.typeNames()
-	c.generatedNames()
 	for _, msg := range sortedMessages(m) {
 		c.messageKey(msg)
 	}
@@ -57,6 +56,8 @@ func check(m *model, probs *problems) *plan {
 	for _, cat := range cats {
 		c.category(cat)
 	}
+	c.generatedNames()
+	c.correlateAccess()
 	return c.plan
 }
 
@@ -69,10 +70,8 @@ func sortedMessages(m *model) []*message {
 	return out
 }
 
-func (c *checker) refuse(msg *message, name string) { c.reported[msg.qualified()+"\x00"+name] = true }
-func (c *checker) refused(msg *message, name string) bool {
-	return c.reported[msg.qualified()+"\x00"+name]
-}
+func (c *checker) refuse(msg *message)        { c.reported[msg] = true }
+func (c *checker) refused(msg *message) bool { return c.reported[msg] }
 
 // typeNames refuses two message types of one category with one Go name:
 // the name is the wire type that picks the decoder.
@@ -99,7 +98,11 @@ func (c *checker) generatedNames() {
 		return obj
 	}
 	for _, msg := range sortedMessages(c.m) {
-		for _, name := range []string{"StreamCategory", "PartitionKey"} {
+		names := []string{"StreamCategory"}
+		if c.plan.partition[msg] != nil {
+			names = append(names, "PartitionKey")
+		}
+		for _, name := range names {
 			if obj := taken(msg.named, name); obj != nil {
 				c.probs.addRelated(msg.pos, fmt.Sprintf("%s %s already has a %s named %s, which seqgen writes; rename it", msg.kind, msg.name, objKind(obj), name),
 					related{obj.Pos(), name + " declared here"})
@@ -110,6 +113,22 @@ func (c *checker) generatedNames() {
 		if obj := taken(h.named, "SeqbyRegistration"); obj != nil {
 			c.probs.addRelated(h.pos, fmt.Sprintf("%s already has a %s named SeqbyRegistration, which seqgen writes; rename it", h.describe(), objKind(obj)),
 				related{obj.Pos(), "SeqbyRegistration declared here"})
+		}
+	}
+}
+
+// correlateAccess refuses a pm correlate field that the pm's package cannot
+// name: the generated Correlate function reads it directly, from there.
+func (c *checker) correlateAccess() {
+	for _, h := range c.m.handlers {
+		for _, hm := range h.methods {
+			f := c.plan.correlate[hm]
+			if f == nil || reachable(hm.msg.named, f, h.pkg.Types) {
+				continue
+			}
+			c.probs.addRelated(hm.correlatePos, fmt.Sprintf("%scorrelate=%s on %s.%s: %s.%s is reached through an unexported embedded field, which package %s cannot name; embed an exported type or declare the field directly",
+				annotations.Prefix, hm.correlate, h.name, hm.name, hm.msg.name, pathString(f.path), h.pkg.Name),
+				related{hm.msg.pos, hm.msg.name + " declared here"})
 		}
 	}
 }
@@ -129,7 +148,7 @@ func (c *checker) messageKey(msg *message) {
 	f, why := resolveField(msg.named, msg.key)
 	if f == nil {
 		c.probs.add(msg.keyPos, "%skey=%s on %s %s: %s", annotations.Prefix, msg.key, msg.kind, msg.name, why)
-		c.refuse(msg, msg.key)
+		c.refuse(msg)
 		return
 	}
 	c.addDecl(msg.category, &keyDecl{pos: msg.keyPos, name: msg.key, who: msg.kind + " " + msg.name}, msg, f)
@@ -180,17 +199,13 @@ func (c *checker) keyedMethod(h *handler, hm *handleMethod) {
 		c.probs.addRelated(h.keyPos, fmt.Sprintf("%s is keyed by %s, but %s", h.describe(), h.key, why),
 			related{hm.pos, fmt.Sprintf("%s.%s handles %s here", h.name, hm.name, hm.msg.name)},
 			related{hm.msg.pos, hm.msg.name + " declared here"})
-		c.refuse(hm.msg, h.key)
+		c.refuse(hm.msg)
 		return
 	}
 	c.addDecl(hm.msg.category, &keyDecl{pos: h.keyPos, name: h.key, who: h.describe()}, hm.msg, f)
 }
 
 func (c *checker) pmMethod(h *handler, hm *handleMethod) {
-	if !hm.ptrRecv {
-		c.probs.add(hm.pos, "pm %s: handle method %s has a value receiver, so its changes to the pm's state would be lost; declare it on *%s",
-			h.name, hm.name, h.name)
-	}
 	if hm.correlate == "" {
 		c.probs.add(hm.pos, "pm %s: handle method %s needs %scorrelate=FIELD naming the field of %s that selects the pm instance",
 			h.name, hm.name, annotations.Prefix, hm.msg.name)
@@ -200,7 +215,7 @@ func (c *checker) pmMethod(h *handler, hm *handleMethod) {
 	if f == nil {
 		c.probs.addRelated(hm.correlatePos, fmt.Sprintf("%scorrelate=%s on %s.%s: %s", annotations.Prefix, hm.correlate, h.name, hm.name, why),
 			related{hm.msg.pos, hm.msg.name + " declared here"})
-		c.refuse(hm.msg, hm.correlate)
+		c.refuse(hm.msg)
 		return
 	}
 	c.plan.correlate[hm] = f
@@ -240,17 +255,11 @@ func (c *checker) category(cat string) {
 		return
 	}
 	for _, msg := range msgs {
-		var f *field
-		for _, d := range decls {
-			if f = d.fields[msg]; f != nil {
-				break
-			}
-		}
-		if f != nil {
+		if f := first.fields[msg]; f != nil {
 			c.plan.partition[msg] = f
 			continue
 		}
-		if c.refused(msg, first.name) {
+		if c.refused(msg) {
 			continue
 		}
 		_, why := resolveField(msg.named, first.name)
@@ -271,12 +280,13 @@ func (c *checker) category(cat string) {
 }
 
 // agree reports whether two declarations resolve to the same field on
-// every message type where both resolve (a type where one does not resolve
-// is check 4's to report).
+// every message type of the category. A type where neither resolves is
+// check 4's to report; a type where one resolves and the other does not is
+// a disagreement, since the category would be keyed two ways.
 func agree(a, b *keyDecl, msgs []*message) bool {
 	for _, msg := range msgs {
 		fa, fb := a.fields[msg], b.fields[msg]
-		if fa != nil && fb != nil && fa.v != fb.v {
+		if (fa == nil) != (fb == nil) || (fa != nil && fa.v != fb.v) {
 			return false
 		}
 	}

@@ -22,6 +22,10 @@ type emitter struct {
 	pkg  *packages.Package
 	plan *plan
 	f    *jen.File
+	// taken holds the package's own top-level names and the names of the
+	// imported packages: generated imports and locals must avoid them.
+	taken  map[string]bool
+	locals map[string]string
 }
 
 // emit renders the generated file for p, or nil when p declares nothing.
@@ -42,9 +46,23 @@ func emit(p *packages.Package, m *model, pl *plan) ([]byte, error) {
 		return nil, nil
 	}
 	sort.Slice(msgs, func(i, j int) bool { return msgs[i].name < msgs[j].name })
-	e := &emitter{pkg: p, plan: pl, f: jen.NewFilePathName(p.PkgPath, p.Name)}
+	e := &emitter{pkg: p, plan: pl, f: jen.NewFilePathName(p.PkgPath, p.Name), taken: map[string]bool{}, locals: map[string]string{}}
 	e.f.HeaderComment(header)
-	e.f.ImportName(runtimePath, "runtime")
+	if p.Types != nil {
+		for _, name := range p.Types.Scope().Names() {
+			e.taken[name] = true
+		}
+	}
+	imports := map[string]string{runtimePath: "runtime", "context": "context", "strconv": "strconv"}
+	for _, msg := range msgs {
+		imports[msg.pkg.PkgPath] = msg.pkg.Name
+	}
+	for _, h := range hs {
+		for _, hm := range h.methods {
+			imports[hm.msg.pkg.PkgPath] = hm.msg.pkg.Name
+		}
+	}
+	e.imports(imports)
 	e.f.Const().Id("_").Op("=").Qual(runtimePath, "SupportPackageIsVersion1")
 	for _, msg := range msgs {
 		e.message(msg)
@@ -59,8 +77,51 @@ func emit(p *packages.Package, m *model, pl *plan) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// imports names every package the file may import, aliasing one whose
+// name the package already uses for something of its own.
+func (e *emitter) imports(byPath map[string]string) {
+	paths := make([]string, 0, len(byPath))
+	for path := range byPath {
+		paths = append(paths, path)
+	}
+	sort.Strings(paths)
+	for _, path := range paths {
+		if path == e.pkg.PkgPath {
+			continue
+		}
+		name := byPath[path]
+		if !e.taken[name] {
+			e.f.ImportName(path, name)
+		} else {
+			name = e.unique("seqby" + name)
+			e.f.ImportAlias(path, name)
+		}
+		e.taken[name] = true
+	}
+}
+
+// unique returns name, or name with a number, whichever is not taken.
+func (e *emitter) unique(name string) string {
+	for i, n := 1, name; ; i, n = i+1, fmt.Sprintf("%s%d", name, i) {
+		if !e.taken[n] {
+			return n
+		}
+	}
+}
+
+// local is the generated code's name for a local variable, parameter or
+// receiver: name itself unless the package uses it at top level (a type
+// named state, a package named m), which the local would shadow.
+func (e *emitter) local(name string) *jen.Statement {
+	n, ok := e.locals[name]
+	if !ok {
+		n = e.unique(name)
+		e.locals[name] = n
+	}
+	return jen.Id(n)
+}
+
 func (e *emitter) qual(msg *message) *jen.Statement {
-	e.f.ImportName(msg.pkg.PkgPath, msg.pkg.Name)
 	return jen.Qual(msg.pkg.PkgPath, msg.name)
 }
 
@@ -74,8 +135,8 @@ func (e *emitter) message(msg *message) {
 	}
 	e.f.Line()
 	e.f.Comment(doc(fmt.Sprintf("PartitionKey returns %s, which partitions category %q, after checking it against the key rules.", pathString(f.path), msg.category)))
-	e.f.Func().Params(jen.Id("m").Id(msg.name)).Id("PartitionKey").Params().Params(jen.String(), jen.Error()).Block(
-		e.keyValue(jen.Id("m"), msg, f, "Key")...)
+	e.f.Func().Params(e.local("m").Id(msg.name)).Id("PartitionKey").Params().Params(jen.String(), jen.Error()).Block(
+		e.keyValue(e.local("m"), msg, f, "Key")...)
 	e.f.Line()
 }
 
@@ -121,16 +182,13 @@ func isPlainString(t types.Type) bool {
 	return types.Identical(t, types.Typ[types.String])
 }
 
-// selector is base.Field when Go's own promotion reaches the same field from
-// the generated package, else the full path through embedded fields.
+// selector reads f on the message in base (see selectorPath; the checks
+// have refused fields the generated package cannot reach).
 func (e *emitter) selector(base *jen.Statement, msg *message, f *field) *jen.Statement {
-	obj, _, _ := types.LookupFieldOrMethod(msg.named, false, e.pkg.Types, f.v.Name())
-	if obj == f.v {
-		return base.Clone().Dot(f.v.Name())
-	}
+	names, _ := selectorPath(msg.named, f, e.pkg.Types)
 	s := base.Clone()
-	for _, v := range f.path {
-		s = s.Dot(v.Name())
+	for _, n := range names {
+		s = s.Dot(n)
 	}
 	return s
 }
@@ -156,7 +214,7 @@ func (e *emitter) registration(h *handler) {
 	if h.key != "" || h.sequential {
 		fields = append(fields, kv("Sequential", jen.True()))
 	}
-	recv := jen.Id("h").Op("*").Id(h.name)
+	recv := e.local("h").Op("*").Id(h.name)
 	if h.kind == annotations.PM {
 		recv = jen.Op("*").Id(h.name)
 		fields = append(fields, kv("NewState", jen.Func().Params().Any().Block(jen.Return(jen.New(jen.Id(h.name))))))
@@ -174,7 +232,7 @@ func (e *emitter) registration(h *handler) {
 
 func (e *emitter) route(h *handler, hm *handleMethod) jen.Code {
 	msg := hm.msg
-	msgParam := jen.Id("m").Qual(runtimePath, "Message")
+	msgParam := e.local("m").Qual(runtimePath, "Message")
 	fields := []jen.Code{
 		kv("Category", jen.Lit(msg.category)),
 		kv("Type", jen.Lit(msg.name)),
@@ -184,38 +242,45 @@ func (e *emitter) route(h *handler, hm *handleMethod) jen.Code {
 	}
 	f := e.plan.correlate[hm]
 	if f != nil {
-		fields = append(fields, kv("CorrelateField", jen.Lit(f.jsonName)))
+		// A sequential pm partitions the category by its correlate field,
+		// so it goes by the category's name for that field: the runtime
+		// compares the two.
+		name := f.jsonName
+		if p, ok := e.plan.partitionName[msg.category]; ok && h.sequential {
+			name = p
+		}
+		fields = append(fields, kv("CorrelateField", jen.Lit(name)))
 	}
-	fields = append(fields, kv("Decode", jen.Func().Params(jen.Id("c").Qual(runtimePath, "Codec"), jen.Id("payload").Index().Byte()).
+	fields = append(fields, kv("Decode", jen.Func().Params(e.local("c").Qual(runtimePath, "Codec"), e.local("payload").Index().Byte()).
 		Params(jen.Qual(runtimePath, "Message"), jen.Error()).Block(
-		jen.Var().Id("m").Add(e.qual(msg)),
-		jen.If(jen.Err().Op(":=").Id("c").Dot("Unmarshal").Call(jen.Id("payload"), jen.Op("&").Id("m")), jen.Err().Op("!=").Nil()).Block(
-			jen.Return(jen.Nil(), jen.Err())),
-		jen.Return(jen.Id("m"), jen.Nil()))))
+		jen.Var().Add(e.local("m")).Add(e.qual(msg)),
+		jen.If(e.local("err").Op(":=").Add(e.local("c")).Dot("Unmarshal").Call(e.local("payload"), jen.Op("&").Add(e.local("m"))), e.local("err").Op("!=").Nil()).Block(
+			jen.Return(jen.Nil(), e.local("err"))),
+		jen.Return(e.local("m"), jen.Nil()))))
 	if _, ok := e.plan.partitionName[msg.category]; ok {
 		fields = append(fields, kv("PartitionKey", jen.Func().Params(msgParam.Clone()).Params(jen.String(), jen.Error()).Block(
-			jen.Return(jen.Id("m").Assert(e.qual(msg)).Dot("PartitionKey").Call()))))
+			jen.Return(e.local("m").Assert(e.qual(msg)).Dot("PartitionKey").Call()))))
 	}
 	if f != nil {
 		check := "CorrelationValue"
 		if h.sequential {
 			check = "Key"
 		}
-		body := append([]jen.Code{jen.Id("v").Op(":=").Id("m").Assert(e.qual(msg))}, e.keyValue(jen.Id("v"), msg, f, check)...)
+		body := append([]jen.Code{e.local("v").Op(":=").Add(e.local("m")).Assert(e.qual(msg))}, e.keyValue(e.local("v"), msg, f, check)...)
 		fields = append(fields, kv("Correlate", jen.Func().Params(msgParam.Clone()).Params(jen.String(), jen.Error()).Block(body...)))
 	}
 	var call []jen.Code
-	arg := jen.Id("m").Assert(e.qual(msg))
+	arg := e.local("m").Assert(e.qual(msg))
 	if hm.ptrParam {
-		call = append(call, jen.Id("v").Op(":=").Add(arg))
-		arg = jen.Op("&").Id("v")
+		call = append(call, e.local("v").Op(":=").Add(arg))
+		arg = jen.Op("&").Add(e.local("v"))
 	}
-	target, stateParam := jen.Id("h"), jen.Id("_")
+	target, stateParam := e.local("h"), jen.Id("_")
 	if h.kind == annotations.PM {
-		target, stateParam = jen.Id("state").Assert(jen.Op("*").Id(h.name)), jen.Id("state")
+		target, stateParam = e.local("state").Assert(jen.Op("*").Id(h.name)), e.local("state")
 	}
-	call = append(call, jen.Return(target.Dot(hm.name).Call(jen.Id("ctx"), arg)))
-	fields = append(fields, kv("Invoke", jen.Func().Params(jen.Id("ctx").Qual("context", "Context"), stateParam.Any(), msgParam.Clone()).Error().Block(call...)))
+	call = append(call, jen.Return(target.Dot(hm.name).Call(e.local("ctx"), arg)))
+	fields = append(fields, kv("Invoke", jen.Func().Params(e.local("ctx").Qual("context", "Context"), stateParam.Any(), msgParam.Clone()).Error().Block(call...)))
 	return jen.Custom(multiline, fields...)
 }
 

@@ -94,11 +94,13 @@ func visibleFields(st *types.Struct) [][]candidate {
 	for len(current) > 0 {
 		var level []candidate
 		var next []item
+		// A struct type embedded twice at one depth contributes its fields
+		// once per path, so they collide as in encoding/json; a type seen
+		// at a shallower depth is not explored again.
 		for _, it := range current {
 			if visited[it.st] {
 				continue
 			}
-			visited[it.st] = true
 			for i := 0; i < it.st.NumFields(); i++ {
 				f := it.st.Field(i)
 				tag := reflect.StructTag(it.st.Tag(i)).Get("json")
@@ -125,6 +127,9 @@ func visibleFields(st *types.Struct) [][]candidate {
 				}
 				level = append(level, candidate{v: f, path: path, jsonName: jsonName, viaPtr: it.viaPtr})
 			}
+		}
+		for _, it := range current {
+			visited[it.st] = true
 		}
 		levels = append(levels, level)
 		current = next
@@ -193,4 +198,27 @@ func pathString(path []*types.Var) string {
 
 func typeString(t types.Type) string {
 	return types.TypeString(t, func(p *types.Package) string { return p.Name() })
+}
+
+// selectorPath is how code in package from reads f on a value of type t:
+// the field's own name when Go's promotion reaches the same field (the
+// usual case), else the full path through embedded fields. ok is false
+// when neither can be written from there (an unexported embedded field of
+// another package on the way).
+func selectorPath(t *types.Named, f *field, from *types.Package) (names []string, ok bool) {
+	if obj, _, _ := types.LookupFieldOrMethod(t, false, from, f.v.Name()); obj == f.v {
+		return []string{f.v.Name()}, true
+	}
+	for _, v := range f.path {
+		if !v.Exported() && v.Pkg() != from {
+			return nil, false
+		}
+		names = append(names, v.Name())
+	}
+	return names, true
+}
+
+func reachable(t *types.Named, f *field, from *types.Package) bool {
+	_, ok := selectorPath(t, f, from)
+	return ok
 }

@@ -42,6 +42,14 @@ type Amb struct {
 }
 
 type ViaPtr struct{ *Base }
+
+type Common struct{ ID string ` + "`json:\"id\"`" + ` }
+type WrapA struct{ Common }
+type WrapB struct{ Common }
+type Twice struct {
+	WrapA
+	WrapB
+}
 `
 
 func TestResolveField(t *testing.T) {
@@ -77,6 +85,7 @@ func TestResolveField(t *testing.T) {
 		{"M", "Tagged", "", 0, "not a valid key type"},
 		{"Amb", "tenant", "", 0, "ambiguous"},
 		{"ViaPtr", "tenant", "", 0, "embedded pointer"},
+		{"Twice", "id", "", 0, "ambiguous: WrapA.Common.ID and WrapB.Common.ID"},
 	}
 	for _, tt := range tests {
 		got, why := resolveField(named(tt.typ), tt.name)

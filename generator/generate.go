@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -56,6 +57,10 @@ func Generate(cfg Config) (*Result, error) {
 		return nil, err
 	}
 	probs := &problems{fset: ld.fset}
+	for _, f := range ld.foreign {
+		probs.errs = append(probs.errs, &Error{Pos: token.Position{Filename: f, Line: 1, Column: 1},
+			Msg: GenFile + " was not written by seqgen (it lacks the \"// " + header + "\" header); seqgen owns this file name, so rename the file"})
+	}
 	m := scan(ld, probs)
 	pl := check(m, probs)
 	if len(probs.errs) > 0 {

@@ -24,6 +24,8 @@ type loaded struct {
 	// existing maps a package path to the path of its seqby_gen.go, for
 	// roots that have one.
 	existing map[string]string
+	// foreign lists files named seqby_gen.go that seqgen did not write.
+	foreign []string
 }
 
 const listMode = packages.NeedName | packages.NeedFiles | packages.NeedModule | packages.NeedImports
@@ -36,7 +38,8 @@ const fullMode = listMode | packages.NeedSyntax | packages.NeedTypes | packages.
 // stale output cannot stand in its way. Type errors are tolerated: user code
 // may already call methods seqgen has not written yet.
 func load(dir string, env []string, patterns []string) (*loaded, error) {
-	cfg := &packages.Config{Mode: listMode, Dir: dir, Env: env, Tests: false}
+	overlay, foreign := ownOutput(dir)
+	cfg := &packages.Config{Mode: listMode, Dir: dir, Env: env, Tests: false, Overlay: overlay}
 	roots, err := packages.Load(cfg, patterns...)
 	if err != nil {
 		return nil, &LoadError{Msgs: []string{err.Error()}}
@@ -76,15 +79,28 @@ func load(dir string, env []string, patterns []string) (*loaded, error) {
 		listed = append(listed, deps...)
 	}
 
-	overlay := map[string][]byte{}
+	// Output outside dir (a pattern reaching elsewhere) is found through
+	// the listing instead.
 	existing := map[string]string{}
+	isForeign := map[string]bool{}
+	for _, f := range foreign {
+		isForeign[f] = true
+	}
 	for _, p := range listed {
 		for _, f := range append(append([]string{}, p.GoFiles...), p.IgnoredFiles...) {
-			if filepath.Base(f) == GenFile {
-				overlay[f] = []byte("package " + p.Name + "\n")
-				if isRoot[p.PkgPath] {
-					existing[p.PkgPath] = f
+			if filepath.Base(f) != GenFile {
+				continue
+			}
+			if _, ok := overlay[f]; !ok && !isForeign[f] {
+				if isOwnOutput(f) {
+					overlay[f] = []byte("package " + p.Name + "\n")
+				} else {
+					isForeign[f] = true
+					foreign = append(foreign, f)
 				}
+			}
+			if isRoot[p.PkgPath] {
+				existing[p.PkgPath] = f
 			}
 		}
 	}
@@ -98,6 +114,13 @@ func load(dir string, env []string, patterns []string) (*loaded, error) {
 		return nil, &LoadError{Msgs: msgs}
 	}
 	ld := &loaded{fset: full.Fset, module: module, existing: existing}
+	for _, f := range foreign {
+		for _, e := range existing {
+			if e == f {
+				ld.foreign = append(ld.foreign, f)
+			}
+		}
+	}
 	for _, p := range all {
 		if isRoot[p.PkgPath] {
 			ld.roots = append(ld.roots, p)

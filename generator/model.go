@@ -68,7 +68,6 @@ type handleMethod struct {
 	pos          token.Pos
 	msg          *message
 	ptrParam     bool // the message is taken as *M
-	ptrRecv      bool // declared on *T
 	correlate    string
 	correlatePos token.Pos
 }

@@ -213,8 +213,7 @@ func (s *scanner) handleMethods(h *handler) {
 			}
 			continue
 		}
-		_, ptrRecv := fn.Type().(*types.Signature).Recv().Type().(*types.Pointer)
-		hm := &handleMethod{name: fn.Name(), pos: fn.Pos(), msg: msg, ptrParam: ptr, ptrRecv: ptrRecv}
+		hm := &handleMethod{name: fn.Name(), pos: fn.Pos(), msg: msg, ptrParam: ptr}
 		if c, ok := markers[annotations.Correlate]; ok {
 			if h.kind != annotations.PM {
 				s.probs.add(c.Pos, "%scorrelate on %s.%s: %s is not a %spm; only a pm's handle methods correlate", annotations.Prefix, h.name, fn.Name(), h.describe(), annotations.Prefix)
