@@ -70,7 +70,7 @@ func sortedMessages(m *model) []*message {
 	return out
 }
 
-func (c *checker) refuse(msg *message)        { c.reported[msg] = true }
+func (c *checker) refuse(msg *message)       { c.reported[msg] = true }
 func (c *checker) refused(msg *message) bool { return c.reported[msg] }
 
 // typeNames refuses two message types of one category with one Go name:
