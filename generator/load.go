@@ -150,7 +150,8 @@ func listErrors(ps []*packages.Package) []string {
 			if e.Kind == packages.TypeError || (e.Kind == packages.ListError && strings.HasPrefix(e.Msg, "# ")) {
 				continue
 			}
-			msgs = append(msgs, e.Error())
+			// Errors without a position print as "-: msg"; drop the dash.
+			msgs = append(msgs, strings.TrimPrefix(e.Error(), "-: "))
 		}
 	}
 	return msgs

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
-	"strings"
 
 	"github.com/seqby/seqby/annotations"
 	"github.com/seqby/seqby/generator"
@@ -20,11 +19,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	check := fs.Bool("check", false, "write nothing; print a diff of every stale, missing or obsolete "+generator.GenFile+" and exit 1 if there is any")
 	version := fs.Bool("version", false, "print seqgen's version and exit")
-	fs.Usage = func() { usage(fs, stdout) }
+	// -h asked for the manual: stdout, exit 0. A wrong flag is an error:
+	// the flag package's message and the usage go to stderr, exit 2.
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			usage(fs, stdout)
 			return 0
 		}
+		usage(fs, stderr)
 		return 2
 	}
 	if *version {
@@ -108,10 +111,10 @@ Flags:
 		}
 		fmt.Fprintf(w, "  %-28s %s\n", name, d.Help)
 	}
-	fmt.Fprint(w, strings.TrimLeft(`
+	fmt.Fprint(w, `
 FIELD is a direct field of the message struct, by JSON name, else Go name.
 CATEGORY is non-empty, without ':' or white space, and not of the __name__ form.
 
 Exit status: 0 ok; 1 inconsistent markers or (with -check) stale files; 2 load or flag errors.
-`, "\n"))
+`)
 }
