@@ -64,6 +64,10 @@ type Inspection struct {
 	LeaseTTL time.Duration `json:"lease_ttl_ns"` // remaining, 0 when free
 	Lanes    []LaneInfo    `json:"streams"`
 	Head     *Entry        `json:"head"` // the halted head, else the first pending entry; nil when none
+	// Stale reports a halt record whose head was no longer pending: the
+	// partition had moved past it, so Halt is nil and the record was
+	// removed.
+	Stale bool `json:"stale,omitempty"`
 }
 
 // Resolution reports a resolved head.
@@ -175,10 +179,20 @@ func findHalt(ctx context.Context, c redis.UniversalClient, handler, partition s
 // is halted: its streams are listed in the record).
 func Inspect(ctx context.Context, c redis.UniversalClient, handler, partition string) (Inspection, error) {
 	in := Inspection{Handler: handler, Partition: partition}
-	r, _, err := findHalt(ctx, c, handler, partition)
+	r, raw, err := findHalt(ctx, c, handler, partition)
 	switch {
 	case err == nil:
-		in.Halt, in.Partition, in.LeaseKey = &r, r.Partition, r.LeaseKey
+		pending, err := isPending(ctx, c, r.Stream, handler, r.EntryID)
+		if err != nil {
+			return in, fmt.Errorf("inspect %s: %w", partition, err)
+		}
+		if pending {
+			in.Halt = &r
+		} else {
+			clearHaltRecord(ctx, c, handler, r.Partition, raw, func(string, ...any) {})
+			in.Stale = true
+		}
+		in.Partition, in.LeaseKey = r.Partition, r.LeaseKey
 		in.Lanes = lanesOf(r.Streams)
 	case errors.Is(err, ErrNotHalted):
 		in.LeaseKey = LeaseKey(partition, handler)
@@ -307,6 +321,9 @@ func resolveHead(ctx context.Context, c redis.UniversalClient, handler, partitio
 	case "OK":
 		res.DLQEntryID = reply[1]
 		return res, nil
+	case "STALE":
+		clearHaltRecord(ctx, c, handler, r.Partition, raw, func(string, ...any) {})
+		return res, fmt.Errorf("%s %s on %s: the entry is no longer pending, the partition moved past it (stale halt record removed): %w", what, id, r.Partition, ErrNotHalted)
 	case "NOT_HALTED":
 		return res, fmt.Errorf("%s %s on %s: the halt record changed since it was read (the partition moved on or halted again): %w", what, id, r.Partition, ErrNotHalted)
 	case "RETRYING":

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -246,20 +247,45 @@ func haltFixture(t *testing.T, c redis.UniversalClient, group string, setup func
 	return r, ids
 }
 
-// A record whose head is no longer pending is stale: ListHalts removes it
-// instead of listing it.
-func TestListHaltsPrunesStaleRecords(t *testing.T) {
+// A record whose head is no longer pending (here acked by hand, outside
+// seqby) is stale: no operation takes it for a halt, and each removes it.
+func TestStaleHaltRecords(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
-	r, ids := haltFixture(t, c, "g", nil)
-	if hs, err := ListHalts(ctx, c, ""); err != nil || len(hs) != 1 || hs[0].EntryID != ids[0] {
-		t.Fatalf("halts %+v, %v: want the fixture's", hs, err)
+	tests := []struct {
+		name  string
+		check func(r HaltRecord, ids []string) error
+	}{
+		{"ListHalts", func(r HaltRecord, _ []string) error {
+			if hs, err := ListHalts(ctx, c, ""); err != nil || len(hs) != 0 {
+				return fmt.Errorf("halts %+v, %v: want none", hs, err)
+			}
+			return nil
+		}},
+		{"Inspect", func(r HaltRecord, _ []string) error {
+			in, err := Inspect(ctx, c, r.Handler, r.Partition)
+			if err != nil || in.Halt != nil || !in.Stale {
+				return fmt.Errorf("inspection %+v, %v: want stale, no halt", in, err)
+			}
+			return nil
+		}},
+		{"Skip", func(r HaltRecord, ids []string) error {
+			if _, err := Skip(ctx, c, r.Handler, r.Partition, ids[0]); !errors.Is(err, ErrNotHalted) {
+				return fmt.Errorf("skip: %v, want ErrNotHalted", err)
+			}
+			return nil
+		}},
 	}
-	c.XAck(ctx, r.Stream, r.Handler, ids[0]) // resolved by hand, outside seqby
-	if hs, err := ListHalts(ctx, c, "g"); err != nil || len(hs) != 0 {
-		t.Fatalf("halts %+v, %v: want none", hs, err)
-	}
-	if n, _ := c.HLen(ctx, HaltsKey("g")).Result(); n != 0 {
-		t.Fatalf("stale record kept (%d fields)", n)
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, ids := haltFixture(t, c, fmt.Sprintf("stale%d", i), nil)
+			c.XAck(ctx, r.Stream, r.Handler, ids[0])
+			if err := tt.check(r, ids); err != nil {
+				t.Fatal(err)
+			}
+			if n, _ := c.HLen(ctx, HaltsKey(r.Handler)).Result(); n != 0 {
+				t.Fatalf("stale record kept (%d fields)", n)
+			}
+		})
 	}
 }
 

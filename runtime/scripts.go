@@ -253,8 +253,10 @@ return 0
 //   - the halt record must still be the one the operator read (NOT_HALTED),
 //   - the lease must be free or held by the owner that halted, which is
 //     idle waiting, never by an owner retrying the head (RETRYING),
-//   - the entry must be the group's first pending entry on the lane
-//     (NOT_HEAD, with the actual first pending id).
+//   - the entry must still be pending (STALE: the partition moved past it
+//     and the record is stale),
+//   - and be the group's first pending entry on the lane (NOT_HEAD, with
+//     the actual first pending id).
 //
 // Then: copy the entry (its fields, then the metadata) to the dlq when
 // given, XACK it, delete the lease so the halted owner's next renew fails
@@ -265,8 +267,9 @@ local rec = redis.call('HGET', KEYS[1], ARGV[1])
 if rec ~= ARGV[2] then return {'NOT_HALTED', rec or ''} end
 local cur = redis.call('GET', KEYS[3])
 if cur and cur ~= ARGV[3] then return {'RETRYING', cur} end
-local p = redis.pcall('XPENDING', KEYS[2], ARGV[4], '-', '+', 1)
-if type(p) ~= 'table' or p.err or #p == 0 then return {'NOT_HEAD', ''} end
+local p = redis.pcall('XPENDING', KEYS[2], ARGV[4], ARGV[5], ARGV[5], 1)
+if type(p) ~= 'table' or p.err or #p == 0 then return {'STALE', ''} end
+p = redis.call('XPENDING', KEYS[2], ARGV[4], '-', '+', 1)
 if p[1][1] ~= ARGV[5] then return {'NOT_HEAD', p[1][1]} end
 local dlqid = ''
 if KEYS[4] then

@@ -187,6 +187,8 @@ func inspect(ctx context.Context, c redis.UniversalClient, o opts) error {
 		if h.Error != "" {
 			fmt.Fprintf(w, "error      %s\n", oneLine(h.Error))
 		}
+	} else if in.Stale {
+		fmt.Fprintln(w, "halted     no (its halt record was stale: the head is no longer pending; record removed)")
 	} else {
 		fmt.Fprintln(w, "halted     no (no halt record)")
 	}
