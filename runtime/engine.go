@@ -228,7 +228,7 @@ func (e *Engine) Status() Status {
 
 // reportHalt logs a halt and calls OnHalt, whose panic must not crash us.
 func (e *Engine) reportHalt(h Halt) {
-	e.log.Error("seqby: partition halted; its head stays pending and nothing later for the key is applied until an operator resolves it",
+	e.log.Error("seqby: partition halted; its head stays pending and nothing later for the key is applied until an operator resolves it (seqbyctl halted, inspect, skip, dlq)",
 		"handler", h.Handler, "category", h.Category, "key", h.Key, "stream", h.Stream,
 		"entry", h.EntryID, "type", h.MessageType, "reason", h.Reason, "err", h.Err, "generation", h.Generation)
 	if e.o.OnHalt == nil {

@@ -40,7 +40,8 @@ type partition struct {
 	lostAt bool
 
 	// prior is a halt record found at claim whose head is still pending;
-	// it is removed once this owner acks that head (haltrecord.go).
+	// it is removed once this owner acks that head (haltrecord.go). Only
+	// the partition's own goroutine touches it.
 	prior *priorHalt
 }
 

@@ -181,6 +181,7 @@ func TestRunOnHaltedPartition(t *testing.T) {
 		{"skip unknown partition", []string{"skip", "-handler", "ops", "-stream", "shop:zz", "-id", aIDs[0]}, 1, nil, "not halted"},
 		{"skip the head", []string{"skip", "-handler", "ops", "-stream", "shop:a", "-id", aIDs[0]}, 0, []string{"skipped " + aIDs[0] + " on shop:a"}, ""},
 		{"skip it again", []string{"skip", "-handler", "ops", "-stream", "shop:a", "-id", aIDs[0]}, 1, nil, "not halted"},
+		{"inspect a resolved partition", []string{"inspect", "-handler", "ops", "-stream", "shop:a"}, 0, []string{"halted     no"}, ""},
 		{"dlq the other head", []string{"dlq", "-handler", "ops", "-stream", "shop:b", "-id", bIDs[0]}, 0, []string{"to shop:b:dlq as"}, ""},
 	}
 	for _, s := range steps {
