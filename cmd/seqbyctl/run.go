@@ -96,7 +96,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ropts, err := redis.ParseURL(*url)
 	if err != nil {
-		fmt.Fprintf(stderr, "seqbyctl: -redis %q: %v\n", *url, err)
+		// The URL itself is not echoed: it may carry a password.
+		fmt.Fprintf(stderr, "seqbyctl: bad -redis URL (want redis://[user:password@]host:port[/db]): %v\n", err)
 		return 2
 	}
 	ropts.ContextTimeoutEnabled = true
