@@ -349,6 +349,13 @@ func TestOperatorPMMoveToDLQ(t *testing.T) {
 	if !r.PM || r.Partition != "o-1" || r.Stream != "pmpayment:o-1" || r.EntryID != head || r.LeaseKey != PMLeaseKey("flow", "o-1") {
 		t.Fatalf("pm halt record %+v", r)
 	}
+	in, err := Inspect(ctx, c, "flow", "o-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Halt == nil || in.Head == nil || in.Head.Stream != "pmpayment:o-1" || in.Head.ID != head || len(in.Lanes) != 4 || in.Lease != r.Token {
+		t.Fatalf("pm inspection %+v", in)
+	}
 	res, err := MoveToDLQ(ctx, c, "flow", "pmpayment:o-1", head)
 	if err != nil {
 		t.Fatal(err)
@@ -366,5 +373,19 @@ func TestOperatorPMMoveToDLQ(t *testing.T) {
 	}
 	if n, _ := c.XLen(ctx, "pmpayment:o-1:dlq").Result(); n != 1 {
 		t.Fatalf("dlq length %d", n)
+	}
+}
+
+// Only the lease holder records a halt: a stale owner's record is fenced.
+func TestRecordHaltIsFenced(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	lease := LeaseKey("order:x", "g")
+	c.Set(ctx, lease, "w2:2", 0)
+	err := scriptRecordHalt.Run(ctx, c, []string{lease, HaltsKey("g")}, "w1:1", "order:x", "{}").Err()
+	if err == nil || !strings.HasPrefix(err.Error(), fenceErr) {
+		t.Fatalf("record by a stale owner: %v, want the fence error", err)
+	}
+	if n, _ := c.HLen(ctx, HaltsKey("g")).Result(); n != 0 {
+		t.Fatalf("stale owner wrote %d halt records", n)
 	}
 }
