@@ -55,6 +55,15 @@ type Registration struct {
 	// engine loads the pm's state into it before a handle method and saves
 	// it after.
 	NewState func() any
+	// Catalog lists, for each category the registration reads, the wire
+	// names of every message type seqgen found in that category, handled
+	// or not. A category's stream carries all of them, so an engine acks
+	// an entry of a listed type this registration does not route (another
+	// handler's message) and halts only on a type listed nowhere (one this
+	// build does not know, such as one published by a newer version).
+	// Hand-written registrations may leave it nil: then only types some
+	// registration routes count as known.
+	Catalog map[string][]string
 }
 
 // Route is one handled message type of a Registration.

@@ -75,13 +75,19 @@ func (r *Registry) Add(regs ...Registration) error {
 		for _, rt := range reg.Routes {
 			r.types[rt.Category+"\x00"+rt.Type] = true
 		}
+		for cat, types := range reg.Catalog {
+			for _, typ := range types {
+				r.types[cat+"\x00"+typ] = true
+			}
+		}
 	}
 	return nil
 }
 
-// KnownType reports whether any registration routes the type on category.
-// A handler skips a known type it does not handle (another handler's), but
-// an entry of a type no registration knows halts its partition.
+// KnownType reports whether any registration routes the type on category
+// or lists it in its Catalog. A handler skips a known type it does not
+// handle (another handler's message), but an entry of a type this build
+// does not know at all halts its partition.
 func (r *Registry) KnownType(category, typ string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

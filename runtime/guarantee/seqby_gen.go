@@ -67,5 +67,6 @@ func (h *Recorder) SeqbyRegistration() runtime.Registration {
 				},
 			},
 		},
+		Catalog: map[string][]string{"client": {"Step"}},
 	}
 }

@@ -69,6 +69,10 @@ func (*Fulfilment) SeqbyRegistration() runtime.Registration {
 				},
 			},
 		},
+		Catalog: map[string][]string{
+			"order":   {"OrderPlaced"},
+			"payment": {"PaymentReceived"},
+		},
 	}
 }
 
@@ -119,5 +123,6 @@ func (h *Ledger) SeqbyRegistration() runtime.Registration {
 				},
 			},
 		},
+		Catalog: map[string][]string{"cart": {"CartCheckedOut", "ItemAdded"}},
 	}
 }
