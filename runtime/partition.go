@@ -38,6 +38,12 @@ type partition struct {
 	mu     sync.Mutex
 	halt   *Halt
 	lostAt bool
+	// gone: Redis said the lease is no longer this token (a fenced script
+	// or a renew that found it gone), so finish need not release it.
+	gone bool
+	// done: finish has begun; a heartbeat racing it neither re-arms the
+	// stopped timer nor reports the lease it is releasing as lost.
+	done bool
 
 	// prior is a halt record found at claim whose head is still pending;
 	// it is removed once this owner acks that head (haltrecord.go). Only
@@ -73,17 +79,26 @@ func (p *partition) arm(base context.Context, info LeaseInfo, acquiredAt time.Ti
 }
 
 // renewed moves the loss deadline after a renew sent at sentAt succeeded.
+// p.mu orders it with finish, so a renew answered after finish stopped
+// the timer never re-arms it.
 func (p *partition) renewed(sentAt time.Time) {
-	if p.ctx.Err() == nil {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.done && p.ctx.Err() == nil {
 		p.timer.Reset(time.Until(sentAt.Add(p.e.o.LeaseTTL - p.e.o.LeaseMargin)))
 	}
 }
 
 // lost cancels the handler's context: the lease is gone or about to be.
+// After finish began it is a heartbeat racing a normal release, not a
+// loss worth a warning.
 func (p *partition) lost(cause error) {
 	p.mu.Lock()
-	first := !p.lostAt
+	first := !p.lostAt && !p.done
 	p.lostAt = true
+	if errors.Is(cause, ErrFenced) || errors.Is(cause, ErrLeaseLost) {
+		p.gone = true
+	}
 	p.mu.Unlock()
 	if first {
 		p.e.log.Warn("seqby: lease lost; abandoning the partition", "handler", p.reg.Name, "stream", p.lanes[0], "token", p.lease.Token(), "cause", cause)
@@ -178,18 +193,34 @@ func (p *partition) run() {
 	}
 }
 
-// finish releases the lease unless it is lost and forgets the partition.
+// finish releases the lease and forgets the partition. A lease counted
+// lost only by the local deadline may still hold this token in Redis (a
+// renew that timed out here but was applied there extends it by a full
+// TTL), so it is released too: the release is compare-and-delete, which
+// never removes a successor's lease. Only a lease Redis already reported
+// gone is left alone.
 func (p *partition) finish() {
 	e := p.e
+	p.mu.Lock()
+	p.done = true
+	gone := p.gone
 	p.timer.Stop()
-	if p.ctx.Err() == nil {
+	p.mu.Unlock()
+	if !gone {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), e.o.LeaseTTL)
 		if err := p.lease.Release(ctx, e.c); err != nil {
-			e.log.Warn("seqby: release failed; the lease will expire", "stream", p.lanes[0], "err", err)
+			e.log.Warn("seqby: release failed; the lease will expire after its TTL, and the partition's next owner waits for that", "stream", p.lanes[0], "err", err)
 		}
 		cancel()
 	}
 	p.cancel(errors.New("partition stopped"))
+	if p.cats != nil {
+		for _, c := range p.cats {
+			e.wake.forget(c, p.key)
+		}
+	} else {
+		e.wake.forget(p.category, p.key)
+	}
 	e.mu.Lock()
 	delete(e.parts, p.id)
 	e.mu.Unlock()

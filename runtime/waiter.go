@@ -15,19 +15,38 @@ import (
 // before its fenced read and, when the read finds nothing, waits for a
 // signal counted after that mark: a signal seen before the mark was for an
 // entry the read already saw, so no entry is missed.
+//
+// Its state stays bounded however long idle partitions wait and however
+// many keys are signalled: a key has at most one wake-up channel, shared by
+// all its waiters (a wait that times out leaves nothing new behind), and
+// the last-signal table forgets old signals (see prune).
 type waiter struct {
 	c       redis.UniversalClient
 	block   time.Duration
 	mu      sync.Mutex
 	cursors map[string]string // signal stream -> last id read
 	cats    map[string]string // signal stream -> category
-	counts  map[string]uint64 // category \x00 key -> signals seen
-	waiting map[string][]chan struct{}
+	// total counts every signal read; a mark is its value.
+	total uint64
+	// last is the total at a key's latest signal (category \x00 key).
+	last map[string]uint64
+	// floor: every signal forgotten by prune had a total at most floor.
+	floor uint64
+	// waiting is each key's wake-up channel, closed (and dropped) by the
+	// key's next signal or by forget.
+	waiting map[string]chan struct{}
 }
+
+// maxSignalled bounds the last-signal table: prune keeps the keys
+// signalled within the last maxSignalled signals.
+const maxSignalled = 4096
+
+// closedChan is returned to a wait whose signal already came.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 func newWaiter(c redis.UniversalClient, block time.Duration) *waiter {
 	return &waiter{c: c, block: block, cursors: map[string]string{}, cats: map[string]string{},
-		counts: map[string]uint64{}, waiting: map[string][]chan struct{}{}}
+		last: map[string]uint64{}, waiting: map[string]chan struct{}{}}
 }
 
 // watch starts following a category's signals from its newest entry. It
@@ -54,24 +73,71 @@ func (w *waiter) watch(ctx context.Context, category string) error {
 	return nil
 }
 
+// mark returns the position to wait from: signals counted after it wake a
+// later wait. The key is not needed (every key shares the count); it is
+// kept so callers read as "mark this key, then wait for it".
 func (w *waiter) mark(category, key string) uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.counts[category+"\x00"+key]
+	return w.total
 }
 
 // wait returns a channel closed by the first signal for the key after seq.
+// It may also close early (forget, or a mark older than the forgotten
+// signals): a spurious wake-up only costs the caller one read.
 func (w *waiter) wait(category, key string, seq uint64) <-chan struct{} {
-	ch := make(chan struct{})
 	id := category + "\x00" + key
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.counts[id] > seq {
-		close(ch)
-		return ch
+	if l, ok := w.last[id]; (ok && l > seq) || (!ok && w.floor > seq) {
+		return closedChan
 	}
-	w.waiting[id] = append(w.waiting[id], ch)
+	ch := w.waiting[id]
+	if ch == nil {
+		ch = make(chan struct{})
+		w.waiting[id] = ch
+	}
 	return ch
+}
+
+// forget wakes and drops the key's waiters, so a key nobody waits on any
+// more (its partition was released or lost) leaves no channel behind.
+// Anyone else still waiting on the key wakes once and re-reads.
+func (w *waiter) forget(category, key string) {
+	id := category + "\x00" + key
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ch := w.waiting[id]; ch != nil {
+		close(ch)
+		delete(w.waiting, id)
+	}
+}
+
+// signal counts one signal for the key and wakes its waiters; w.mu held.
+func (w *waiter) signal(category, key string) {
+	id := category + "\x00" + key
+	w.total++
+	w.last[id] = w.total
+	if ch := w.waiting[id]; ch != nil {
+		close(ch)
+		delete(w.waiting, id)
+	}
+	if len(w.last) >= 2*maxSignalled {
+		w.prune()
+	}
+}
+
+// prune forgets the keys whose latest signal is more than maxSignalled
+// signals old, leaving at most maxSignalled keys. A wait marked before a
+// forgotten signal is then woken at once (floor), never missed. Running
+// only when the table has doubled keeps the cost per signal constant.
+func (w *waiter) prune() {
+	w.floor = w.total - maxSignalled
+	for id, l := range w.last {
+		if l <= w.floor {
+			delete(w.last, id)
+		}
+	}
 }
 
 // run reads signals until ctx ends.
@@ -111,12 +177,7 @@ func (w *waiter) run(ctx context.Context, onErr func(error)) {
 			for _, m := range s.Messages {
 				w.cursors[s.Stream] = m.ID
 				k, _ := m.Values["k"].(string)
-				id := cat + "\x00" + k
-				w.counts[id]++
-				for _, ch := range w.waiting[id] {
-					close(ch)
-				}
-				delete(w.waiting, id)
+				w.signal(cat, k)
 			}
 		}
 		w.mu.Unlock()

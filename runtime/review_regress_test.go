@@ -1,0 +1,153 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Idle re-checks of a quiet key, and keys that are signalled once and
+// never waited on again, must leave O(1) waiter state per key, never a
+// channel per wait or an entry per key ever signalled.
+func TestWaiterStateStaysBounded(t *testing.T) {
+	w := newWaiter(nil, 0)
+	for range 1000 {
+		_ = w.wait("order", "cold", w.mark("order", "cold"))
+	}
+	if n := len(w.waiting); n != 1 {
+		t.Fatalf("1000 waits on one quiet key left %d wake-up channels, want 1", n)
+	}
+	w.forget("order", "cold")
+	if n := len(w.waiting); n != 0 {
+		t.Fatalf("forget left %d wake-up channels", n)
+	}
+
+	w.mu.Lock()
+	for i := range 20 * maxSignalled {
+		w.signal("order", fmt.Sprintf("k%d", i))
+	}
+	w.mu.Unlock()
+	if n := len(w.last); n >= 2*maxSignalled {
+		t.Fatalf("%d keys signalled left %d entries, want fewer than %d", 20*maxSignalled, n, 2*maxSignalled)
+	}
+}
+
+// Bounding the state must not lose a wake-up: a signal after the mark
+// wakes the wait even when the key's entry was pruned meanwhile, and a
+// signal before the mark does not.
+func TestWaiterWakesAcrossPrune(t *testing.T) {
+	w := newWaiter(nil, 0)
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	w.mu.Lock()
+	w.signal("order", "a")
+	w.mu.Unlock()
+	seq := w.mark("order", "a")
+	if closed(w.wait("order", "a", seq)) {
+		t.Fatal("a signal before the mark woke the wait")
+	}
+	ch := w.wait("order", "a", seq)
+	w.mu.Lock()
+	w.signal("order", "a")
+	w.mu.Unlock()
+	if !closed(ch) {
+		t.Fatal("a signal after the wait did not close its channel")
+	}
+
+	seq = w.mark("order", "b")
+	w.mu.Lock()
+	w.signal("order", "b")
+	for i := range 4 * maxSignalled { // pushes b's signal out of the table
+		w.signal("order", fmt.Sprintf("k%d", i))
+	}
+	w.mu.Unlock()
+	if _, kept := w.last["order\x00b"]; kept {
+		t.Fatal("precondition: b's signal should have been pruned")
+	}
+	if !closed(w.wait("order", "b", seq)) {
+		t.Fatal("a signal after the mark was lost when the table was pruned")
+	}
+}
+
+// logBuffer collects an engine's logs; engine goroutines write to it.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// testPartition builds an engine logging to a buffer and an owned
+// partition of key a on category order, without running it.
+func testPartition(t *testing.T, leaseTTL time.Duration, acquiredAt time.Time) (*Engine, *partition, *logBuffer) {
+	t.Helper()
+	c, ctx := newRedis(t), ctxT(t)
+	logs := &logBuffer{}
+	opts := fastOptions("p1")
+	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	e, err := NewEngine(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := keyedHandler("orders", func(context.Context, *testEvent) error { return nil })
+	l, err := AcquireLease(ctx, c, PartitionLease(PartitionStream("order", "a"), "orders"), "p1", leaseTTL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := e.newPartition(ctx, consumer{reg: reg, category: "order", mode: modeLeased}, "a", l, acquiredAt)
+	e.mu.Lock()
+	e.parts[p.id] = p
+	e.mu.Unlock()
+	return e, p, logs
+}
+
+// A heartbeat racing a normal handover (finish releases the lease) must
+// neither report the released lease as lost nor re-arm the loss timer.
+func TestHandoverRacingHeartbeatIsNotALoss(t *testing.T) {
+	_, p, logs := testPartition(t, time.Minute, time.Now())
+	p.finish()
+	// The heartbeat had picked p before finish; its renew answers now:
+	// either it ran before the release (renewed) or after it (not ours).
+	p.renewed(time.Now())
+	p.lost(ErrLeaseLost)
+	if p.timer.Stop() {
+		t.Error("a renew answered after finish re-armed the loss timer")
+	}
+	if out := logs.String(); strings.Contains(out, "lease lost") {
+		t.Errorf("a normal handover logged a lease loss:\n%s", out)
+	}
+}
+
+// A lease counted lost by the local deadline alone may still hold the
+// owner's token in Redis; finish releases it (compare-and-delete) so the
+// next owner need not wait for the TTL.
+func TestDeadlineLostLeaseIsReleased(t *testing.T) {
+	e, p, _ := testPartition(t, time.Minute, time.Now().Add(-time.Hour))
+	<-p.ctx.Done() // the deadline is long past: the timer fires at once
+	p.finish()
+	ctx := ctxT(t)
+	if v, err := e.c.Get(ctx, p.lease.Ref.Key).Result(); err == nil {
+		t.Fatalf("lease %s still holds %q after finish; the successor waits a full TTL", p.lease.Ref.Key, v)
+	}
+}
