@@ -15,8 +15,8 @@ type Entry struct {
 }
 
 // FencedRead reads the next entry for the lease's consumer (its token) in
-// group: its own pending entries first, then new ones, lane by lane in the
-// given order. ok is false when every lane is drained. It fails with
+// group: its own pending entries on every lane first (a retried, halted or
+// reclaimed head), then new ones, lane by lane in the given order. ok is false when every lane is drained. It fails with
 // ErrFenced when the lease no longer holds this token. It never blocks:
 // Redis forbids XREADGROUP BLOCK inside a script.
 func FencedRead(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string) (e Entry, ok bool, err error) {

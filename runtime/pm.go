@@ -36,11 +36,12 @@ func pmPartitionID(pm, correlation string) string { return pm + "\x00\x00" + cor
 // FencedReadOldest reads the next entry for a pm's owner across the lanes
 // of its correlation value: the one with the oldest entry id among the
 // first primaries lanes, or among the others (backfill) when those are
-// drained. Like FencedRead, pending entries of the owner count first (a
-// retried or reclaimed head comes back), it fails with ErrFenced when the
-// lease no longer holds, and it never blocks. ok is false when every lane
-// is drained. Entries it looked at but did not return stay pending for
-// the owner (at most one per lane) and come back on later reads.
+// drained. Like FencedRead, the owner's pending entries on every lane come
+// before any new entry (a retried, halted or reclaimed head runs again
+// first), it fails with ErrFenced when the lease no longer holds, and it
+// never blocks. ok is false when every lane is drained. Only the returned
+// entry is delivered: the other lanes' next entries are looked at without
+// being delivered, so an entry is pending only while it is in flight.
 func FencedReadOldest(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string, primaries int) (e Entry, ok bool, err error) {
 	keys := append([]string{l.Ref.Key}, lanes...)
 	res, err := scriptReadOldest.Run(ctx, c, keys, l.Token(), group, primaries).Slice()

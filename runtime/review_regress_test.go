@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Idle re-checks of a quiet key, and keys that are signalled once and
@@ -149,5 +151,109 @@ func TestDeadlineLostLeaseIsReleased(t *testing.T) {
 	ctx := ctxT(t)
 	if v, err := e.c.Get(ctx, p.lease.Ref.Key).Result(); err == nil {
 		t.Fatalf("lease %s still holds %q after finish; the successor waits a full TTL", p.lease.Ref.Key, v)
+	}
+}
+
+// xadd appends an entry with an explicit id, so tests fix the order of
+// entries across streams.
+func xadd(t *testing.T, c *redis.Client, stream, id, note string) {
+	t.Helper()
+	if err := c.XAdd(context.Background(), &redis.XAddArgs{Stream: stream, ID: id, Values: []any{"n", note}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A keyed owner crashes while handling a backfill entry B; a primary entry
+// P arrives; the next owner must re-run B before applying P.
+func TestReclaimedBackfillHeadReadFirst(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	lanes := []string{"order:a", "order:a:backfill"}
+	ref := PartitionLease("order:a", "g")
+	xadd(t, c, lanes[1], "1-1", "B")
+	old, _ := AcquireLease(ctx, c, ref, "old", time.Minute)
+	if _, err := Reclaim(ctx, c, old, "g", lanes); err != nil {
+		t.Fatal(err)
+	}
+	en, ok, err := FencedRead(ctx, c, old, "g", lanes)
+	if !ok || err != nil || en.ID != "1-1" {
+		t.Fatalf("old owner's read: %v %v %v", en, ok, err)
+	}
+	c.Del(ctx, ref.Key) // old crashes; its lease expires
+	xadd(t, c, lanes[0], "2-1", "P")
+	nw, _ := AcquireLease(ctx, c, ref, "new", time.Minute)
+	if n, err := Reclaim(ctx, c, nw, "g", lanes); err != nil || n != 1 {
+		t.Fatalf("reclaim: %d %v", n, err)
+	}
+	en, ok, err = FencedRead(ctx, c, nw, "g", lanes)
+	if !ok || err != nil || en.ID != "1-1" || en.Stream != lanes[1] {
+		t.Fatalf("new owner read %s %s first (%v %v); want the reclaimed backfill head 1-1", en.Stream, en.ID, ok, err)
+	}
+}
+
+// The same for a sequential pm: the in-flight backfill head of a crashed
+// owner comes before a newer primary entry.
+func TestPMReclaimedBackfillHeadReadFirst(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	lanes := []string{"order:x", "payment:x", "order:x:backfill", "payment:x:backfill"}
+	ref := pmLeaseRef("flow", "x")
+	xadd(t, c, lanes[3], "1-1", "B")
+	old, _ := AcquireLease(ctx, c, ref, "old", time.Minute)
+	if _, err := Reclaim(ctx, c, old, "flow", lanes); err != nil {
+		t.Fatal(err)
+	}
+	en, ok, err := FencedReadOldest(ctx, c, old, "flow", lanes, 2)
+	if !ok || err != nil || en.ID != "1-1" {
+		t.Fatalf("old owner's read: %v %v %v", en, ok, err)
+	}
+	c.Del(ctx, ref.Key)
+	xadd(t, c, lanes[0], "2-1", "P")
+	nw, _ := AcquireLease(ctx, c, ref, "new", time.Minute)
+	if n, err := Reclaim(ctx, c, nw, "flow", lanes); err != nil || n != 1 {
+		t.Fatalf("reclaim: %d %v", n, err)
+	}
+	en, ok, err = FencedReadOldest(ctx, c, nw, "flow", lanes, 2)
+	if !ok || err != nil || en.ID != "1-1" || en.Stream != lanes[3] {
+		t.Fatalf("new owner read %s %s first (%v %v); want the reclaimed backfill head 1-1", en.Stream, en.ID, ok, err)
+	}
+}
+
+// A pm applies the oldest entry across its streams, and looking at a
+// stream's next entry does not deliver it: only the returned entry is
+// ever pending, so "pending first" never puts a newer entry first.
+func TestPMReadOldestDeliversOnlyWhatItReturns(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	lanes := []string{"order:x", "payment:x", "order:x:backfill", "payment:x:backfill"}
+	xadd(t, c, lanes[1], "1-1", "Q1")
+	xadd(t, c, lanes[1], "2-1", "Q2")
+	xadd(t, c, lanes[0], "3-1", "P1")
+	xadd(t, c, lanes[2], "4-1", "B1")
+	l, _ := AcquireLease(ctx, c, pmLeaseRef("flow", "x"), "o", time.Minute)
+	if _, err := Reclaim(ctx, c, l, "flow", lanes); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for range 5 {
+		en, ok, err := FencedReadOldest(ctx, c, l, "flow", lanes, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		got = append(got, en.Fields["n"])
+		for _, s := range lanes {
+			if s == en.Stream {
+				continue
+			}
+			if p, _ := c.XPending(ctx, s, "flow").Result(); p != nil && p.Count > 0 {
+				t.Fatalf("after reading %s, %s has %d pending entries it never returned", en.ID, s, p.Count)
+			}
+		}
+		if err := FencedAck(ctx, c, l, "flow", en.Stream, en.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(got) != "[Q1 Q2 P1 B1]" {
+		t.Fatalf("applied %v, want [Q1 Q2 P1 B1]", got)
 	}
 }

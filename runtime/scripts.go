@@ -54,9 +54,15 @@ return 0
 const fenceErr = "SEQBY_FENCED"
 
 // scriptRead: KEYS lease, lanes in priority order; ARGV token (also the
-// consumer name), group, count. Reads the consumer's own pending entries
-// (id 0) before new ones ('>') lane by lane, so a retried or reclaimed head
-// comes first and a later lane is read only when earlier ones are drained.
+// consumer name), group, count. Two passes: first the consumer's own
+// pending entries (id 0) on every lane, then new entries ('>') lane by
+// lane. A pending entry is one this owner (or a predecessor, after the
+// claim's reclaim) was handed and did not ack: in flight at a crash,
+// retried, or a halted head. It must run again before anything else, even
+// before a newer entry on an earlier lane (a backfill head in flight when a
+// primary entry arrived), or the partition would apply that entry between
+// two runs of the head. New entries of a later lane are read only when
+// earlier lanes have none.
 // Returns {lane (1-based), entries} or {0} when every lane is drained.
 // A lane's group is created (from id 0) the first time a read finds it
 // missing, so a backfill lane may appear after the claim.
@@ -73,12 +79,12 @@ local function read(s, id)
   end
   return r
 end
-for i = 2, #KEYS do
-  if redis.call('EXISTS', KEYS[i]) == 1 then
-    local pend = read(KEYS[i], '0')
-    if pend and pend[1] and #pend[1][2] > 0 then return {i - 1, pend[1][2]} end
-    local new = read(KEYS[i], '>')
-    if new and new[1] and #new[1][2] > 0 then return {i - 1, new[1][2]} end
+for _, id in ipairs({'0', '>'}) do
+  for i = 2, #KEYS do
+    if redis.call('EXISTS', KEYS[i]) == 1 then
+      local r = read(KEYS[i], id)
+      if r and r[1] and #r[1][2] > 0 then return {i - 1, r[1][2]} end
+    end
   end
 end
 return {0}
@@ -181,29 +187,47 @@ return {1, cur + 1}
 // scriptReadOldest: KEYS lease, lanes (the nprimary primary lanes first,
 // then the backfill lanes); ARGV token (the consumer name), group,
 // nprimary. A pm's owner reads several streams and applies the oldest
-// entry first. XREADGROUP cannot peek, so each lane keeps at most one
-// entry delivered to the owner (its own pending head, else the next new
-// entry, delivered now); the script returns the head with the smallest id
-// among the primary lanes, or among the backfill lanes when every primary
-// lane is drained. Heads not chosen stay pending for the owner and are
-// reclaimed with the rest by a successor. Returns {lane (1-based),
-// {entry}} or {0} when every lane is drained.
+// entry first. First its own pending entries: only an entry this script
+// returned and nobody acked is pending (in flight at a crash, retried, a
+// halted head), and it must run again before anything new; the oldest
+// pending head of the primary lanes, else of the backfill lanes. Else
+// each lane's next new entry is peeked (XRANGE after the group's
+// last-delivered-id), without delivering it, and only the oldest is
+// delivered (XREADGROUP '>'): the oldest of the primary lanes, or of the
+// backfill lanes when every primary lane is drained. Peeking keeps
+// entries that were looked at but not chosen out of the pending list, so
+// a pending entry always means "returned and not acked".
+// Returns {lane (1-based), {entry}} or {0} when every lane is drained.
 var scriptReadOldest = redis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('SEQBY_FENCED lease ' .. KEYS[1] .. ' is not held by ' .. ARGV[1])
 end
-local function read(s, id)
-  local r = redis.pcall('XREADGROUP', 'GROUP', ARGV[2], ARGV[1], 'COUNT', 1, 'STREAMS', s, id)
+local function pending(s)
+  local r = redis.pcall('XREADGROUP', 'GROUP', ARGV[2], ARGV[1], 'COUNT', 1, 'STREAMS', s, '0')
   if type(r) == 'table' and r.err then
+    -- NOGROUP: a lane that appeared after the claim; nothing is pending.
     redis.pcall('XGROUP', 'CREATE', s, ARGV[2], '0')
-    r = redis.call('XREADGROUP', 'GROUP', ARGV[2], ARGV[1], 'COUNT', 1, 'STREAMS', s, id)
+    return nil
   end
   if r and r[1] and #r[1][2] > 0 then return r[1][2][1] end
   return nil
 end
-local function head(s)
-  if redis.call('EXISTS', s) == 0 then return nil end
-  return read(s, '0') or read(s, '>')
+local function peek(s)
+  local last
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', s)) do
+    local name, id
+    for j = 1, #g, 2 do
+      if g[j] == 'name' then name = g[j + 1] end
+      if g[j] == 'last-delivered-id' then id = g[j + 1] end
+    end
+    if name == ARGV[2] then last = id end
+  end
+  if not last then
+    redis.call('XGROUP', 'CREATE', s, ARGV[2], '0')
+    last = '0-0'
+  end
+  local r = redis.call('XRANGE', s, '(' .. last, '+', 'COUNT', 1)
+  return r[1]
 end
 local function older(a, b)
   local ams, aseq = string.match(a, '^(%d+)-(%d+)$')
@@ -212,19 +236,25 @@ local function older(a, b)
   if ams ~= bms then return ams < bms end
   return tonumber(aseq) < tonumber(bseq)
 end
-local function pick(from, to)
+local function pick(from, to, get)
   local best, at
   for i = from, to do
-    local e = head(KEYS[i])
-    if e and (not best or older(e[1], best[1])) then best, at = e, i end
+    if redis.call('EXISTS', KEYS[i]) == 1 then
+      local e = get(KEYS[i])
+      if e and (not best or older(e[1], best[1])) then best, at = e, i end
+    end
   end
   return best, at
 end
 local np = tonumber(ARGV[3])
-local e, at = pick(2, 1 + np)
-if not e then e, at = pick(2 + np, #KEYS) end
+local e, at = pick(2, 1 + np, pending)
+if not e then e, at = pick(2 + np, #KEYS, pending) end
+if e then return {at - 1, {e}} end
+e, at = pick(2, 1 + np, peek)
+if not e then e, at = pick(2 + np, #KEYS, peek) end
 if not e then return {0} end
-return {at - 1, {e}}
+local r = redis.call('XREADGROUP', 'GROUP', ARGV[2], ARGV[1], 'COUNT', 1, 'STREAMS', KEYS[at], '>')
+return {at - 1, r[1][2]}
 `)
 
 // scriptRecordHalt: KEYS lease, halts; ARGV token, field, record. Writes
