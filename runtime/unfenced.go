@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -11,8 +12,18 @@ import (
 )
 
 // Unkeyed handlers promise no order, so they need no lease: instances
-// share one consumer group per stream and Redis balances by message.
-// Entries left pending by a dead instance are claimed after LeaseTTL idle.
+// share one consumer group per stream and Redis balances by message. The
+// consumer name is the instance's OwnerID, and instances announce
+// themselves in the handler's member set (unkeyed_members.go), so:
+//   - entries pending on a consumer that is not live, for at least
+//     LeaseTTL, are claimed by a live one; a live but slow consumer keeps
+//     its in-flight entry;
+//   - a consumer that is not live and has nothing pending is deleted, so
+//     the group does not collect one consumer per process start;
+//   - a message whose retries are exhausted stays pending on its consumer
+//     and the worker moves on: it is alerted once and never re-run by the
+//     instance that halted on it, only by another one after that instance
+//     is gone.
 
 // runPlain consumes an unpartitioned category's stream {category}.
 func (e *Engine) runPlain(base context.Context, stop <-chan struct{}, c consumer) {
@@ -22,15 +33,20 @@ func (e *Engine) runPlain(base context.Context, stop <-chan struct{}, c consumer
 			return
 		}
 	}
-	u := unfenced{e: e, base: base, stop: stop, c: c, group: group, lanes: []string{stream}}
+	st := e.joinUnkeyed(base, group)
+	defer e.leaveUnkeyed(group)
+	u := unfenced{e: e, base: base, stop: stop, c: c, st: st, group: group, lanes: []string{stream}}
 	u.drainPending()
 	lastClaim := time.Now()
+	backoff := e.o.RetryBackoff
 	for {
 		select {
 		case <-stop:
 			return
 		default:
 		}
+		// One stream per worker: checking for dead consumers each
+		// discovery cycle is cheap and bounds takeover near LeaseTTL.
 		if time.Since(lastClaim) > e.o.DiscoveryInterval {
 			u.claimStale()
 			lastClaim = time.Now()
@@ -48,11 +64,13 @@ func (e *Engine) runPlain(base context.Context, stop <-chan struct{}, c consumer
 				continue
 			}
 			e.log.Warn("seqby: read failed; retrying", "stream", stream, "err", err)
-			if !sleepOr(stop, e.o.RetryBackoff) {
+			if !sleepOr(stop, backoff) {
 				return
 			}
+			backoff = min(2*backoff, e.o.MaxBackoff)
 			continue
 		}
+		backoff = e.o.RetryBackoff
 		for _, s := range res {
 			for _, m := range s.Messages {
 				u.process(s.Stream, m)
@@ -79,8 +97,15 @@ func (e *Engine) startFans(base context.Context, stop <-chan struct{}, c consume
 		running[id] = true
 		u := &unfenced{e: e, base: base, stop: stop, c: c, group: c.reg.Name, key: k,
 			lanes: []string{PartitionStream(c.category, k), BackfillStream(c.category, k, e.o.BackfillSuffix)}}
+		// Join before the goroutine starts, so the instance is announced
+		// before its first read of the partition.
+		u.st = e.joinUnkeyed(base, u.group)
 		wg.Add(1)
-		go func() { defer wg.Done(); u.runFan() }()
+		go func() {
+			defer wg.Done()
+			defer e.leaveUnkeyed(u.group)
+			u.runFan()
+		}()
 	}
 }
 
@@ -89,38 +114,57 @@ type unfenced struct {
 	base  context.Context
 	stop  <-chan struct{}
 	c     consumer
+	st    *unkeyedState
 	group string
 	key   string
 	lanes []string
+}
+
+// fanClaimInterval is how often a partition's worker looks for dead
+// consumers. Their entries become claimable only LeaseTTL after their
+// last heartbeat, so checking more often than LeaseTTL/2 buys little and
+// costs one XINFO per lane per partition.
+func (u *unfenced) fanClaimInterval() time.Duration {
+	return max(u.e.o.DiscoveryInterval, u.e.o.LeaseTTL/2)
 }
 
 // runFan reads one partition's lanes in an unkeyed handler's group.
 func (u *unfenced) runFan() {
 	e := u.e
 	for _, l := range u.lanes {
-		u.e.ensureGroup(u.base, u.stop, l, u.group, false)
+		e.ensureGroup(u.base, u.stop, l, u.group, false)
 	}
 	u.claimStale()
 	u.drainPending()
+	lastClaim := time.Now()
+	backoff := e.o.RetryBackoff
 	for {
 		select {
 		case <-u.stop:
 			return
 		default:
 		}
+		if time.Since(lastClaim) >= u.fanClaimInterval() {
+			u.claimStale()
+			lastClaim = time.Now()
+		}
 		seq := e.wake.mark(u.c.category, u.key)
-		got := false
+		got, failed := false, false
 		for _, l := range u.lanes {
-			ctx, cancel := context.WithTimeout(u.base, 5*time.Second)
-			res, err := e.c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: u.group, Consumer: e.o.OwnerID,
-				Streams: []string{l, ">"}, Count: 1, Block: -1}).Result()
-			cancel()
+			res, err := u.readNew(l)
 			if isNoGroup(err) {
-				e.ensureGroup(u.base, u.stop, l, u.group, false)
-				continue
+				// The lane's first entry arrived after the worker started
+				// (typically a first backfill entry): its signal is already
+				// counted, so read it now rather than wait for another.
+				// A lane that does not exist yet leaves err nil: empty.
+				var ok bool
+				if ok, err = e.createGroup(u.base, l, u.group, false); ok {
+					res, err = u.readNew(l)
+				}
 			}
 			if err != nil && !errors.Is(err, redis.Nil) {
 				e.log.Warn("seqby: read failed; retrying", "stream", l, "err", err)
+				failed = true
 				continue
 			}
 			for _, s := range res {
@@ -134,20 +178,43 @@ func (u *unfenced) runFan() {
 			}
 		}
 		if got {
+			backoff = e.o.RetryBackoff
 			continue
 		}
+		if failed {
+			// A lane may hold entries whose signal was already counted:
+			// retry the reads after a backoff instead of waiting for one.
+			if !sleepOr(u.stop, backoff) {
+				return
+			}
+			backoff = min(2*backoff, e.o.MaxBackoff)
+			continue
+		}
+		backoff = e.o.RetryBackoff
+		wait := min(idleRecheck, max(time.Until(lastClaim.Add(u.fanClaimInterval())), time.Millisecond))
+		t := time.NewTimer(wait)
 		select {
 		case <-e.wake.wait(u.c.category, u.key, seq):
 		case <-u.stop:
+			t.Stop()
 			return
-		case <-time.After(idleRecheck):
-			u.claimStale()
+		case <-t.C:
 		}
+		t.Stop()
 	}
 }
 
+// readNew reads the next new entry of lane without blocking (the waiter
+// wakes the worker), so fans hold no pool connection while idle.
+func (u *unfenced) readNew(lane string) ([]redis.XStream, error) {
+	ctx, cancel := context.WithTimeout(u.base, 5*time.Second)
+	defer cancel()
+	return u.e.c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: u.group, Consumer: u.e.o.OwnerID,
+		Streams: []string{lane, ">"}, Count: 1, Block: -1}).Result()
+}
+
 // drainPending processes this consumer's own pending entries (left by a
-// restart under the same name) before new ones.
+// restart under the same name) before new ones, except those it halted on.
 func (u *unfenced) drainPending() {
 	for _, l := range u.lanes {
 		ctx, cancel := context.WithTimeout(u.base, 5*time.Second)
@@ -165,27 +232,156 @@ func (u *unfenced) drainPending() {
 	}
 }
 
-// claimStale takes over entries pending longer than LeaseTTL (their
-// consumer is presumably dead) and processes them.
+// claimStale takes over the entries of consumers that are not live
+// (pending at least LeaseTTL) and processes them, deletes such consumers
+// once they have nothing pending, and re-runs this consumer's own entries
+// left pending by a failed ack. Never touches a live consumer, nor an
+// entry this instance halted on.
 func (u *unfenced) claimStale() {
+	e := u.e
+	ctx, cancel := context.WithTimeout(u.base, 5*time.Second)
+	live, err := e.liveMembers(ctx, u.group)
+	cancel()
+	if err != nil {
+		e.log.Warn("seqby: cannot tell dead consumers from live ones; not claiming", "handler", u.group, "err", err)
+		return
+	}
 	for _, l := range u.lanes {
 		ctx, cancel := context.WithTimeout(u.base, 5*time.Second)
-		msgs, _, err := u.e.c.XAutoClaim(ctx, &redis.XAutoClaimArgs{Stream: l, Group: u.group,
-			Consumer: u.e.o.OwnerID, MinIdle: u.e.o.LeaseTTL, Start: "0-0", Count: 100}).Result()
+		cons, err := e.c.XInfoConsumers(ctx, l, u.group).Result()
 		cancel()
 		if err != nil {
-			continue
+			continue // no such lane or group yet
 		}
-		for _, m := range msgs {
-			u.process(l, m)
+		for _, c := range cons {
+			select {
+			case <-u.stop:
+				return
+			default:
+			}
+			switch {
+			case c.Name == e.o.OwnerID:
+				if c.Pending > 0 {
+					u.retryOwn(l)
+				}
+			case live[c.Name]:
+			default:
+				if c.Pending > 0 && !u.claimFrom(l, c.Name) {
+					continue
+				}
+				u.deleteConsumer(l, c.Name)
+			}
 		}
 	}
 }
 
-// process handles one entry; after exhausted retries it stays pending and
-// is surfaced as a halt, and the consumer moves on (no order promised).
+// claimFrom claims and processes the entries a dead consumer left pending
+// on lane; false when some stay (not idle long enough, or an error).
+func (u *unfenced) claimFrom(lane, from string) bool {
+	e := u.e
+	for {
+		ctx, cancel := context.WithTimeout(u.base, 5*time.Second)
+		pend, err := e.c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: lane, Group: u.group,
+			Idle: e.o.LeaseTTL, Start: "-", End: "+", Count: 100, Consumer: from}).Result()
+		cancel()
+		if err != nil {
+			e.log.Warn("seqby: listing a dead consumer's entries failed", "stream", lane, "consumer", from, "err", err)
+			return false
+		}
+		if len(pend) == 0 {
+			return true // or all younger than LeaseTTL: the delete keeps it
+		}
+		ids := make([]string, len(pend))
+		for i, p := range pend {
+			ids[i] = p.ID
+		}
+		ctx, cancel = context.WithTimeout(u.base, 5*time.Second)
+		// MinIdle again: if the consumer came back and read one, it keeps it.
+		msgs, err := e.c.XClaim(ctx, &redis.XClaimArgs{Stream: lane, Group: u.group, Consumer: e.o.OwnerID,
+			MinIdle: e.o.LeaseTTL, Messages: ids}).Result()
+		cancel()
+		if err != nil {
+			e.log.Warn("seqby: claiming a dead consumer's entries failed", "stream", lane, "consumer", from, "err", err)
+			return false
+		}
+		e.log.Info("seqby: claimed entries of a dead consumer", "handler", u.group, "stream", lane, "consumer", from, "entries", len(msgs))
+		for _, m := range msgs {
+			select {
+			case <-u.stop:
+				return false
+			default:
+			}
+			u.process(lane, m)
+		}
+		if len(pend) < 100 {
+			return true
+		}
+	}
+}
+
+// retryOwn re-runs this consumer's own pending entries idle at least
+// LeaseTTL that it did not halt on: an ack that failed after the handler
+// succeeded. Each lane has a single worker per instance, so nothing of
+// its own is in flight while it runs this.
+func (u *unfenced) retryOwn(lane string) {
+	e := u.e
+	start := "-"
+	for page := 0; page < 10; page++ {
+		ctx, cancel := context.WithTimeout(u.base, 5*time.Second)
+		pend, err := e.c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: lane, Group: u.group,
+			Idle: e.o.LeaseTTL, Start: start, End: "+", Count: 100, Consumer: e.o.OwnerID}).Result()
+		cancel()
+		if err != nil || len(pend) == 0 {
+			return
+		}
+		var ids []string
+		for _, p := range pend {
+			if !u.st.isHalted(lane, p.ID) {
+				ids = append(ids, p.ID)
+			}
+		}
+		if len(ids) > 0 {
+			ctx, cancel = context.WithTimeout(u.base, 5*time.Second)
+			msgs, err := e.c.XClaim(ctx, &redis.XClaimArgs{Stream: lane, Group: u.group, Consumer: e.o.OwnerID,
+				MinIdle: e.o.LeaseTTL, Messages: ids}).Result()
+			cancel()
+			if err != nil {
+				return
+			}
+			for _, m := range msgs {
+				u.process(lane, m)
+			}
+		}
+		if len(pend) < 100 {
+			return
+		}
+		start = "(" + pend[len(pend)-1].ID
+	}
+}
+
+// deleteConsumer removes a dead consumer with nothing pending from the
+// group (atomically: it is kept if it has anything pending by then).
+func (u *unfenced) deleteConsumer(lane, name string) {
+	ctx, cancel := context.WithTimeout(u.base, 5*time.Second)
+	defer cancel()
+	n, err := scriptDelIdleConsumer.Run(ctx, u.e.c, []string{lane}, u.group, name).Int64()
+	if err != nil {
+		u.e.log.Warn("seqby: deleting a dead consumer failed", "stream", lane, "consumer", name, "err", err)
+		return
+	}
+	if n == 1 {
+		u.e.log.Debug("seqby: deleted a dead consumer", "stream", lane, "group", u.group, "consumer", name)
+	}
+}
+
+// process handles one entry. After exhausted retries it stays pending on
+// this consumer and the worker moves on (no order promised): the halt is
+// reported once, and this instance never runs the entry again.
 func (u *unfenced) process(stream string, m redis.XMessage) {
 	e := u.e
+	if u.st.isHalted(stream, m.ID) {
+		return
+	}
 	en := Entry{Stream: stream, ID: m.ID}
 	if m.Values != nil {
 		en.Fields = make(map[string]string, len(m.Values))
@@ -199,23 +395,67 @@ func (u *unfenced) process(stream string, m redis.XMessage) {
 	case outDone:
 		ctx, cancel := context.WithTimeout(u.base, 5*time.Second)
 		if err := e.c.XAck(ctx, stream, u.group, m.ID).Err(); err != nil {
-			e.log.Warn("seqby: ack failed; the entry will be redelivered", "stream", stream, "entry", m.ID, "err", err)
+			e.log.Warn("seqby: ack failed; the entry will be re-run", "stream", stream, "entry", m.ID, "err", err)
 		}
 		cancel()
 	case outHalt:
 		h.Key = u.key
-		e.mu.Lock()
-		e.halts = append(e.halts, *h)
-		if len(e.halts) > maxHalts {
-			e.halts = e.halts[len(e.halts)-maxHalts:]
+		u.st.markHalted(stream, m.ID)
+		if e.noteUnkeyedHalt(*h) {
+			e.reportUnkeyedHalt(*h)
 		}
-		e.mu.Unlock()
-		e.reportHalt(*h)
 	}
 }
 
-// ensureGroup creates group on stream from id 0 (with MKSTREAM when mk).
+// noteUnkeyedHalt adds h to the halts in Status unless the same entry of
+// the same handler is already there; false when it was.
+func (e *Engine) noteUnkeyedHalt(h Halt) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, o := range e.halts {
+		if o.Handler == h.Handler && o.Stream == h.Stream && o.EntryID == h.EntryID {
+			return false
+		}
+	}
+	e.halts = append(e.halts, h)
+	if len(e.halts) > maxHalts {
+		e.halts = e.halts[len(e.halts)-maxHalts:]
+	}
+	return true
+}
+
+// reportUnkeyedHalt logs an unkeyed halt and calls OnHalt, whose panic
+// must not crash us. Unlike a partition's halt nothing waits behind it.
+func (e *Engine) reportUnkeyedHalt(h Halt) {
+	e.log.Error("seqby: message left pending after its retries; the handler moves on (unkeyed: nothing waits behind it). It is not re-run by this instance; XACK it once handled, or another instance retries it after this one stops",
+		"handler", h.Handler, "category", h.Category, "key", h.Key, "stream", h.Stream,
+		"entry", h.EntryID, "type", h.MessageType, "reason", h.Reason, "err", h.Err)
+	if e.o.OnHalt == nil {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			e.log.Error("seqby: OnHalt panicked", "panic", p)
+		}
+	}()
+	e.o.OnHalt(h)
+}
+
+// ensureGroup creates group on stream from id 0 (with MKSTREAM when mk);
+// false when the group does not exist (a lane without entries yet, or a
+// failure, logged).
 func (e *Engine) ensureGroup(base context.Context, stop <-chan struct{}, stream, group string, mk bool) bool {
+	ok, err := e.createGroup(base, stream, group, mk)
+	if err != nil {
+		e.log.Warn("seqby: creating consumer group failed", "stream", stream, "group", group, "err", err)
+	}
+	return ok
+}
+
+// createGroup creates group on stream from id 0 (with MKSTREAM when mk).
+// It reports whether the group exists now; without mk, a stream that does
+// not exist yet is (false, nil): the group is created when it does.
+func (e *Engine) createGroup(base context.Context, stream, group string, mk bool) (bool, error) {
 	ctx, cancel := context.WithTimeout(base, 5*time.Second)
 	defer cancel()
 	var err error
@@ -225,13 +465,12 @@ func (e *Engine) ensureGroup(base context.Context, stop <-chan struct{}, stream,
 		err = e.c.XGroupCreate(ctx, stream, group, "0").Err()
 	}
 	if err == nil || strings.HasPrefix(err.Error(), "BUSYGROUP") {
-		return true
+		return true, nil
 	}
 	if !mk && strings.Contains(err.Error(), "requires the key to exist") {
-		return false // the lane has no entries yet; created when it does
+		return false, nil
 	}
-	e.log.Warn("seqby: creating consumer group failed", "stream", stream, "group", group, "err", err)
-	return false
+	return false, fmt.Errorf("create group %s on %s: %w", group, stream, err)
 }
 
 // maxHalts bounds the unpartitioned halts kept for Status.

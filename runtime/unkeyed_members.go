@@ -1,0 +1,174 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Unkeyed handlers share consumer groups by message, and a consumer's name
+// is its instance's OwnerID. To tell a dead consumer (whose pending
+// entries someone must take over, and whose name must leave the group)
+// from a live but slow one, every instance running an unkeyed handler
+// announces itself in the handler's member set, MembersKey(handler), the
+// set keyed handlers use for fair share: from its own goroutine, so a slow
+// handler never makes its instance look dead.
+
+// unkeyedState is one engine's shared state for one unkeyed handler: the
+// member announcer and the entries it halted on. It lives while any of the
+// handler's workers in that engine runs.
+type unkeyedState struct {
+	refs   int
+	done   chan struct{} // closed when the last worker leaves
+	exited chan struct{} // closed when the announcer has left the set
+
+	mu     sync.Mutex
+	halted map[string]struct{} // stream + "\x00" + entry id
+	order  []string            // halted keys, oldest first, for the bound
+}
+
+type unkeyedRef struct {
+	e       *Engine
+	handler string
+}
+
+// unkeyedStates holds the live states; an entry is dropped when its last
+// worker leaves, so engines are not retained after Run returns.
+var unkeyedStates = struct {
+	mu sync.Mutex
+	m  map[unkeyedRef]*unkeyedState
+}{m: map[unkeyedRef]*unkeyedState{}}
+
+// maxHaltedIDs bounds the halted entries an instance remembers per
+// handler; one evicted is re-run (and alerted) once more if met again.
+const maxHaltedIDs = 10000
+
+// joinUnkeyed registers a worker of handler and returns the shared state;
+// the first worker announces the instance synchronously (so it counts as
+// live before it reads anything) and starts the announcer. Call
+// leaveUnkeyed when the worker ends.
+func (e *Engine) joinUnkeyed(base context.Context, handler string) *unkeyedState {
+	ref := unkeyedRef{e, handler}
+	unkeyedStates.mu.Lock()
+	st := unkeyedStates.m[ref]
+	if st != nil {
+		st.refs++
+		unkeyedStates.mu.Unlock()
+		return st
+	}
+	st = &unkeyedState{refs: 1, done: make(chan struct{}), exited: make(chan struct{}), halted: map[string]struct{}{}}
+	unkeyedStates.m[ref] = st
+	unkeyedStates.mu.Unlock()
+	e.announceUnkeyed(base, handler, true)
+	go e.announceUnkeyedLoop(base, handler, st)
+	return st
+}
+
+// leaveUnkeyed ends a worker; the last one of the handler stops the
+// announcer, which leaves the member set, so another instance may take
+// over this consumer's pending entries (its halted ones) at once, and
+// delete the consumer.
+func (e *Engine) leaveUnkeyed(handler string) {
+	ref := unkeyedRef{e, handler}
+	unkeyedStates.mu.Lock()
+	st := unkeyedStates.m[ref]
+	st.refs--
+	last := st.refs == 0
+	if last {
+		delete(unkeyedStates.m, ref)
+	}
+	unkeyedStates.mu.Unlock()
+	if last {
+		close(st.done)
+		<-st.exited
+	}
+}
+
+func (e *Engine) announceUnkeyedLoop(base context.Context, handler string, st *unkeyedState) {
+	defer close(st.exited)
+	t := time.NewTicker(e.o.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-st.done:
+			e.announceUnkeyed(base, handler, false)
+			return
+		case <-t.C:
+			e.announceUnkeyed(base, handler, true)
+		}
+	}
+}
+
+// announceUnkeyed joins (or leaves) the handler's member set.
+func (e *Engine) announceUnkeyed(base context.Context, handler string, join bool) {
+	ctx, cancel := context.WithTimeout(base, max(e.o.HeartbeatInterval, time.Second))
+	defer cancel()
+	flag := "0"
+	if join {
+		flag = "1"
+	}
+	if err := scriptMember.Run(ctx, e.c, []string{MembersKey(handler)}, e.o.OwnerID, e.memberTTL().Milliseconds(), flag).Err(); err != nil {
+		e.log.Warn("seqby: member announcement failed", "handler", handler, "err", err)
+	}
+}
+
+// scriptLiveMembers: KEYS members; ARGV ttl ms. Returns the members whose
+// heartbeat (scored by Redis time, like scriptMember) is younger than ttl.
+var scriptLiveMembers = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+return redis.call('ZRANGEBYSCORE', KEYS[1], now - tonumber(ARGV[1]), '+inf')
+`)
+
+// liveMembers returns the instances live for handler.
+func (e *Engine) liveMembers(ctx context.Context, handler string) (map[string]bool, error) {
+	names, err := scriptLiveMembers.Run(ctx, e.c, []string{MembersKey(handler)}, e.memberTTL().Milliseconds()).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("read live members of %s: %w", handler, err)
+	}
+	live := make(map[string]bool, len(names))
+	for _, n := range names {
+		live[n] = true
+	}
+	return live, nil
+}
+
+// scriptDelIdleConsumer: KEYS stream; ARGV group, consumer. Deletes the
+// consumer only if it has nothing pending, in one step, so an entry it
+// read after our check is never dropped from the PEL with it. Returns 1
+// when deleted.
+var scriptDelIdleConsumer = redis.NewScript(`
+local p = redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2])
+if #p > 0 then return 0 end
+redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
+return 1
+`)
+
+func haltedKey(stream, id string) string { return stream + "\x00" + id }
+
+// isHalted reports whether this instance already halted on the entry.
+func (s *unkeyedState) isHalted(stream, id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.halted[haltedKey(stream, id)]
+	return ok
+}
+
+// markHalted remembers a halted entry, evicting the oldest beyond the bound.
+func (s *unkeyedState) markHalted(stream, id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := haltedKey(stream, id)
+	if _, ok := s.halted[k]; ok {
+		return
+	}
+	s.halted[k] = struct{}{}
+	s.order = append(s.order, k)
+	if len(s.order) > maxHaltedIDs {
+		delete(s.halted, s.order[0])
+		s.order = s.order[1:]
+	}
+}
