@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sort"
 	"sync"
@@ -138,7 +139,8 @@ func (e *Engine) balance(base context.Context, stop <-chan struct{}, handler str
 		sent := time.Now()
 		l, err := AcquireLease(ctx, e.c, PartitionLease(stream, handler), e.o.OwnerID, e.o.LeaseTTL)
 		if err != nil {
-			continue // held by another instance, or a transient error
+			e.acquireFailed(handler, stream, err)
+			continue
 		}
 		p := e.newPartition(base, cd.c, cd.key, l, sent)
 		e.mu.Lock()
@@ -174,4 +176,46 @@ func (e *Engine) warnSize(category string, n int) {
 		e.log.Warn("seqby: category has many partitions; partitioned streams suit bounded key sets (tenants, accounts), not per-entity ids",
 			"category", category, "partitions", n, "threshold", e.o.PartitionWarnThreshold)
 	}
+}
+
+// acquireLogEvery rate-limits the warning about failed lease acquires,
+// which would otherwise repeat every discovery cycle for every partition.
+const acquireLogEvery = time.Minute
+
+// acquireLog is the rate limit of one handler's acquire-failure warning.
+type acquireLog struct {
+	last       time.Time
+	suppressed int
+}
+
+// acquireFailed reports a failed lease acquire. A lease held by another
+// owner is the normal case and stays silent. Anything else (Redis
+// unreachable or failing, a corrupted lease or generation key) leaves the
+// partition without an owner, so it is logged: the first failure at once,
+// then at most once per acquireLogEvery per handler with the number of
+// failures not logged meanwhile (the map is bounded by the handlers).
+func (e *Engine) acquireFailed(handler, partition string, err error) {
+	if errors.Is(err, ErrLeaseHeld) {
+		return
+	}
+	e.mu.Lock()
+	if e.acquireLogs == nil {
+		e.acquireLogs = map[string]*acquireLog{}
+	}
+	al := e.acquireLogs[handler]
+	if al == nil {
+		al = &acquireLog{}
+		e.acquireLogs[handler] = al
+	}
+	now := time.Now()
+	if !al.last.IsZero() && now.Sub(al.last) < acquireLogEvery {
+		al.suppressed++
+		e.mu.Unlock()
+		return
+	}
+	suppressed := al.suppressed
+	al.last, al.suppressed = now, 0
+	e.mu.Unlock()
+	e.log.Warn("seqby: acquiring a lease failed; the partition stays unowned and unprocessed until an acquire succeeds (retried every discovery cycle). Check that Redis is reachable and healthy, and that the lease and generation keys hold what seqby wrote (the generation key must be an integer)",
+		"handler", handler, "partition", partition, "err", err, "failures_not_logged", suppressed, "logged_at_most_every", acquireLogEvery)
 }

@@ -33,6 +33,8 @@ type Engine struct {
 	warned   map[string]bool       // categories warned about size
 	handlers []string              // keyed handlers, announced as members
 	leaving  atomic.Bool           // stop announcing: graceful stop began
+	// acquireLogs rate-limits the failed-acquire warning per handler.
+	acquireLogs map[string]*acquireLog
 }
 
 // NewEngine returns an engine reading through c. Register handlers, then

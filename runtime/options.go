@@ -3,6 +3,7 @@ package runtime
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -10,6 +11,9 @@ import (
 )
 
 // Options configure an Engine. Zero fields take the documented defaults.
+// Durations are time.Duration values; one set above zero but under a
+// millisecond is refused by NewEngine with ErrOptions, as Redis would
+// truncate it to 0 (almost always a unit mistake: 15000 is 15µs).
 type Options struct {
 	// OwnerID names this process incarnation in leases and consumer names.
 	// It must be unique per incarnation (never reuse one after a restart).
@@ -64,7 +68,35 @@ type Options struct {
 	StateStore StateStore
 }
 
+// ErrOptions matches every error NewEngine returns for invalid Options.
+var ErrOptions = errors.New("invalid engine options")
+
+// checkDurations rejects a duration set above zero but under a
+// millisecond. Redis counts lease TTLs and BLOCK in milliseconds, so such
+// a value truncates to 0: a lease acquired with PX 0 fails every time,
+// and BLOCK 0 waits forever. It is nearly always a unit mistake (15000
+// meant as milliseconds is 15µs in a time.Duration).
+func (o Options) checkDurations() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"LeaseTTL", o.LeaseTTL}, {"HeartbeatInterval", o.HeartbeatInterval}, {"LeaseMargin", o.LeaseMargin},
+		{"DiscoveryInterval", o.DiscoveryInterval}, {"RetryBackoff", o.RetryBackoff},
+		{"MaxBackoff", o.MaxBackoff}, {"BlockTimeout", o.BlockTimeout},
+	} {
+		if d.v > 0 && d.v < time.Millisecond {
+			return fmt.Errorf("%w: %s is %v (%d ns), under the 1ms Redis resolution: Options durations are time.Duration values, write e.g. 15*time.Second, not 15000 (or leave it zero for the default)",
+				ErrOptions, d.name, d.v, int64(d.v))
+		}
+	}
+	return nil
+}
+
 func (o Options) withDefaults() (Options, error) {
+	if err := o.checkDurations(); err != nil {
+		return o, err
+	}
 	if o.OwnerID == "" {
 		host, _ := os.Hostname()
 		var b [4]byte
@@ -104,10 +136,10 @@ func (o Options) withDefaults() (Options, error) {
 		o.PartitionWarnThreshold = 2000
 	}
 	if o.HeartbeatInterval >= o.LeaseTTL-o.LeaseMargin {
-		return o, fmt.Errorf("HeartbeatInterval %v must be well below LeaseTTL %v minus LeaseMargin %v; use LeaseTTL/5", o.HeartbeatInterval, o.LeaseTTL, o.LeaseMargin)
+		return o, fmt.Errorf("%w: HeartbeatInterval %v must be well below LeaseTTL %v minus LeaseMargin %v; use LeaseTTL/5", ErrOptions, o.HeartbeatInterval, o.LeaseTTL, o.LeaseMargin)
 	}
 	if err := CheckKey("", "BackfillSuffix", o.BackfillSuffix); err != nil && o.BackfillSuffix != DefaultBackfillSuffix {
-		return o, fmt.Errorf("BackfillSuffix %q: %w", o.BackfillSuffix, err)
+		return o, fmt.Errorf("%w: BackfillSuffix %q: %w", ErrOptions, o.BackfillSuffix, err)
 	}
 	return o, nil
 }

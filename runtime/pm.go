@@ -377,7 +377,8 @@ func (e *Engine) balancePM(base context.Context, stop <-chan struct{}, name stri
 		sent := time.Now()
 		l, err := AcquireLease(ctx, e.c, pmLeaseRef(name, corr), e.o.OwnerID, e.o.LeaseTTL)
 		if err != nil {
-			continue // held by another instance, or a transient error
+			e.acquireFailed(name, corr, err)
+			continue
 		}
 		p := e.newPMPartition(base, reg, cats, corr, l, sent)
 		e.mu.Lock()

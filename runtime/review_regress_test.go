@@ -3,6 +3,7 @@ package runtime
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -255,5 +256,49 @@ func TestPMReadOldestDeliversOnlyWhatItReturns(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[Q1 Q2 P1 B1]" {
 		t.Fatalf("applied %v, want [Q1 Q2 P1 B1]", got)
+	}
+}
+
+// A duration under a millisecond is a unit mistake that Redis would
+// truncate to 0 (PX 0 fails every acquire, BLOCK 0 waits forever).
+func TestOptionsRejectSubMillisecondDurations(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	t.Cleanup(func() { c.Close() })
+	for _, o := range []Options{{LeaseTTL: 15000}, {BlockTimeout: 500 * time.Microsecond}} {
+		_, err := NewEngine(c, o)
+		if !errors.Is(err, ErrOptions) {
+			t.Fatalf("NewEngine(%+v): %v, want an error matching ErrOptions", o, err)
+		}
+		if !strings.Contains(err.Error(), "time.Duration") {
+			t.Errorf("error does not say the unit: %v", err)
+		}
+	}
+	if _, err := NewEngine(c, Options{LeaseTTL: 15 * time.Second}); err != nil {
+		t.Fatalf("a valid LeaseTTL was refused: %v", err)
+	}
+}
+
+// A lease acquire that fails for another reason than "held by another
+// owner" leaves the partition unowned: it is logged (once, rate-limited),
+// never swallowed.
+func TestFailedAcquireIsLogged(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	stream := PartitionStream("order", "a")
+	// A generation counter that is not an integer makes every acquire fail.
+	if err := c.Set(ctx, GenerationKey(stream, "orders"), "not-a-number", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewPublisher(c).Publish(ctx, ev("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	logs := &logBuffer{}
+	opts := fastOptions("p1")
+	opts.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	r := startEngine(t, c, opts, keyedHandler("orders", func(context.Context, *testEvent) error { return nil }))
+	const msg = "acquiring a lease failed"
+	eventually(t, 10*time.Second, "the failed acquire logged", func() bool { return strings.Contains(logs.String(), msg) })
+	r.stop()
+	if n := strings.Count(logs.String(), msg); n != 1 {
+		t.Errorf("failed acquire logged %d times, want once per minute", n)
 	}
 }
