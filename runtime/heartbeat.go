@@ -33,12 +33,25 @@ func (e *Engine) announce(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.o.HeartbeatInterval)
 	defer cancel()
-	pipe := e.c.Pipeline()
-	for _, h := range e.handlers {
-		scriptMember.EvalSha(ctx, pipe, []string{MembersKey(h)}, e.o.OwnerID, e.memberTTL().Milliseconds(), "1")
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !e.leaving.Load() {
-		e.log.Debug("seqby: member announcement failed", "err", err)
+	for try := 0; try < 2; try++ {
+		pipe := e.c.Pipeline()
+		for _, h := range e.handlers {
+			scriptMember.EvalSha(ctx, pipe, []string{MembersKey(h)}, e.o.OwnerID, e.memberTTL().Milliseconds(), "1")
+		}
+		_, err := pipe.Exec(ctx)
+		if err == nil || e.leaving.Load() {
+			return
+		}
+		if !isNoScript(err) || try > 0 {
+			e.log.Debug("seqby: member announcement failed", "err", err)
+			return
+		}
+		// EVALSHA in a pipeline has no EVAL fallback: Redis lost its
+		// script cache (restart, SCRIPT FLUSH), so reload and redo.
+		if err := LoadScripts(ctx, e.c); err != nil {
+			e.log.Warn("seqby: reloading scripts failed; the member announcement retries next heartbeat", "err", err)
+			return
+		}
 	}
 }
 

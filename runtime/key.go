@@ -43,6 +43,10 @@ type KeyError struct {
 	Field    string // key field the value was read from
 	Value    string // the rejected value ("" for a null key)
 	Rule     error  // one of ErrNullKey, ErrEmptyKey, ErrKeyColon, ErrReservedKey, ErrSentinelKey
+	// suffix is the backfill suffix the rules were checked against, so the
+	// message names the reserved token that actually applied ("" means
+	// DefaultBackfillSuffix).
+	suffix string
 }
 
 func (e *KeyError) Error() string {
@@ -54,8 +58,12 @@ func (e *KeyError) Error() string {
 	case ErrNullKey, ErrEmptyKey:
 		return fmt.Sprintf("%s: %v; set the field before publishing", where, e.Rule)
 	default:
+		suffix := e.suffix
+		if suffix == "" {
+			suffix = DefaultBackfillSuffix
+		}
 		return fmt.Sprintf("%s: value %q rejected: %v; keys must be plain entity ids (no ':', not %q, %q or __name__)",
-			where, e.Value, e.Rule, DLQSuffix, DefaultBackfillSuffix)
+			where, e.Value, e.Rule, DLQSuffix, suffix)
 	}
 }
 
@@ -83,7 +91,7 @@ func CheckKeySuffix(category, field, value, backfillSuffix string) error {
 	default:
 		return nil
 	}
-	return &KeyError{Category: category, Field: field, Value: value, Rule: rule}
+	return &KeyError{Category: category, Field: field, Value: value, Rule: rule, suffix: backfillSuffix}
 }
 
 // NullKey returns the error for a nil key pointer.

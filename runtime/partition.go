@@ -124,8 +124,13 @@ func (p *partition) status() PartitionStatus {
 	if p.cats != nil {
 		category = strings.Join(p.cats, ",")
 	}
-	return PartitionStatus{Handler: p.reg.Name, Category: category, Key: p.key, Stream: p.lanes[0],
-		Token: p.lease.Token(), Generation: p.lease.Generation, Halted: p.halt != nil, Halt: p.halt}
+	st := PartitionStatus{Handler: p.reg.Name, Category: category, Key: p.key, Stream: p.lanes[0],
+		Token: p.lease.Token(), Generation: p.lease.Generation, Halted: p.halt != nil}
+	if p.halt != nil {
+		h := *p.halt // a copy: the caller may keep or change it
+		st.Halt = &h
+	}
+	return st
 }
 
 // run works the partition until it is released, its lease is lost, or it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -84,7 +85,15 @@ func (p *Publisher) Publish(ctx context.Context, msg Message, opts ...PublishOpt
 	if msg == nil {
 		return fmt.Errorf("publish: nil message: %w", ErrPublish)
 	}
-	category := msg.StreamCategory()
+	// A typed nil carries no event, and with value receivers even
+	// StreamCategory panics on it: refuse it before calling anything.
+	if v := reflect.ValueOf(msg); v.Kind() == reflect.Pointer && v.IsNil() {
+		return fmt.Errorf("publish %T: the message is a nil pointer; pass a pointer to a message value: %w", msg, ErrPublish)
+	}
+	category, err := streamCategory(msg)
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", TypeName(msg), err)
+	}
 	if category == "" {
 		return fmt.Errorf("publish %s: empty stream category: %w", TypeName(msg), ErrPublish)
 	}
@@ -119,6 +128,17 @@ func (p *Publisher) Publish(ctx context.Context, msg Message, opts ...PublishOpt
 		return fmt.Errorf("publish %s to %s: %w: %w", TypeName(msg), stream, ErrPublish, err)
 	}
 	return nil
+}
+
+// streamCategory calls the message's StreamCategory, turning a panic (a
+// hand-written method on a value it cannot handle) into an error.
+func streamCategory(msg Message) (category string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			category, err = "", fmt.Errorf("StreamCategory panicked: %v: %w", p, ErrPublish)
+		}
+	}()
+	return msg.StreamCategory(), nil
 }
 
 // partitionKey reads and re-checks a Partitioned message's key against the

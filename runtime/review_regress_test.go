@@ -302,3 +302,70 @@ func TestFailedAcquireIsLogged(t *testing.T) {
 		t.Errorf("failed acquire logged %d times, want once per minute", n)
 	}
 }
+
+// A key refused because it equals a custom backfill suffix names that
+// suffix, not the default one.
+func TestKeyErrorNamesTheCustomSuffix(t *testing.T) {
+	err := CheckKeySuffix("order", "Client", "tail", "tail")
+	if !errors.Is(err, ErrReservedKey) {
+		t.Fatalf("CheckKeySuffix: %v, want ErrReservedKey", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, `"tail"`) || strings.Contains(msg, DefaultBackfillSuffix) {
+		t.Errorf("message names the wrong suffix: %s", msg)
+	}
+}
+
+// valueMsg has value receivers: calling them on a nil *valueMsg panics.
+type valueMsg struct{ Client string }
+
+func (valueMsg) StreamCategory() string          { return "vmsg" }
+func (m valueMsg) PartitionKey() (string, error) { return Key("vmsg", "Client", m.Client) }
+
+// Publishing a typed nil returns an error instead of panicking.
+func TestPublishTypedNilIsAnError(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	t.Cleanup(func() { c.Close() })
+	defer func() {
+		if p := recover(); p != nil {
+			t.Fatalf("Publish of a typed nil panicked: %v", p)
+		}
+	}()
+	var m *valueMsg
+	if err := NewPublisher(c).Publish(context.Background(), m); !errors.Is(err, ErrPublish) {
+		t.Fatalf("Publish(typed nil): %v, want an error matching ErrPublish", err)
+	}
+}
+
+// Status returns copies: changing a returned Halt leaves the engine's.
+func TestStatusReturnsHaltCopies(t *testing.T) {
+	e, p, _ := testPartition(t, time.Minute, time.Now())
+	p.mu.Lock()
+	p.halt = &Halt{Handler: "orders", Reason: "poison"}
+	p.mu.Unlock()
+	s := e.Status()
+	if len(s.Halted()) != 1 {
+		t.Fatalf("status: %+v", s)
+	}
+	s.Halted()[0].Halt.Reason = "changed by the caller"
+	if got := e.Status().Halted()[0].Halt.Reason; got != "poison" {
+		t.Fatalf("the engine's halt changed through Status: reason %q", got)
+	}
+}
+
+// The member announcement pipeline recovers from a flushed script cache
+// (EVALSHA in a pipeline does not fall back to EVAL).
+func TestAnnounceReloadsFlushedScripts(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	e, err := NewEngine(c, fastOptions("p1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.handlers = []string{"orders"}
+	if err := c.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.announce(ctx)
+	if err := c.ZScore(ctx, MembersKey("orders"), "p1").Err(); err != nil {
+		t.Fatalf("not announced after SCRIPT FLUSH: %v", err)
+	}
+}
