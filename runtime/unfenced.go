@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -122,10 +123,11 @@ type unfenced struct {
 
 // fanClaimInterval is how often a partition's worker looks for dead
 // consumers. Their entries become claimable only LeaseTTL after their
-// last heartbeat, so checking more often than LeaseTTL/2 buys little and
-// costs one XINFO per lane per partition.
+// last heartbeat, and each check costs one XINFO per lane per partition,
+// so an idle instance with many partitions checks each about once per
+// LeaseTTL (a dead consumer's entries are taken within 2 LeaseTTLs).
 func (u *unfenced) fanClaimInterval() time.Duration {
-	return max(u.e.o.DiscoveryInterval, u.e.o.LeaseTTL/2)
+	return max(u.e.o.DiscoveryInterval, u.e.o.LeaseTTL)
 }
 
 // runFan reads one partition's lanes in an unkeyed handler's group.
@@ -136,7 +138,8 @@ func (u *unfenced) runFan() {
 	}
 	u.claimStale()
 	u.drainPending()
-	lastClaim := time.Now()
+	// Spread the checks of partitions started together over the interval.
+	lastClaim := time.Now().Add(-rand.N(max(u.fanClaimInterval()/2, 1)))
 	backoff := e.o.RetryBackoff
 	for {
 		select {
@@ -240,7 +243,7 @@ func (u *unfenced) drainPending() {
 func (u *unfenced) claimStale() {
 	e := u.e
 	ctx, cancel := context.WithTimeout(u.base, 5*time.Second)
-	live, err := e.liveMembers(ctx, u.group)
+	live, err := e.liveMembersCached(ctx, u.st, u.group)
 	cancel()
 	if err != nil {
 		e.log.Warn("seqby: cannot tell dead consumers from live ones; not claiming", "handler", u.group, "err", err)

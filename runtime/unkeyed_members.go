@@ -28,6 +28,8 @@ type unkeyedState struct {
 	mu     sync.Mutex
 	halted map[string]struct{} // stream + "\x00" + entry id
 	order  []string            // halted keys, oldest first, for the bound
+	live   map[string]bool     // last live member set read (never mutated)
+	liveAt time.Time           // when live was read
 }
 
 type unkeyedRef struct {
@@ -146,6 +148,29 @@ if #p > 0 then return 0 end
 redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
 return 1
 `)
+
+// liveMembersCached is liveMembers shared by the handler's workers for up
+// to a HeartbeatInterval, so many partitions cost one read. Safe: an
+// instance joins before its first read, so one whose entry has been idle
+// LeaseTTL (> HeartbeatInterval) had joined before the cached read.
+func (e *Engine) liveMembersCached(ctx context.Context, st *unkeyedState, handler string) (map[string]bool, error) {
+	st.mu.Lock()
+	if st.live != nil && time.Since(st.liveAt) < e.o.HeartbeatInterval {
+		live := st.live
+		st.mu.Unlock()
+		return live, nil
+	}
+	st.mu.Unlock()
+	at := time.Now()
+	live, err := e.liveMembers(ctx, handler)
+	if err != nil {
+		return nil, err
+	}
+	st.mu.Lock()
+	st.live, st.liveAt = live, at
+	st.mu.Unlock()
+	return live, nil
+}
 
 func haltedKey(stream, id string) string { return stream + "\x00" + id }
 
