@@ -238,3 +238,91 @@ func TestUnkeyedRestartsLeaveOnlyLiveConsumers(t *testing.T) {
 		return true
 	})
 }
+
+var wrongTypeStat = regexp.MustCompile(`errorstat_WRONGTYPE:count=(\d+)`)
+
+// A failed read of a partition lane is retried after a backoff, not left
+// to a signal: here the backfill lane is unreadable (a string), then is
+// repaired and gets an entry without any signal.
+func TestUnkeyedFanFailedReadIsRetried(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	var seen [3]atomic.Bool
+	audit := Registration{Name: "audit", Kind: EventHandler, Routes: []Route{orderRoute("Client", func(_ context.Context, e *testEvent) error {
+		seen[e.Seq].Store(true)
+		return nil
+	})}}
+	lane := "order:a:" + DefaultBackfillSuffix
+	if err := c.Set(ctx, lane, "not a stream", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	wrongType := func() int {
+		info, err := c.Info(ctx, "errorstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := wrongTypeStat.FindStringSubmatch(info)
+		if m == nil {
+			return 0
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	opts := fastOptions("p1")
+	opts.LeaseTTL, opts.HeartbeatInterval = time.Minute, 150*time.Millisecond // no claim timer
+	startEngine(t, c, opts, audit)
+	if err := NewPublisher(c).Publish(ctx, ev("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "a/1", func() bool { return seen[1].Load() })
+	before := wrongType()
+	eventually(t, 10*time.Second, "a failed read of the backfill lane after a/1", func() bool { return wrongType() > before })
+	// Repair the lane behind the publisher's back: no signal is sent.
+	if err := c.Del(ctx, lane).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: lane, Values: map[string]any{
+		FieldType: "testEvent", FieldID: "m2", FieldPayload: `{"client":"a","seq":2}`}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "a/2 read on a retry (the safety net is 30 s)", func() bool { return seen[2].Load() })
+}
+
+// An entry left pending on the instance's own consumer without a halt (an
+// ack that failed after the handler succeeded) is re-run by that instance
+// once LeaseTTL idle, and is not taken by another live instance.
+func TestUnkeyedOwnUnackedEntryIsRerun(t *testing.T) {
+	t.Parallel()
+	c, ctx := newRedis(t), ctxT(t)
+	var calls atomic.Int32
+	var by [2]atomic.Int32
+	for i, owner := range []string{"p1", "p2"} {
+		startEngine(t, c, fastOptions(owner), noteHandler("notes", func(ctx context.Context, _ *testNote) error {
+			calls.Add(1)
+			by[i].Add(1)
+			return nil
+		}))
+	}
+	eventually(t, 10*time.Second, "the group", func() bool {
+		cs, err := c.XInfoConsumers(ctx, "note", "notes").Result()
+		return err == nil && len(cs) == 2
+	})
+	// Stand in for p1's failed ack: the entry is delivered to p1's
+	// consumer, in one transaction with its append so no engine reads it
+	// first, without its handler running.
+	_, err := c.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: "note", Values: map[string]any{
+			FieldType: "testNote", FieldID: "m1", FieldPayload: `{"text":"unacked"}`}})
+		pipe.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "notes", Consumer: "p1", Streams: []string{"note", ">"}, Count: 1, Block: -1})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "the entry handled and acked", func() bool {
+		p, err := c.XPending(ctx, "note", "notes").Result()
+		return err == nil && p.Count == 0 && calls.Load() > 0
+	})
+	if calls.Load() != 1 || by[0].Load() != 1 {
+		t.Errorf("handled %d times, by p1 %d times; want once, by p1", calls.Load(), by[0].Load())
+	}
+}
