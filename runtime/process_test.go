@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -34,11 +35,49 @@ return 1
 
 func appliedKey(key string) string { return "{" + PartitionStream("order", key) + "}:applied" }
 
+// The crash leg kills b's owner while it is inside event gateSeq of key
+// gateClient: the worker's handler records its token in arrivedKey, then
+// waits until the test appends to gateKey (after the kill), so the crash
+// always leaves that event in flight for the next owner to reclaim.
+const (
+	processEvents = 60
+	gateClient    = "b"
+	gateSeq       = processEvents / 2
+	gateKey       = "{test}:gate"
+)
+
+var arrivedKey = "{" + PartitionStream("order", gateClient) + "}:arrived"
+
+// waitGate blocks the handler until the gate stream has an entry (XREAD
+// from 0 consumes nothing: every waiter, in any process, sees it).
+func waitGate(ctx context.Context, c *redis.Client) error {
+	for {
+		res, err := c.XRead(ctx, &redis.XReadArgs{Streams: []string{gateKey, "0-0"}, Count: 1, Block: 200 * time.Millisecond}).Result()
+		if len(res) > 0 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+	}
+}
+
 func workerMain(owner, addr string) int {
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer c.Close()
 	h := keyedHandler("orders", func(ctx context.Context, e *testEvent) error {
 		li, _ := LeaseFromContext(ctx)
+		if e.Client == gateClient && e.Seq == gateSeq {
+			if err := c.RPush(ctx, arrivedKey, li.Token).Err(); err != nil {
+				return err
+			}
+			if err := waitGate(ctx, c); err != nil {
+				return err
+			}
+		}
 		time.Sleep(10 * time.Millisecond) // a handler doing some work
 		n, err := commitScript.Run(ctx, c, []string{li.LeaseKey, appliedKey(e.Client)}, li.Token, e.Seq).Int()
 		if err != nil {
@@ -90,7 +129,7 @@ func startWorker(t *testing.T, owner, addr string) *exec.Cmd {
 func TestProcessesStallAndCrashKeepOrder(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	addr := c.Options().Addr
-	const n = 60
+	const n = processEvents
 	keys := []string{"a", "b", "c"}
 	p := NewPublisher(c, PublisherOptions{})
 	for i := 1; i <= n; i++ {
@@ -117,15 +156,26 @@ func TestProcessesStallAndCrashKeepOrder(t *testing.T) {
 	eventually(t, 20*time.Second, "a progresses under the new owner", func() bool { return applied("a") > before })
 	procs[stalled].Process.Signal(syscall.SIGCONT)
 
-	// Crash the owner of b.
-	eventually(t, 20*time.Second, "b owned", func() bool { return ownerOf("b") != "" })
-	crashed := ownerOf("b")
-	if applied("b") < n {
-		procs[crashed].Process.Kill()
-		procs[crashed].Wait()
-		delete(procs, crashed)
-		// Keep two instances: start a replacement.
-		procs["w3"] = startWorker(t, "w3", addr)
+	// Crash the owner of b while it is inside event gateSeq: the event is
+	// in flight, so its next owner must reclaim it and run it first.
+	bLease := PartitionLease(PartitionStream("order", gateClient), "orders").Key
+	eventually(t, 20*time.Second, "b's owner inside event gateSeq", func() bool {
+		tok := c.Get(ctx, bLease).Val()
+		last := c.LRange(ctx, arrivedKey, -1, -1).Val()
+		return tok != "" && len(last) == 1 && last[0] == tok
+	})
+	if got := applied(gateClient); got != gateSeq-1 {
+		t.Fatalf("precondition: b applied %d events before the crash, want %d", got, gateSeq-1)
+	}
+	crashedToken := c.Get(ctx, bLease).Val()
+	crashed, _, _ := ParseToken(crashedToken)
+	procs[crashed].Process.Kill()
+	procs[crashed].Wait()
+	delete(procs, crashed)
+	// Keep two instances: start a replacement, then let b's event through.
+	procs["w3"] = startWorker(t, "w3", addr)
+	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: gateKey, Values: []any{"open", "1"}}).Err(); err != nil {
+		t.Fatal(err)
 	}
 	for _, k := range keys {
 		eventually(t, 30*time.Second, "key "+k+" done", func() bool {
@@ -140,6 +190,14 @@ func TestProcessesStallAndCrashKeepOrder(t *testing.T) {
 		if !inOrder(got, n) {
 			t.Errorf("key %s committed %v, want 1..%d in order (one re-run allowed)", k, got, n)
 		}
+	}
+	// The crash leg ran: event gateSeq of b was reclaimed and run again by
+	// another owner than the crashed one.
+	arrived := c.LRange(ctx, arrivedKey, 0, -1).Val()
+	if len(arrived) < 2 {
+		t.Errorf("b's event %d ran under %v; want a run by a new owner after %s crashed in it", gateSeq, arrived, crashedToken)
+	} else if o, _, _ := ParseToken(arrived[len(arrived)-1]); o == crashed {
+		t.Errorf("b's event %d last ran under the crashed owner %s (%v)", gateSeq, crashed, arrived)
 	}
 	for _, cmd := range procs {
 		cmd.Process.Signal(syscall.SIGTERM)
