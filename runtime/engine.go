@@ -35,6 +35,12 @@ type Engine struct {
 	leaving  atomic.Bool           // stop announcing: graceful stop began
 	// acquireLogs rate-limits the failed-acquire warning per handler.
 	acquireLogs map[string]*acquireLog
+
+	// unkeyed holds, per unkeyed handler with running workers, the member
+	// announcer and the entries halted on (unkeyed_members.go); its own
+	// lock, since workers join and leave outside e.mu.
+	unkeyedMu sync.Mutex
+	unkeyed   map[string]*unkeyedState
 }
 
 // NewEngine returns an engine reading through c. Register handlers, then
@@ -147,6 +153,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer func() { e.mu.Lock(); e.running = false; e.mu.Unlock() }()
 
 	if err := LoadScripts(ctx, e.c); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped before it started: a graceful stop, nothing owned
+		}
 		return fmt.Errorf("seqby engine: load scripts (is Redis reachable?): %w", err)
 	}
 	cs := e.consumers()

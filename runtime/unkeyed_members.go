@@ -32,18 +32,6 @@ type unkeyedState struct {
 	liveAt time.Time           // when live was read
 }
 
-type unkeyedRef struct {
-	e       *Engine
-	handler string
-}
-
-// unkeyedStates holds the live states; an entry is dropped when its last
-// worker leaves, so engines are not retained after Run returns.
-var unkeyedStates = struct {
-	mu sync.Mutex
-	m  map[unkeyedRef]*unkeyedState
-}{m: map[unkeyedRef]*unkeyedState{}}
-
 // maxHaltedIDs bounds the halted entries an instance remembers per
 // handler; one evicted is re-run (and alerted) once more if met again.
 const maxHaltedIDs = 10000
@@ -53,17 +41,19 @@ const maxHaltedIDs = 10000
 // live before it reads anything) and starts the announcer. Call
 // leaveUnkeyed when the worker ends.
 func (e *Engine) joinUnkeyed(base context.Context, handler string) *unkeyedState {
-	ref := unkeyedRef{e, handler}
-	unkeyedStates.mu.Lock()
-	st := unkeyedStates.m[ref]
+	e.unkeyedMu.Lock()
+	st := e.unkeyed[handler]
 	if st != nil {
 		st.refs++
-		unkeyedStates.mu.Unlock()
+		e.unkeyedMu.Unlock()
 		return st
 	}
 	st = &unkeyedState{refs: 1, done: make(chan struct{}), exited: make(chan struct{}), halted: map[string]struct{}{}}
-	unkeyedStates.m[ref] = st
-	unkeyedStates.mu.Unlock()
+	if e.unkeyed == nil {
+		e.unkeyed = map[string]*unkeyedState{}
+	}
+	e.unkeyed[handler] = st
+	e.unkeyedMu.Unlock()
 	e.announceUnkeyed(base, handler, true)
 	go e.announceUnkeyedLoop(base, handler, st)
 	return st
@@ -74,15 +64,14 @@ func (e *Engine) joinUnkeyed(base context.Context, handler string) *unkeyedState
 // over this consumer's pending entries (its halted ones) at once, and
 // delete the consumer.
 func (e *Engine) leaveUnkeyed(handler string) {
-	ref := unkeyedRef{e, handler}
-	unkeyedStates.mu.Lock()
-	st := unkeyedStates.m[ref]
+	e.unkeyedMu.Lock()
+	st := e.unkeyed[handler]
 	st.refs--
 	last := st.refs == 0
 	if last {
-		delete(unkeyedStates.m, ref)
+		delete(e.unkeyed, handler)
 	}
-	unkeyedStates.mu.Unlock()
+	e.unkeyedMu.Unlock()
 	if last {
 		close(st.done)
 		<-st.exited
