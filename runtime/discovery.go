@@ -94,30 +94,7 @@ func (e *Engine) balance(base context.Context, stop <-chan struct{}, handler str
 	}
 	target := (len(cands) + int(max(live, 1)) - 1) / int(max(live, 1))
 
-	e.mu.Lock()
-	var mine []*partition
-	for _, p := range e.parts {
-		if p.reg.Name == handler && !p.releasing() && p.ctx.Err() == nil {
-			mine = append(mine, p)
-		}
-	}
-	e.mu.Unlock()
-	if excess := len(mine) - target; excess > 0 {
-		// Hand over halted partitions first: they carry no flow, and their
-		// next owner retries the head once more.
-		sort.Slice(mine, func(i, j int) bool {
-			if mine[i].isHalted() != mine[j].isHalted() {
-				return !mine[i].isHalted()
-			}
-			return mine[i].id < mine[j].id
-		})
-		for _, p := range mine[len(mine)-excess:] {
-			e.log.Info("seqby: handing over a partition above fair share", "stream", p.lanes[0], "target", target, "owned", len(mine))
-			p.requestRelease()
-		}
-		return
-	}
-	need := target - len(mine)
+	need := e.share(handler, target)
 	rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
 	for _, cd := range cands {
 		if need <= 0 {
@@ -218,4 +195,35 @@ func (e *Engine) acquireFailed(handler, partition string, err error) {
 	e.mu.Unlock()
 	e.log.Warn("seqby: acquiring a lease failed; the partition stays unowned and unprocessed until an acquire succeeds (retried every discovery cycle). Check that Redis is reachable and healthy, and that the lease and generation keys hold what seqby wrote (the generation key must be an integer)",
 		"handler", handler, "partition", partition, "err", err, "failures_not_logged", suppressed, "logged_at_most_every", acquireLogEvery)
+}
+
+// share compares what this instance owns of handler's partitions (or pm
+// correlation values) with its fair share, target. Above it, it hands the
+// excess over at a message boundary, halted partitions first (they carry
+// no flow, and their next owner retries the head once more). It returns
+// how many more to claim (zero or less: none).
+func (e *Engine) share(handler string, target int) int {
+	e.mu.Lock()
+	var mine []*partition
+	for _, p := range e.parts {
+		if p.reg.Name == handler && !p.releasing() && p.ctx.Err() == nil {
+			mine = append(mine, p)
+		}
+	}
+	e.mu.Unlock()
+	excess := len(mine) - target
+	if excess <= 0 {
+		return -excess
+	}
+	sort.Slice(mine, func(i, j int) bool {
+		if mine[i].isHalted() != mine[j].isHalted() {
+			return !mine[i].isHalted()
+		}
+		return mine[i].id < mine[j].id
+	})
+	for _, p := range mine[len(mine)-excess:] {
+		e.log.Info("seqby: handing over above fair share", "handler", handler, "partition", p.key, "stream", p.lanes[0], "target", target, "owned", len(mine))
+		p.requestRelease()
+	}
+	return 0
 }

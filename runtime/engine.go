@@ -237,11 +237,16 @@ func (e *Engine) Status() Status {
 	return s
 }
 
-// reportHalt logs a halt and calls OnHalt, whose panic must not crash us.
+// reportHalt logs a partition's halt and alerts OnHalt.
 func (e *Engine) reportHalt(h Halt) {
 	e.log.Error("seqby: partition halted; its head stays pending and nothing later for the key is applied until an operator resolves it (seqbyctl halted, inspect, skip, dlq)",
 		"handler", h.Handler, "category", h.Category, "key", h.Key, "stream", h.Stream,
 		"entry", h.EntryID, "type", h.MessageType, "reason", h.Reason, "err", h.Err, "generation", h.Generation)
+	e.alert(h)
+}
+
+// alert calls OnHalt, whose panic must not crash us.
+func (e *Engine) alert(h Halt) {
 	if e.o.OnHalt == nil {
 		return
 	}

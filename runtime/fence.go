@@ -20,8 +20,14 @@ type Entry struct {
 // ErrFenced when the lease no longer holds this token. It never blocks:
 // Redis forbids XREADGROUP BLOCK inside a script.
 func FencedRead(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string) (e Entry, ok bool, err error) {
+	return fencedReadWith(ctx, scriptRead, c, l, group, lanes, 1)
+}
+
+// fencedReadWith runs a fenced read script, whose reply is {0} when every
+// lane is drained or {lane (1-based), entries}.
+func fencedReadWith(ctx context.Context, script *redis.Script, c redis.UniversalClient, l Lease, group string, lanes []string, arg int) (e Entry, ok bool, err error) {
 	keys := append([]string{l.Ref.Key}, lanes...)
-	res, err := scriptRead.Run(ctx, c, keys, l.Token(), group, 1).Slice()
+	res, err := script.Run(ctx, c, keys, l.Token(), group, arg).Slice()
 	if err != nil {
 		return Entry{}, false, fmt.Errorf("fenced read of %v: %w", lanes, fenced(err, l))
 	}

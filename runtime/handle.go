@@ -23,26 +23,16 @@ const (
 // unknown types halt.
 func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, reg Registration, category string, en Entry) (outcome, *Halt) {
 	halt := func(reason string, err error) (outcome, *Halt) {
-		return outHalt, &Halt{Handler: reg.Name, Category: category, Stream: en.Stream, EntryID: en.ID,
-			MessageType: en.Fields[FieldType], MessageID: en.Fields[FieldID], Reason: reason, Err: err,
-			Owner: e.o.OwnerID, At: time.Now()}
+		return outHalt, e.haltOf(reg, category, en, reason, err)
 	}
-	if en.Fields == nil {
-		e.log.Warn("seqby: pending entry was deleted from the stream; acking it", "stream", en.Stream, "entry", en.ID, "handler", reg.Name)
+	rt, m, skip, h := e.decodeEntry(reg, category, en)
+	switch {
+	case h != nil:
+		return outHalt, h
+	case skip:
 		return outDone, nil
 	}
-	typ := en.Fields[FieldType]
-	rt, ok := routeFor(reg, category, typ)
-	if !ok && e.KnownType(category, typ) {
-		return outDone, nil // another handler's message type: skip it
-	}
-	if !ok {
-		return halt("unknown message type", fmt.Errorf("handler %s has no route for type %q on %s", reg.Name, typ, category))
-	}
-	m, err := safeDecode(rt, e.o.Codec, []byte(en.Fields[FieldPayload]))
-	if err != nil {
-		return halt("undecodable payload", err)
-	}
+	var err error
 	corr := ""
 	if reg.Kind == ProcessManager { // a pm that is not sequential (pm.go has the others)
 		if corr, err = safeCorrelate(rt, m); err != nil {
@@ -86,6 +76,38 @@ func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, reg Registra
 		}
 		backoff = min(2*backoff, e.o.MaxBackoff)
 	}
+}
+
+// haltOf describes an entry that cannot be processed.
+func (e *Engine) haltOf(reg Registration, category string, en Entry, reason string, err error) *Halt {
+	return &Halt{Handler: reg.Name, Category: category, Stream: en.Stream, EntryID: en.ID,
+		MessageType: en.Fields[FieldType], MessageID: en.Fields[FieldID], Reason: reason, Err: err,
+		Owner: e.o.OwnerID, At: time.Now()}
+}
+
+// decodeEntry finds the entry's route and decodes its payload. skip: the
+// entry was deleted while pending, or it is another handler's message
+// type; ack it and move on. A non-nil Halt: the entry cannot be processed
+// (a type this build does not know, or an undecodable payload).
+func (e *Engine) decodeEntry(reg Registration, category string, en Entry) (rt Route, m Message, skip bool, h *Halt) {
+	if en.Fields == nil {
+		e.log.Warn("seqby: pending entry was deleted from the stream; acking it", "stream", en.Stream, "entry", en.ID, "handler", reg.Name)
+		return rt, nil, true, nil
+	}
+	typ := en.Fields[FieldType]
+	rt, ok := routeFor(reg, category, typ)
+	if !ok && e.KnownType(category, typ) {
+		return rt, nil, true, nil // another handler's message type
+	}
+	if !ok {
+		return rt, nil, false, e.haltOf(reg, category, en, "unknown message type",
+			fmt.Errorf("%s %s has no route for type %q on %s, and no registration lists it: deploy a build that knows it, or skip it with seqbyctl", reg.Kind, reg.Name, typ, category))
+	}
+	m, err := safeDecode(rt, e.o.Codec, []byte(en.Fields[FieldPayload]))
+	if err != nil {
+		return rt, nil, false, e.haltOf(reg, category, en, "undecodable payload", err)
+	}
+	return rt, m, false, nil
 }
 
 // safeDecode runs generated Decode, turning a panic into an error.

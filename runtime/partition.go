@@ -170,32 +170,40 @@ func (p *partition) run() {
 			}
 			continue
 		}
-		out, h := e.handle(p.ctx, p.release, p.reg, p.category, en)
-		switch out {
-		case outLost, outStop:
+		if out, h := e.handle(p.ctx, p.release, p.reg, p.category, en); !p.settle(en, out, h) {
 			return
-		case outHalt:
-			h.Key, h.Generation = p.key, p.lease.Generation
-			p.mu.Lock()
-			p.halt = h
-			p.mu.Unlock()
-			e.reportHalt(*h)
-			if !p.recordHalt(h) {
-				return
-			}
-			continue
 		}
-		for {
-			err := FencedAck(p.ctx, e.c, p.lease, p.reg.Name, en.Stream, en.ID)
-			if err == nil {
-				break
-			}
-			if !p.retryable(err) {
-				return
-			}
-		}
-		p.acked(en)
 	}
+}
+
+// settle finishes one entry by its outcome: a halt is recorded and
+// reported (the entry stays pending as the head), a processed entry is
+// acked under the fence. False: the partition must end (lease lost,
+// stopping, or fenced).
+func (p *partition) settle(en Entry, out outcome, h *Halt) bool {
+	e := p.e
+	switch out {
+	case outLost, outStop:
+		return false
+	case outHalt:
+		h.Key, h.Generation = p.key, p.lease.Generation
+		p.mu.Lock()
+		p.halt = h
+		p.mu.Unlock()
+		e.reportHalt(*h)
+		return p.recordHalt(h)
+	}
+	for {
+		err := FencedAck(p.ctx, e.c, p.lease, p.reg.Name, en.Stream, en.ID)
+		if err == nil {
+			break
+		}
+		if !p.retryable(err) {
+			return false
+		}
+	}
+	p.acked(en)
+	return true
 }
 
 // finish releases the lease and forgets the partition. A lease counted

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -43,25 +42,7 @@ func pmPartitionID(pm, correlation string) string { return pm + "\x00\x00" + cor
 // entry is delivered: the other lanes' next entries are looked at without
 // being delivered, so an entry is pending only while it is in flight.
 func FencedReadOldest(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string, primaries int) (e Entry, ok bool, err error) {
-	keys := append([]string{l.Ref.Key}, lanes...)
-	res, err := scriptReadOldest.Run(ctx, c, keys, l.Token(), group, primaries).Slice()
-	if err != nil {
-		return Entry{}, false, fmt.Errorf("fenced read of %v: %w", lanes, fenced(err, l))
-	}
-	lane, _ := res[0].(int64)
-	if lane == 0 {
-		return Entry{}, false, nil
-	}
-	if lane < 1 || int(lane) > len(lanes) || len(res) < 2 {
-		return Entry{}, false, fmt.Errorf("fenced read of %v: unexpected reply %v", lanes, res)
-	}
-	entries, _ := res[1].([]any)
-	if len(entries) == 0 {
-		return Entry{}, false, fmt.Errorf("fenced read of %v: unexpected reply %v", lanes, res)
-	}
-	e, err = parseEntry(entries[0])
-	e.Stream = lanes[lane-1]
-	return e, err == nil, err
+	return fencedReadWith(ctx, scriptReadOldest, c, l, group, lanes, primaries)
 }
 
 // newPMPartition wraps an acquired lease on pm's correlation value.
@@ -121,31 +102,9 @@ func (p *partition) runPM() {
 			continue
 		}
 		category := p.laneCats[max(slices.Index(p.lanes, en.Stream), 0)]
-		out, h := e.handlePM(p, category, en)
-		switch out {
-		case outLost, outStop:
+		if out, h := e.handlePM(p, category, en); !p.settle(en, out, h) {
 			return
-		case outHalt:
-			h.Key, h.Generation = p.key, p.lease.Generation
-			p.mu.Lock()
-			p.halt = h
-			p.mu.Unlock()
-			e.reportHalt(*h)
-			if !p.recordHalt(h) {
-				return
-			}
-			continue
 		}
-		for {
-			err := FencedAck(p.ctx, e.c, p.lease, p.reg.Name, en.Stream, en.ID)
-			if err == nil {
-				break
-			}
-			if !p.retryable(err) {
-				return
-			}
-		}
-		p.acked(en)
 	}
 }
 
@@ -174,25 +133,14 @@ func (p *partition) idle(marks []uint64) {
 func (e *Engine) handlePM(p *partition, category string, en Entry) (outcome, *Halt) {
 	reg := p.reg
 	halt := func(reason string, err error) (outcome, *Halt) {
-		return outHalt, &Halt{Handler: reg.Name, Category: category, Stream: en.Stream, EntryID: en.ID,
-			MessageType: en.Fields[FieldType], MessageID: en.Fields[FieldID], Reason: reason, Err: err,
-			Owner: e.o.OwnerID, At: time.Now()}
+		return outHalt, e.haltOf(reg, category, en, reason, err)
 	}
-	if en.Fields == nil {
-		e.log.Warn("seqby: pending entry was deleted from the stream; acking it", "stream", en.Stream, "entry", en.ID, "handler", reg.Name)
+	rt, m, skip, h := e.decodeEntry(reg, category, en)
+	switch {
+	case h != nil:
+		return outHalt, h
+	case skip:
 		return outDone, nil
-	}
-	typ := en.Fields[FieldType]
-	rt, ok := routeFor(reg, category, typ)
-	if !ok && e.KnownType(category, typ) {
-		return outDone, nil // another handler's message type: skip it
-	}
-	if !ok {
-		return halt("unknown message type", fmt.Errorf("pm %s has no route for type %q on %s", reg.Name, typ, category))
-	}
-	m, err := safeDecode(rt, e.o.Codec, []byte(en.Fields[FieldPayload]))
-	if err != nil {
-		return halt("undecodable payload", err)
 	}
 	corr, err := safeCorrelate(rt, m)
 	if err != nil {
@@ -335,28 +283,7 @@ func (e *Engine) balancePM(base context.Context, stop <-chan struct{}, name stri
 	n := int(max(live, 1))
 	target := (len(cands) + n - 1) / n
 
-	e.mu.Lock()
-	var mine []*partition
-	for _, p := range e.parts {
-		if p.reg.Name == name && !p.releasing() && p.ctx.Err() == nil {
-			mine = append(mine, p)
-		}
-	}
-	e.mu.Unlock()
-	if excess := len(mine) - target; excess > 0 {
-		sort.Slice(mine, func(i, j int) bool {
-			if mine[i].isHalted() != mine[j].isHalted() {
-				return !mine[i].isHalted()
-			}
-			return mine[i].id < mine[j].id
-		})
-		for _, p := range mine[len(mine)-excess:] {
-			e.log.Info("seqby: handing over a pm correlation value above fair share", "handler", name, "correlation", p.key, "target", target, "owned", len(mine))
-			p.requestRelease()
-		}
-		return
-	}
-	need := target - len(mine)
+	need := e.share(name, target)
 	rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
 	for _, corr := range cands {
 		if need <= 0 {

@@ -427,21 +427,13 @@ func (e *Engine) noteUnkeyedHalt(h Halt) bool {
 	return true
 }
 
-// reportUnkeyedHalt logs an unkeyed halt and calls OnHalt, whose panic
-// must not crash us. Unlike a partition's halt nothing waits behind it.
+// reportUnkeyedHalt logs an unkeyed halt and alerts OnHalt. Unlike a
+// partition's halt nothing waits behind it.
 func (e *Engine) reportUnkeyedHalt(h Halt) {
 	e.log.Error("seqby: message left pending after its retries; the handler moves on (unkeyed: nothing waits behind it). It is not re-run by this instance; XACK it once handled, or another instance retries it after this one stops",
 		"handler", h.Handler, "category", h.Category, "key", h.Key, "stream", h.Stream,
 		"entry", h.EntryID, "type", h.MessageType, "reason", h.Reason, "err", h.Err)
-	if e.o.OnHalt == nil {
-		return
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			e.log.Error("seqby: OnHalt panicked", "panic", p)
-		}
-	}()
-	e.o.OnHalt(h)
+	e.alert(h)
 }
 
 // ensureGroup creates group on stream from id 0 (with MKSTREAM when mk);
