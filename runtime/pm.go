@@ -160,7 +160,7 @@ func (e *Engine) handlePM(p *partition, category string, en Entry) (outcome, *Ha
 		case <-p.ctx.Done():
 			return outLost, nil
 		}
-		infra, err = e.applyPM(ctx, reg, rt, corr, m)
+		infra, err = e.applyPM(ctx, reg, rt, corr, m, &en)
 		<-e.sem
 		if err == nil {
 			return outDone, nil
@@ -205,7 +205,7 @@ const maxStateConflicts = 20
 // handle method on the fresh state (optimistic concurrency).
 func (e *Engine) applyPMOptimistic(ctx context.Context, reg Registration, rt Route, corr string, m Message) error {
 	for conflicts := 0; ; conflicts++ {
-		_, err := e.applyPM(ctx, reg, rt, corr, m)
+		_, err := e.applyPM(ctx, reg, rt, corr, m, nil)
 		if !errors.Is(err, ErrStateConflict) || conflicts >= maxStateConflicts || ctx.Err() != nil {
 			return err
 		}
@@ -214,10 +214,28 @@ func (e *Engine) applyPMOptimistic(ctx context.Context, reg Registration, rt Rou
 
 // applyPM is one attempt: load, invoke, save; the caller holds e.sem.
 // infra reports a store failure that is not the message's fault.
-func (e *Engine) applyPM(ctx context.Context, reg Registration, rt Route, corr string, m Message) (infra bool, err error) {
-	data, version, err := e.o.StateStore.Load(ctx, reg.Name, corr)
+func (e *Engine) applyPM(ctx context.Context, reg Registration, rt Route, corr string, m Message, en *Entry) (infra bool, err error) {
+	var data []byte
+	var version int64
+	last := ""
+	if al, ok := e.o.StateStore.(appliedLoader); ok && en != nil {
+		data, version, last, err = al.loadApplied(ctx, reg.Name, corr, en.Stream)
+	} else {
+		data, version, err = e.o.StateStore.Load(ctx, reg.Name, corr)
+	}
 	if err != nil {
 		return true, fmt.Errorf("load state of pm %s for %q: %w", reg.Name, corr, err)
+	}
+	if last != "" && !entryAfter(en.ID, last) {
+		// Saved with the state by a previous owner that died before its
+		// ack: applying it again would count it twice.
+		e.log.Info("seqby: pm entry already in the saved state; acking it without applying it again",
+			"handler", reg.Name, "correlation", corr, "stream", en.Stream, "entry", en.ID)
+		return false, nil
+	}
+	saveCtx := ctx
+	if en != nil {
+		saveCtx = withApplied(ctx, en.Stream, en.ID)
 	}
 	state := reg.NewState()
 	if data != nil {
@@ -231,7 +249,7 @@ func (e *Engine) applyPM(ctx context.Context, reg Registration, rt Route, corr s
 	if data, err = json.Marshal(state); err != nil {
 		return false, fmt.Errorf("encode state of pm %s for %q: %w", reg.Name, corr, err)
 	}
-	if err := e.o.StateStore.Save(ctx, reg.Name, corr, data, version); err != nil {
+	if err := e.o.StateStore.Save(saveCtx, reg.Name, corr, data, version); err != nil {
 		return !errors.Is(err, ErrStateConflict), fmt.Errorf("save state of pm %s for %q: %w", reg.Name, corr, err)
 	}
 	return false, nil

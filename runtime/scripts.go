@@ -169,11 +169,13 @@ func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
-// scriptSaveState: KEYS state hash [, lease]; ARGV expected version, data
-// [, token]. With a lease, fails with the fence error unless it holds the
-// token, so a stale pm owner cannot save. Then stores data as the next
-// version only if the stored version (0 when none) is the expected one.
-// Returns {1, new version} or {0, stored version}.
+// scriptSaveState: KEYS state hash [, lease]; ARGV expected version, data,
+// token ("" without a lease), applied field ("" for none), entry id. With
+// a lease, fails with the fence error unless it holds the token, so a
+// stale pm owner cannot save. Then stores data as the next version only if
+// the stored version (0 when none) is the expected one, recording in the
+// same step the entry the state now includes. Returns {1, new version} or
+// {0, stored version}.
 var scriptSaveState = redis.NewScript(`
 if KEYS[2] and redis.call('GET', KEYS[2]) ~= ARGV[3] then
   return redis.error_reply('SEQBY_FENCED lease ' .. KEYS[2] .. ' is not held by ' .. ARGV[3])
@@ -181,6 +183,7 @@ end
 local cur = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
 if cur ~= tonumber(ARGV[1]) then return {0, cur} end
 redis.call('HSET', KEYS[1], 'version', cur + 1, 'data', ARGV[2])
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], ARGV[4], ARGV[5]) end
 return {1, cur + 1}
 `)
 

@@ -69,6 +69,26 @@ func (s *RedisStateStore) Load(ctx context.Context, pm, correlation string) ([]b
 	return []byte(data), v, nil
 }
 
+// loadApplied is Load plus the last entry of stream the state includes.
+func (s *RedisStateStore) loadApplied(ctx context.Context, pm, correlation, stream string) ([]byte, int64, string, error) {
+	key := StateKey(pm, correlation)
+	vals, err := s.c.HMGet(ctx, key, "version", "data", appliedField(stream)).Result()
+	if err != nil {
+		return nil, 0, "", fmt.Errorf("load pm state %s: %w", key, err)
+	}
+	if len(vals) != 3 || vals[0] == nil {
+		return nil, 0, "", nil
+	}
+	vs, _ := vals[0].(string)
+	v, err := strconv.ParseInt(vs, 10, 64)
+	if err != nil {
+		return nil, 0, "", fmt.Errorf("load pm state %s: bad version %q: %w", key, vs, err)
+	}
+	data, _ := vals[1].(string)
+	last, _ := vals[2].(string)
+	return []byte(data), v, last, nil
+}
+
 // Save stores data as the next version of pm's instance for correlation
 // if expectVersion is still current (ErrStateConflict otherwise), and, when
 // ctx carries the instance's lease, only while that lease holds
@@ -76,11 +96,15 @@ func (s *RedisStateStore) Load(ctx context.Context, pm, correlation string) ([]b
 func (s *RedisStateStore) Save(ctx context.Context, pm, correlation string, data []byte, expectVersion int64) error {
 	key := StateKey(pm, correlation)
 	keys := []string{key}
-	args := []any{expectVersion, data}
+	token, field, id := "", "", ""
 	if li, ok := LeaseFromContext(ctx); ok && li.Handler == pm && li.Key == correlation && li.LeaseKey != "" {
 		keys = append(keys, li.LeaseKey)
-		args = append(args, li.Token)
+		token = li.Token
 	}
+	if a, ok := ctx.Value(appliedCtxKey{}).(appliedMark); ok {
+		field, id = appliedField(a.stream), a.id
+	}
+	args := []any{expectVersion, data, token, field, id}
 	res, err := scriptSaveState.Run(ctx, s.c, keys, args...).Slice()
 	if err != nil {
 		if isFenceErr(err) {
@@ -104,6 +128,7 @@ type MemoryStateStore struct {
 type memState struct {
 	data    []byte
 	version int64
+	applied map[string]string // stream -> last entry id included
 }
 
 var _ StateStore = (*MemoryStateStore)(nil)
@@ -123,15 +148,70 @@ func (s *MemoryStateStore) Load(_ context.Context, pm, correlation string) ([]by
 }
 
 // Save stores a copy of data if expectVersion is current.
-func (s *MemoryStateStore) Save(_ context.Context, pm, correlation string, data []byte, expectVersion int64) error {
+func (s *MemoryStateStore) Save(ctx context.Context, pm, correlation string, data []byte, expectVersion int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id := pm + "\x00" + correlation
-	if cur := s.m[id].version; cur != expectVersion {
-		return fmt.Errorf("save pm state %s/%s at version %d (stored: %d): %w", pm, correlation, expectVersion, cur, ErrStateConflict)
+	old := s.m[id]
+	if old.version != expectVersion {
+		return fmt.Errorf("save pm state %s/%s at version %d (stored: %d): %w", pm, correlation, expectVersion, old.version, ErrStateConflict)
 	}
-	s.m[id] = memState{data: append([]byte(nil), data...), version: expectVersion + 1}
+	applied := map[string]string{}
+	for k, v := range old.applied {
+		applied[k] = v
+	}
+	if a, ok := ctx.Value(appliedCtxKey{}).(appliedMark); ok {
+		applied[a.stream] = a.id
+	}
+	s.m[id] = memState{data: append([]byte(nil), data...), version: expectVersion + 1, applied: applied}
 	return nil
+}
+
+// loadApplied is Load plus the last entry of stream the state includes.
+func (s *MemoryStateStore) loadApplied(ctx context.Context, pm, correlation, stream string) ([]byte, int64, string, error) {
+	data, v, err := s.Load(ctx, pm, correlation)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return data, v, s.m[pm+"\x00"+correlation].applied[stream], err
+}
+
+// A sequential pm's owner applies each stream of a correlation value in
+// order, so the state can say which entry of each stream it already
+// includes. The engine passes the entry being applied to Save through the
+// context, and the built-in stores record it in the same atomic step as
+// the state: an entry redelivered after its owner died between save and
+// ack is then recognised and acked without being applied twice. A custom
+// StateStore that ignores the mark keeps plain at-least-once.
+
+// appliedLoader is implemented by the stores that record applied entries.
+type appliedLoader interface {
+	loadApplied(ctx context.Context, pm, correlation, stream string) (data []byte, version int64, lastApplied string, err error)
+}
+
+type appliedCtxKey struct{}
+
+type appliedMark struct{ stream, id string }
+
+func withApplied(ctx context.Context, stream, id string) context.Context {
+	return context.WithValue(ctx, appliedCtxKey{}, appliedMark{stream, id})
+}
+
+// appliedField names the state hash field holding a stream's last applied
+// entry id.
+func appliedField(stream string) string { return "applied:" + stream }
+
+// entryAfter reports whether stream entry id a comes after b ("ms-seq").
+func entryAfter(a, b string) bool {
+	ams, aseq, _ := strings.Cut(a, "-")
+	bms, bseq, _ := strings.Cut(b, "-")
+	am, _ := strconv.ParseUint(ams, 10, 64)
+	bm, _ := strconv.ParseUint(bms, 10, 64)
+	if am != bm {
+		return am > bm
+	}
+	as, _ := strconv.ParseUint(aseq, 10, 64)
+	bs, _ := strconv.ParseUint(bseq, 10, 64)
+	return as > bs
 }
 
 // isFenceErr reports whether err is a script's fence error.
