@@ -136,7 +136,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.PartitionWarnThreshold = 2000
 	}
 	if o.HeartbeatInterval >= o.LeaseTTL-o.LeaseMargin {
-		return o, fmt.Errorf("%w: HeartbeatInterval %v must be well below LeaseTTL %v minus LeaseMargin %v; use LeaseTTL/5", ErrOptions, o.HeartbeatInterval, o.LeaseTTL, o.LeaseMargin)
+		return o, fmt.Errorf("%w: HeartbeatInterval %v must be below LeaseTTL %v minus LeaseMargin %v (LeaseTTL/5 is a good value)", ErrOptions, o.HeartbeatInterval, o.LeaseTTL, o.LeaseMargin)
 	}
 	if err := CheckKey("", "BackfillSuffix", o.BackfillSuffix); err != nil && o.BackfillSuffix != DefaultBackfillSuffix {
 		return o, fmt.Errorf("%w: BackfillSuffix %q: %w", ErrOptions, o.BackfillSuffix, err)

@@ -42,8 +42,10 @@ type Status struct {
 	OwnerID    string
 	Running    bool
 	Partitions []PartitionStatus // owned partitions, sorted by handler, stream
-	// Halts lists halts on unpartitioned categories (messages left pending
-	// after their retries); partitioned halts are in Partitions.
+	// Halts lists halts of unkeyed handlers and of pms that are not
+	// sequential (messages left pending after their retries, on any
+	// category); a keyed partition's or sequential pm value's halt is in
+	// Partitions.
 	Halts []Halt
 }
 

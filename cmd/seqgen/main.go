@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	seqgen [-check] [packages]
+//	seqgen [-check] [-version] [packages]
 //
 // Packages default to ./... and the tool is meant to run once per module,
 // from its root, since some checks need every handler of a category in view:

@@ -60,7 +60,7 @@ func (h *counter) registration() runtime.Registration {
 	}
 }
 
-// BenchmarkKeyedEndToEnd publishes b.N events over 64 keys, then measures
+// BenchmarkKeyedEndToEnd publishes b.N events over 8 or 64 keys, then measures
 // until two engine instances (in this process) have applied them all.
 func BenchmarkKeyedEndToEnd(b *testing.B) {
 	for _, keys := range []int{8, 64} {
