@@ -169,6 +169,14 @@ func newCluster(t *testing.T, leaseTTL time.Duration) *cluster {
 // live member of the Recorder's group.
 func (c *cluster) start(id string) *child {
 	c.t.Helper()
+	return c.launch(id, envChild, group)
+}
+
+// launch runs the test binary as child process id, in the role the env
+// variable childEnv selects, and waits until it is a live member of the
+// handler's group (the engine announces itself before it claims anything).
+func (c *cluster) launch(id, childEnv, handler string) *child {
+	c.t.Helper()
 	logPath := filepath.Join(c.logDir, id+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -176,7 +184,7 @@ func (c *cluster) start(id string) *child {
 	}
 	defer logf.Close()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envChild+"=1", envRedis+"="+c.addr, envInstance+"="+id, envLeaseTTL+"="+c.leaseTTL.String())
+	cmd.Env = append(os.Environ(), childEnv+"=1", envRedis+"="+c.addr, envInstance+"="+id, envLeaseTTL+"="+c.leaseTTL.String())
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group (a terminal's ^C is for the test, which then
 	// kills its children), and killed if the test process dies.
@@ -195,7 +203,7 @@ func (c *cluster) start(id string) *child {
 			c.t.Fatalf("instance %s exited at start: %v\n%s", id, ch.err, tail(ch.log, 40))
 		default:
 		}
-		_, err := c.rdb.ZScore(c.ctx, runtime.MembersKey(group), id).Result()
+		_, err := c.rdb.ZScore(c.ctx, runtime.MembersKey(handler), id).Result()
 		return err == nil
 	})
 	return ch

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -228,34 +226,7 @@ func pmChildMain() int {
 // the pm's group.
 func (c *cluster) startPM(id string) *child {
 	c.t.Helper()
-	logPath := filepath.Join(c.logDir, id+".log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envPMChild+"=1", envRedis+"="+c.addr, envInstance+"="+id, envLeaseTTL+"="+c.leaseTTL.String())
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		c.t.Fatalf("start pm instance %s: %v", id, err)
-	}
-	ch := &child{id: id, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() { ch.err = cmd.Wait(); close(ch.done) }()
-	c.mu.Lock()
-	c.procs[id] = ch
-	c.mu.Unlock()
-	c.eventually(30*time.Second, "pm instance "+id+" live", func() bool {
-		select {
-		case <-ch.done:
-			c.t.Fatalf("pm instance %s exited at start: %v\n%s", id, ch.err, tail(ch.log, 40))
-		default:
-		}
-		_, err := c.rdb.ZScore(c.ctx, runtime.MembersKey(pmName), id).Result()
-		return err == nil
-	})
-	return ch
+	return c.launch(id, envPMChild, pmName)
 }
 
 // pmEvents returns correlation value v's events from..to, alternating
