@@ -106,28 +106,39 @@ func (e *Engine) balance(base context.Context, stop <-chan struct{}, handler str
 		default:
 		}
 		stream := PartitionStream(cd.c.category, cd.key)
-		id := partitionID(handler, stream)
-		e.mu.Lock()
-		_, have := e.parts[id]
-		e.mu.Unlock()
-		if have {
-			continue
+		if e.tryClaim(ctx, wg, partitionID(handler, stream), PartitionLease(stream, handler), handler, stream,
+			func(l Lease, sent time.Time) *partition { return e.newPartition(base, cd.c, cd.key, l, sent) },
+			(*partition).run) {
+			need--
 		}
-		sent := time.Now()
-		l, err := AcquireLease(ctx, e.c, PartitionLease(stream, handler), e.o.OwnerID, e.o.LeaseTTL)
-		if err != nil {
-			e.acquireFailed(handler, stream, err)
-			continue
-		}
-		p := e.newPartition(base, cd.c, cd.key, l, sent)
-		e.mu.Lock()
-		e.parts[id] = p
-		e.mu.Unlock()
-		e.log.Info("seqby: acquired partition", "handler", handler, "stream", stream, "token", l.Token())
-		need--
-		wg.Add(1)
-		go func() { defer wg.Done(); p.run() }()
 	}
+}
+
+// tryClaim leases one partition (or pm correlation value) that this
+// instance does not own yet and starts its worker. False when it is owned
+// already, its lease is held by another instance, or acquiring failed.
+func (e *Engine) tryClaim(ctx context.Context, wg *sync.WaitGroup, id string, ref LeaseRef, handler, what string,
+	build func(Lease, time.Time) *partition, work func(*partition)) bool {
+	e.mu.Lock()
+	_, have := e.parts[id]
+	e.mu.Unlock()
+	if have {
+		return false
+	}
+	sent := time.Now()
+	l, err := AcquireLease(ctx, e.c, ref, e.o.OwnerID, e.o.LeaseTTL)
+	if err != nil {
+		e.acquireFailed(handler, what, err)
+		return false
+	}
+	p := build(l, sent)
+	e.mu.Lock()
+	e.parts[id] = p
+	e.mu.Unlock()
+	e.log.Info("seqby: acquired", "handler", handler, "partition", what, "token", l.Token())
+	wg.Add(1)
+	go func() { defer wg.Done(); work(p) }()
+	return true
 }
 
 // leaveMembers removes this instance from the member sets so the others'

@@ -138,21 +138,10 @@ func (p *partition) status() PartitionStatus {
 func (p *partition) run() {
 	e := p.e
 	defer p.finish()
-	if !p.reclaim() {
+	if !p.begin() {
 		return
 	}
-	p.checkHaltRecord()
-	for {
-		if p.ctx.Err() != nil || p.releasing() {
-			return
-		}
-		if p.isHalted() {
-			select {
-			case <-p.ctx.Done():
-			case <-p.release:
-			}
-			return
-		}
+	for !p.parked() {
 		seq := e.wake.mark(p.category, p.key)
 		en, ok, err := FencedRead(p.ctx, e.c, p.lease, p.reg.Name, p.lanes)
 		if err != nil {
@@ -174,6 +163,34 @@ func (p *partition) run() {
 			return
 		}
 	}
+}
+
+// begin reclaims the past owners' pending entries, so they are applied
+// first, and settles a halt record left by a predecessor. False: the
+// partition must end.
+func (p *partition) begin() bool {
+	if !p.reclaim() {
+		return false
+	}
+	p.checkHaltRecord()
+	return true
+}
+
+// parked reports whether the worker must stop: the lease ended, a release
+// was asked for, or the partition is halted, in which case it holds its
+// head until it is released or its lease ends.
+func (p *partition) parked() bool {
+	if p.ctx.Err() != nil || p.releasing() {
+		return true
+	}
+	if p.isHalted() {
+		select {
+		case <-p.ctx.Done():
+		case <-p.release:
+		}
+		return true
+	}
+	return false
 }
 
 // settle finishes one entry by its outcome: a halt is recorded and

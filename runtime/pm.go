@@ -71,22 +71,11 @@ func (e *Engine) newPMPartition(base context.Context, reg Registration, cats []s
 func (p *partition) runPM() {
 	e := p.e
 	defer p.finish()
-	if !p.reclaim() {
+	if !p.begin() {
 		return
 	}
-	p.checkHaltRecord()
 	marks := make([]uint64, len(p.cats))
-	for {
-		if p.ctx.Err() != nil || p.releasing() {
-			return
-		}
-		if p.isHalted() {
-			select {
-			case <-p.ctx.Done():
-			case <-p.release:
-			}
-			return
-		}
+	for !p.parked() {
 		for i, c := range p.cats {
 			marks[i] = e.wake.mark(c, p.key)
 		}
@@ -312,26 +301,10 @@ func (e *Engine) balancePM(base context.Context, stop <-chan struct{}, name stri
 			return
 		default:
 		}
-		id := pmPartitionID(name, corr)
-		e.mu.Lock()
-		_, have := e.parts[id]
-		e.mu.Unlock()
-		if have {
-			continue
+		if e.tryClaim(ctx, wg, pmPartitionID(name, corr), pmLeaseRef(name, corr), name, corr,
+			func(l Lease, sent time.Time) *partition { return e.newPMPartition(base, reg, cats, corr, l, sent) },
+			(*partition).runPM) {
+			need--
 		}
-		sent := time.Now()
-		l, err := AcquireLease(ctx, e.c, pmLeaseRef(name, corr), e.o.OwnerID, e.o.LeaseTTL)
-		if err != nil {
-			e.acquireFailed(name, corr, err)
-			continue
-		}
-		p := e.newPMPartition(base, reg, cats, corr, l, sent)
-		e.mu.Lock()
-		e.parts[id] = p
-		e.mu.Unlock()
-		e.log.Info("seqby: acquired pm correlation value", "handler", name, "correlation", corr, "token", l.Token())
-		need--
-		wg.Add(1)
-		go func() { defer wg.Done(); p.runPM() }()
 	}
 }
