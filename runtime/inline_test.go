@@ -9,8 +9,7 @@ import (
 func TestInlineBrokerOrder(t *testing.T) {
 	b := NewInlineBroker(nil)
 	var got []string
-	var h Registration
-	h = keyedHandler("h", func(ctx context.Context, e *testEvent) error {
+	h := keyedHandler("h", func(ctx context.Context, e *testEvent) error {
 		got = append(got, seqKey(e.Client, e.Seq))
 		if e.Seq == 1 && e.Client == "a" {
 			// Published from inside a handler: queued, not run re-entrantly.

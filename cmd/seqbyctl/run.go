@@ -17,9 +17,6 @@ import (
 	"github.com/seqby/seqby/runtime"
 )
 
-// errUsage marks a usage error (exit 2); its text is already printed.
-var errUsage = errors.New("usage")
-
 const usageText = `usage: seqbyctl [-redis URL] [-timeout D] [-json] COMMAND [flags]
 
 commands:
