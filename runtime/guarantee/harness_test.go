@@ -43,13 +43,36 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// childMain runs one engine instance and returns its exit code: 0 after a
-// graceful stop on SIGTERM.
+// childMain runs one engine instance with the Recorder and returns its
+// exit code: 0 after a graceful stop on SIGTERM. Halts go to a Redis list
+// the tests read; status snapshots carry the owned lease tokens.
 func childMain() int {
+	return runChild("child",
+		func(c *redis.Client, inst string) runtime.Registration {
+			return (&Recorder{Redis: c, Instance: inst}).SeqbyRegistration()
+		},
+		func(c *redis.Client, inst string) func(runtime.Halt) {
+			return func(h runtime.Halt) {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				c.RPush(ctx, haltsKey(), strings.Join([]string{inst, h.Key, h.EntryID, strconv.FormatInt(h.Generation, 10)}, "|"))
+			}
+		},
+		func(p runtime.PartitionStatus) string { return p.Token })
+}
+
+// runChild is the body of every engine child process: it reads its
+// instance id, Redis address and lease TTL from the environment, runs one
+// engine with the registration reg builds until SIGTERM, and publishes
+// numbered snapshots of what it owns ("n|item,item", each item from
+// describe) so a test can wait for a snapshot taken after an event (a
+// resume) instead of sleeping. onHalt may be nil.
+func runChild(role string, reg func(c *redis.Client, inst string) runtime.Registration,
+	onHalt func(c *redis.Client, inst string) func(runtime.Halt), describe func(runtime.PartitionStatus) string) int {
 	inst, addr := os.Getenv(envInstance), os.Getenv(envRedis)
 	ttl, err := time.ParseDuration(os.Getenv(envLeaseTTL))
 	if inst == "" || addr == "" || err != nil {
-		fmt.Fprintf(os.Stderr, "child: bad environment (instance %q, redis %q, lease ttl: %v)\n", inst, addr, err)
+		fmt.Fprintf(os.Stderr, "%s: bad environment (instance %q, redis %q, lease ttl: %v)\n", role, inst, addr, err)
 		return 2
 	}
 	// Never outlive the test process, even if Pdeathsig misses (it follows
@@ -64,8 +87,7 @@ func childMain() int {
 	}()
 	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer c.Close()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	e, err := runtime.NewEngine(c, runtime.Options{
+	opts := runtime.Options{
 		OwnerID:           inst,
 		LeaseTTL:          ttl,
 		HeartbeatInterval: min(200*time.Millisecond, ttl/5),
@@ -74,24 +96,21 @@ func childMain() int {
 		RetryBackoff:      20 * time.Millisecond,
 		MaxBackoff:        100 * time.Millisecond,
 		BlockTimeout:      500 * time.Millisecond,
-		Logger:            log,
-		OnHalt: func(h runtime.Halt) {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			c.RPush(ctx, haltsKey(), strings.Join([]string{inst, h.Key, h.EntryID, strconv.FormatInt(h.Generation, 10)}, "|"))
-		},
-	})
+		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
+	}
+	if onHalt != nil {
+		opts.OnHalt = onHalt(c, inst)
+	}
+	e, err := runtime.NewEngine(c, opts)
 	if err == nil {
-		err = e.Register((&Recorder{Redis: c, Instance: inst}).SeqbyRegistration())
+		err = e.Register(reg(c, inst))
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
+		fmt.Fprintln(os.Stderr, role+":", err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
-	// Publish the owned lease tokens, numbered, so the test can wait for a
-	// snapshot taken after an event (e.g. a resume) instead of sleeping.
 	statusCtx, stopStatus := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -100,11 +119,11 @@ func childMain() int {
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
 		for n := 1; ; n++ {
-			var toks []string
+			var owned []string
 			for _, p := range e.Status().Partitions {
-				toks = append(toks, p.Token)
+				owned = append(owned, describe(p))
 			}
-			c.Set(statusCtx, statusKey(inst), strconv.Itoa(n)+"|"+strings.Join(toks, ","), 0)
+			c.Set(statusCtx, statusKey(inst), strconv.Itoa(n)+"|"+strings.Join(owned, ","), 0)
 			select {
 			case <-statusCtx.Done():
 				return
@@ -116,7 +135,7 @@ func childMain() int {
 	stopStatus()
 	wg.Wait()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
+		fmt.Fprintln(os.Stderr, role+":", err)
 		return 1
 	}
 	return 0

@@ -4,13 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
-	"os/signal"
 	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -151,75 +147,15 @@ func flowRegistration(r pmRecorder) runtime.Registration {
 	}
 }
 
-// pmChildMain runs one engine instance with the pm until SIGTERM.
+// pmChildMain runs one engine instance with the pm until SIGTERM; its
+// status snapshots carry "value=token" for each owned correlation value.
 func pmChildMain() int {
-	inst, addr := os.Getenv(envInstance), os.Getenv(envRedis)
-	ttl, err := time.ParseDuration(os.Getenv(envLeaseTTL))
-	if inst == "" || addr == "" || err != nil {
-		fmt.Fprintf(os.Stderr, "pm child: bad environment (instance %q, redis %q, lease ttl: %v)\n", inst, addr, err)
-		return 2
-	}
-	ppid := os.Getppid()
-	go func() {
-		for range time.Tick(200 * time.Millisecond) {
-			if os.Getppid() != ppid {
-				os.Exit(3)
-			}
-		}
-	}()
-	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
-	defer c.Close()
-	e, err := runtime.NewEngine(c, runtime.Options{
-		OwnerID:           inst,
-		LeaseTTL:          ttl,
-		HeartbeatInterval: min(200*time.Millisecond, ttl/5),
-		DiscoveryInterval: 200 * time.Millisecond,
-		MaxRetries:        2,
-		RetryBackoff:      20 * time.Millisecond,
-		MaxBackoff:        100 * time.Millisecond,
-		BlockTimeout:      500 * time.Millisecond,
-		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
-	})
-	if err == nil {
-		err = e.Register(flowRegistration(pmRecorder{rdb: c, inst: inst}))
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "pm child:", err)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	// Numbered snapshots of the owned correlation values and their lease
-	// tokens ("n|value=token,..."), so the test can wait for a snapshot
-	// taken after an event (a resume) instead of sleeping.
-	statusCtx, stopStatus := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
-		for n := 1; ; n++ {
-			var owned []string
-			for _, p := range e.Status().Partitions {
-				owned = append(owned, p.Key+"="+p.Token)
-			}
-			c.Set(statusCtx, statusKey(inst), strconv.Itoa(n)+"|"+strings.Join(owned, ","), 0)
-			select {
-			case <-statusCtx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	err = e.Run(ctx)
-	stopStatus()
-	wg.Wait()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "pm child:", err)
-		return 1
-	}
-	return 0
+	return runChild("pm child",
+		func(c *redis.Client, inst string) runtime.Registration {
+			return flowRegistration(pmRecorder{rdb: c, inst: inst})
+		},
+		nil,
+		func(p runtime.PartitionStatus) string { return p.Key + "=" + p.Token })
 }
 
 // startPM launches a pm instance and waits until it is a live member of
