@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // TestCatalogSkipsOtherHandlersTypes: an entry of a type the registration's
@@ -31,10 +32,10 @@ func TestCatalogSkipsOtherHandlersTypes(t *testing.T) {
 
 	raw := func(key, typ, payload string) {
 		t.Helper()
-		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: PartitionStream("order", key), Values: []any{FieldType, typ, FieldPayload, payload}}).Err(); err != nil {
+		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: rdb.PartitionStream("order", key), Values: []any{rdb.FieldType, typ, rdb.FieldPayload, payload}}).Err(); err != nil {
 			t.Fatal(err)
 		}
-		c.SAdd(ctx, IndexKey("order"), key)
+		c.SAdd(ctx, rdb.IndexKey("order"), key)
 	}
 	raw("k", "testEvent", `{"client":"k","seq":1}`)
 	raw("k", "testCancelled", `{}`)

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // discoveryLoop runs a discovery cycle each DiscoveryInterval until stop.
@@ -73,14 +75,14 @@ type candidate struct {
 func (e *Engine) balance(base context.Context, stop <-chan struct{}, handler string, cs []consumer, wg *sync.WaitGroup) {
 	ctx, cancel := context.WithTimeout(base, max(e.o.DiscoveryInterval, time.Second))
 	defer cancel()
-	live, err := scriptMember.Run(ctx, e.c, []string{MembersKey(handler)}, e.o.OwnerID, e.memberTTL().Milliseconds(), "1").Int64()
+	live, err := rdb.Announce(ctx, e.c, handler, e.o.OwnerID, e.memberTTL(), true)
 	if err != nil {
 		e.log.Warn("seqby: member heartbeat failed", "handler", handler, "err", err)
 		return
 	}
 	var cands []candidate
 	for _, c := range cs {
-		keys, err := e.c.SMembers(ctx, IndexKey(c.category)).Result()
+		keys, err := rdb.Partitions(ctx, e.c, c.category)
 		if err != nil {
 			e.log.Warn("seqby: reading the partition index failed", "category", c.category, "err", err)
 			return
@@ -105,9 +107,9 @@ func (e *Engine) balance(base context.Context, stop <-chan struct{}, handler str
 			return
 		default:
 		}
-		stream := PartitionStream(cd.c.category, cd.key)
-		if e.tryClaim(ctx, wg, partitionID(handler, stream), PartitionLease(stream, handler), handler, stream,
-			func(l Lease, sent time.Time) *partition { return e.newPartition(base, cd.c, cd.key, l, sent) },
+		stream := rdb.PartitionStream(cd.c.category, cd.key)
+		if e.tryClaim(ctx, wg, partitionID(handler, stream), rdb.PartitionLease(stream, handler), handler, stream,
+			func(l rdb.Lease, sent time.Time) *partition { return e.newPartition(base, cd.c, cd.key, l, sent) },
 			(*partition).run) {
 			need--
 		}
@@ -117,8 +119,8 @@ func (e *Engine) balance(base context.Context, stop <-chan struct{}, handler str
 // tryClaim leases one partition (or pm correlation value) that this
 // instance does not own yet and starts its worker. False when it is owned
 // already, its lease is held by another instance, or acquiring failed.
-func (e *Engine) tryClaim(ctx context.Context, wg *sync.WaitGroup, id string, ref LeaseRef, handler, what string,
-	build func(Lease, time.Time) *partition, work func(*partition)) bool {
+func (e *Engine) tryClaim(ctx context.Context, wg *sync.WaitGroup, id string, ref rdb.LeaseRef, handler, what string,
+	build func(rdb.Lease, time.Time) *partition, work func(*partition)) bool {
 	e.mu.Lock()
 	_, have := e.parts[id]
 	e.mu.Unlock()
@@ -126,7 +128,7 @@ func (e *Engine) tryClaim(ctx context.Context, wg *sync.WaitGroup, id string, re
 		return false
 	}
 	sent := time.Now()
-	l, err := AcquireLease(ctx, e.c, ref, e.o.OwnerID, e.o.LeaseTTL)
+	l, err := rdb.Acquire(ctx, e.c, ref, e.o.OwnerID, e.o.LeaseTTL)
 	if err != nil {
 		e.acquireFailed(handler, what, err)
 		return false
@@ -148,7 +150,7 @@ func (e *Engine) leaveMembers(ctx context.Context, leased []consumer) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	for _, c := range leased {
-		scriptMember.Run(ctx, e.c, []string{MembersKey(c.reg.Name)}, e.o.OwnerID, e.memberTTL().Milliseconds(), "0")
+		rdb.Announce(ctx, e.c, c.reg.Name, e.o.OwnerID, e.memberTTL(), false)
 	}
 }
 
@@ -183,7 +185,7 @@ type acquireLog struct {
 // then at most once per acquireLogEvery per handler with the number of
 // failures not logged meanwhile (the map is bounded by the handlers).
 func (e *Engine) acquireFailed(handler, partition string, err error) {
-	if errors.Is(err, ErrLeaseHeld) {
+	if errors.Is(err, rdb.ErrLeaseHeld) {
 		return
 	}
 	e.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // Engine consumes Redis streams for registered handlers. It is the Redis
@@ -152,7 +153,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Unlock()
 	defer func() { e.mu.Lock(); e.running = false; e.mu.Unlock() }()
 
-	if err := LoadScripts(ctx, e.c); err != nil {
+	if err := rdb.LoadScripts(ctx, e.c); err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped before it started: a graceful stop, nothing owned
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 func TestEngineOrderPerKeyAcrossInstances(t *testing.T) {
@@ -134,8 +135,8 @@ func TestEngineHaltsOnBadEntries(t *testing.T) {
 	shipped := keyedHandler("shipping", func(context.Context, *testEvent) error { return nil })
 	shipped.Routes[0].Type = "testShipped"
 	startEngine(t, c, opts, h, shipped)
-	c.XAdd(ctx, &redis.XAddArgs{Stream: PartitionStream("order", "z"), Values: []any{FieldType, "testShipped", FieldPayload, "{}"}})
-	c.SAdd(ctx, IndexKey("order"), "z")
+	c.XAdd(ctx, &redis.XAddArgs{Stream: rdb.PartitionStream("order", "z"), Values: []any{rdb.FieldType, "testShipped", rdb.FieldPayload, "{}"}})
+	c.SAdd(ctx, rdb.IndexKey("order"), "z")
 	tests := []struct {
 		key, typ, payload, reason string
 	}{
@@ -143,8 +144,8 @@ func TestEngineHaltsOnBadEntries(t *testing.T) {
 		{"y", "Unknown", "{}", "unknown message type"},
 	}
 	for _, tt := range tests {
-		c.XAdd(ctx, &redis.XAddArgs{Stream: PartitionStream("order", tt.key), Values: []any{FieldType, tt.typ, FieldPayload, tt.payload}})
-		c.SAdd(ctx, IndexKey("order"), tt.key)
+		c.XAdd(ctx, &redis.XAddArgs{Stream: rdb.PartitionStream("order", tt.key), Values: []any{rdb.FieldType, tt.typ, rdb.FieldPayload, tt.payload}})
+		c.SAdd(ctx, rdb.IndexKey("order"), tt.key)
 	}
 	p := NewPublisher(c, PublisherOptions{})
 	p.Publish(ctx, ev("x", 2))
@@ -177,13 +178,13 @@ func TestEngineReclaimsDeadOwnersPendingFirst(t *testing.T) {
 		p.Publish(ctx, ev("a", i))
 	}
 	// A dead owner took entry 1 and never acked it.
-	stream := PartitionStream("order", "a")
-	dead, err := AcquireLease(ctx, c, PartitionLease(stream, "orders"), "dead", 300*time.Millisecond)
+	stream := rdb.PartitionStream("order", "a")
+	dead, err := rdb.Acquire(ctx, c, rdb.PartitionLease(stream, "orders"), "dead", 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	Reclaim(ctx, c, dead, "orders", []string{stream})
-	if _, ok, err := FencedRead(ctx, c, dead, "orders", []string{stream}); !ok || err != nil {
+	rdb.Reclaim(ctx, c, dead, "orders", []string{stream})
+	if _, ok, err := rdb.FencedRead(ctx, c, dead, "orders", []string{stream}); !ok || err != nil {
 		t.Fatalf("dead owner read: %v %v", ok, err)
 	}
 	j := newJournal()
@@ -209,7 +210,7 @@ func TestEngineReclaimsDeadOwnersPendingFirst(t *testing.T) {
 			t.Fatal("dead owner's consumer was not deleted after reclaim")
 		}
 	}
-	if err := FencedAck(ctx, c, dead, "orders", stream, "0-1"); !errors.Is(err, ErrFenced) {
+	if err := rdb.FencedAck(ctx, c, dead, "orders", stream, "0-1"); !errors.Is(err, ErrFenced) {
 		t.Fatalf("dead owner's ack: %v, want ErrFenced", err)
 	}
 }
@@ -232,9 +233,9 @@ func TestEngineLostLeaseCancelsHandlerAndFences(t *testing.T) {
 		t.Fatal("handler never ran")
 	}
 	// Another owner takes the partition (as after a stall past the TTL).
-	ref := PartitionLease("order:a", "orders")
+	ref := rdb.PartitionLease("order:a", "orders")
 	c.Del(ctx, ref.Key)
-	if _, err := AcquireLease(ctx, c, ref, "thief", time.Minute); err != nil {
+	if _, err := rdb.Acquire(ctx, c, ref, "thief", time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -266,11 +267,11 @@ func TestEngineGracefulStopReleases(t *testing.T) {
 	eventually(t, 20*time.Second, "both applied", func() bool { return j.count("a") == 1 && j.count("b") == 1 })
 	r.stop()
 	for _, k := range []string{"a", "b"} {
-		if c.Exists(ctx, PartitionLease(PartitionStream("order", k), "orders").Key).Val() != 0 {
+		if c.Exists(ctx, rdb.PartitionLease(rdb.PartitionStream("order", k), "orders").Key).Val() != 0 {
 			t.Errorf("lease of %s not released", k)
 		}
 	}
-	if n := c.ZCard(ctx, MembersKey("orders")).Val(); n != 0 {
+	if n := c.ZCard(ctx, rdb.MembersKey("orders")).Val(); n != 0 {
 		t.Errorf("members set still has %d members", n)
 	}
 	// The next instance takes over at once, at the next generation.
@@ -327,7 +328,7 @@ func TestEngineSlowHandlerKeepsLease(t *testing.T) {
 	})
 	r := startEngine(t, c, opts, h)
 	NewPublisher(c, PublisherOptions{}).Publish(ctx, ev("a", 1))
-	key := PartitionLease("order:a", "orders").Key
+	key := rdb.PartitionLease("order:a", "orders").Key
 	eventually(t, 20*time.Second, "lease taken", func() bool { return c.Exists(ctx, key).Val() == 1 })
 	// Watch the lease across a few renewals: it must never lapse.
 	var renewals int

@@ -6,14 +6,6 @@ import (
 	"reflect"
 )
 
-// Field names of a stream entry written by the Publisher.
-const (
-	FieldType        = "type"         // message type wire name (Route.Type)
-	FieldID          = "id"           // message id, unique per Publish
-	FieldPayload     = "payload"      // Codec-encoded message
-	FieldPublishedAt = "published_at" // RFC 3339 with nanoseconds, UTC
-)
-
 // TypeName is a message's wire name: its Go type name (pointer stripped),
 // the value seqgen writes in Route.Type.
 func TypeName(m Message) string {

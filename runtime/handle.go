@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // outcome of handling one entry.
@@ -21,7 +23,7 @@ const (
 // lease is lost); stop interrupts a retry backoff. Nothing a message
 // contains can crash the instance: panics are failures, bad payloads and
 // unknown types halt.
-func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, reg Registration, category string, en Entry) (outcome, *Halt) {
+func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, reg Registration, category string, en rdb.Entry) (outcome, *Halt) {
 	halt := func(reason string, err error) (outcome, *Halt) {
 		return outHalt, e.haltOf(reg, category, en, reason, err)
 	}
@@ -79,9 +81,9 @@ func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, reg Registra
 }
 
 // haltOf describes an entry that cannot be processed.
-func (e *Engine) haltOf(reg Registration, category string, en Entry, reason string, err error) *Halt {
+func (e *Engine) haltOf(reg Registration, category string, en rdb.Entry, reason string, err error) *Halt {
 	return &Halt{Handler: reg.Name, Category: category, Stream: en.Stream, EntryID: en.ID,
-		MessageType: en.Fields[FieldType], MessageID: en.Fields[FieldID], Reason: reason, Err: err,
+		MessageType: en.Fields[rdb.FieldType], MessageID: en.Fields[rdb.FieldID], Reason: reason, Err: err,
 		Owner: e.o.OwnerID, At: time.Now()}
 }
 
@@ -89,12 +91,12 @@ func (e *Engine) haltOf(reg Registration, category string, en Entry, reason stri
 // entry was deleted while pending, or it is another handler's message
 // type; ack it and move on. A non-nil Halt: the entry cannot be processed
 // (a type this build does not know, or an undecodable payload).
-func (e *Engine) decodeEntry(reg Registration, category string, en Entry) (rt Route, m Message, skip bool, h *Halt) {
+func (e *Engine) decodeEntry(reg Registration, category string, en rdb.Entry) (rt Route, m Message, skip bool, h *Halt) {
 	if en.Fields == nil {
 		e.log.Warn("seqby: pending entry was deleted from the stream; acking it", "stream", en.Stream, "entry", en.ID, "handler", reg.Name)
 		return rt, nil, true, nil
 	}
-	typ := en.Fields[FieldType]
+	typ := en.Fields[rdb.FieldType]
 	rt, ok := routeFor(reg, category, typ)
 	if !ok && e.KnownType(category, typ) {
 		return rt, nil, true, nil // another handler's message type
@@ -103,7 +105,7 @@ func (e *Engine) decodeEntry(reg Registration, category string, en Entry) (rt Ro
 		return rt, nil, false, e.haltOf(reg, category, en, "unknown message type",
 			fmt.Errorf("%s %s has no route for type %q on %s, and no registration lists it: deploy a build that knows it, or skip it with seqbyctl", reg.Kind, reg.Name, typ, category))
 	}
-	m, err := safeDecode(rt, e.o.Codec, []byte(en.Fields[FieldPayload]))
+	m, err := safeDecode(rt, e.o.Codec, []byte(en.Fields[rdb.FieldPayload]))
 	if err != nil {
 		return rt, nil, false, e.haltOf(reg, category, en, "undecodable payload", err)
 	}

@@ -2,9 +2,10 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // heartbeatLoop renews every owned lease each HeartbeatInterval in one
@@ -33,25 +34,8 @@ func (e *Engine) announce(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.o.HeartbeatInterval)
 	defer cancel()
-	for try := 0; try < 2; try++ {
-		pipe := e.c.Pipeline()
-		for _, h := range e.handlers {
-			scriptMember.EvalSha(ctx, pipe, []string{MembersKey(h)}, e.o.OwnerID, e.memberTTL().Milliseconds(), "1")
-		}
-		_, err := pipe.Exec(ctx)
-		if err == nil || e.leaving.Load() {
-			return
-		}
-		if !isNoScript(err) || try > 0 {
-			e.log.Debug("seqby: member announcement failed", "err", err)
-			return
-		}
-		// EVALSHA in a pipeline has no EVAL fallback: Redis lost its
-		// script cache (restart, SCRIPT FLUSH), so reload and redo.
-		if err := LoadScripts(ctx, e.c); err != nil {
-			e.log.Warn("seqby: reloading scripts failed; the member announcement retries next heartbeat", "err", err)
-			return
-		}
+	if err := rdb.AnnounceAll(ctx, e.c, e.handlers, e.o.OwnerID, e.memberTTL()); err != nil && !e.leaving.Load() {
+		e.log.Debug("seqby: member announcement failed", "err", err)
 	}
 }
 
@@ -67,37 +51,21 @@ func (e *Engine) renewAll(ctx context.Context) {
 	if len(parts) == 0 {
 		return
 	}
-	for try := 0; try < 2; try++ {
-		rctx, cancel := context.WithTimeout(ctx, e.o.HeartbeatInterval)
-		sent := time.Now()
-		pipe := e.c.Pipeline()
-		cmds := make([]*redis.Cmd, len(parts))
-		for i, p := range parts {
-			cmds[i] = scriptRenew.EvalSha(rctx, pipe, []string{p.lease.Ref.Key}, p.lease.Token(), e.o.LeaseTTL.Milliseconds())
-		}
-		pipe.Exec(rctx)
-		cancel()
-		noscript := false
-		for i, cmd := range cmds {
-			n, err := cmd.Int64()
-			switch {
-			case isNoScript(err):
-				noscript = true
-			case err != nil:
-				e.log.Warn("seqby: lease renew failed; will retry", "stream", parts[i].lanes[0], "err", err)
-			case n == 1:
-				parts[i].renewed(sent)
-			default:
-				parts[i].lost(ErrLeaseLost)
-			}
-		}
-		if !noscript {
-			return
-		}
-		// Redis lost its script cache (restart, SCRIPT FLUSH): reload, redo.
-		if err := LoadScripts(ctx, e.c); err != nil {
-			e.log.Warn("seqby: reloading scripts failed", "err", err)
-			return
+	leases := make([]rdb.Lease, len(parts))
+	for i, p := range parts {
+		leases[i] = p.lease
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.o.HeartbeatInterval)
+	defer cancel()
+	sent := time.Now()
+	for i, err := range rdb.RenewAll(ctx, e.c, leases, e.o.LeaseTTL) {
+		switch {
+		case err == nil:
+			parts[i].renewed(sent)
+		case errors.Is(err, ErrLeaseLost):
+			parts[i].lost(err)
+		default:
+			e.log.Warn("seqby: lease renew failed; will retry", "stream", parts[i].lanes[0], "err", err)
 		}
 	}
 }

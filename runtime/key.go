@@ -4,16 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // DefaultBackfillSuffix is the name of a partition's backfill lane
 // ({category}:{key}:backfill) unless the engine is configured otherwise.
 // Generated PartitionKey methods check keys against this default; the
 // publisher checks again against the suffix it is configured with.
-const DefaultBackfillSuffix = "backfill"
-
-// DLQSuffix is the reserved dead-letter lane token ({category}:{key}:dlq).
-const DLQSuffix = "dlq"
+const DefaultBackfillSuffix = rdb.DefaultBackfillSuffix
 
 // ErrInvalidKey matches every key-rule violation. Branch on it to tell a bad
 // key (the caller's data is wrong; retrying will not help) from a Redis
@@ -63,7 +62,7 @@ func (e *KeyError) Error() string {
 			suffix = DefaultBackfillSuffix
 		}
 		return fmt.Sprintf("%s: value %q rejected: %v; keys must be plain entity ids (no ':', not %q, %q or __name__)",
-			where, e.Value, e.Rule, DLQSuffix, suffix)
+			where, e.Value, e.Rule, rdb.DLQSuffix, suffix)
 	}
 }
 
@@ -84,7 +83,7 @@ func CheckKeySuffix(category, field, value, backfillSuffix string) error {
 		rule = ErrEmptyKey
 	case strings.Contains(value, ":"):
 		rule = ErrKeyColon
-	case value == DLQSuffix || value == backfillSuffix:
+	case value == rdb.DLQSuffix || value == backfillSuffix:
 		rule = ErrReservedKey
 	case IsSentinel(value):
 		rule = ErrSentinelKey

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/inspect"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // streamIDs returns the entry ids of a stream in order.
@@ -30,12 +32,12 @@ func streamIDs(t *testing.T, c redis.UniversalClient, stream string) []string {
 }
 
 // waitHalts polls ListHalts until it lists n records.
-func waitHalts(t *testing.T, c redis.UniversalClient, handler string, n int) []HaltRecord {
+func waitHalts(t *testing.T, c redis.UniversalClient, handler string, n int) []inspect.HaltRecord {
 	t.Helper()
-	var hs []HaltRecord
+	var hs []inspect.HaltRecord
 	eventually(t, 20*time.Second, "halt records of "+handler, func() bool {
 		var err error
-		hs, err = ListHalts(context.Background(), c, handler)
+		hs, err = inspect.New(c).Halts(context.Background(), handler)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,30 +86,30 @@ func TestOperatorResolveHaltedHead(t *testing.T) {
 			eventually(t, 10*time.Second, "b flows past a's halt", func() bool { return j.count("b") == 2 })
 
 			before := snapshot(t, c, r)
-			if _, err := Skip(ctx, c, "ops", "order:a", ids[1]); !errors.Is(err, ErrNotHead) {
-				t.Fatalf("skip of a non-head entry: %v, want ErrNotHead", err)
+			if _, err := inspect.New(c).Skip(ctx, "ops", "order:a", ids[1]); !errors.Is(err, inspect.ErrNotHead) {
+				t.Fatalf("skip of a non-head entry: %v, want inspect.ErrNotHead", err)
 			}
-			if _, err := MoveToDLQ(ctx, c, "ops", "order:a", ids[1]); !errors.Is(err, ErrNotHead) {
-				t.Fatalf("dlq of a non-head entry: %v, want ErrNotHead", err)
+			if _, err := inspect.New(c).MoveToDLQ(ctx, "ops", "order:a", ids[1]); !errors.Is(err, inspect.ErrNotHead) {
+				t.Fatalf("dlq of a non-head entry: %v, want inspect.ErrNotHead", err)
 			}
 			if after := snapshot(t, c, r); !reflect.DeepEqual(before, after) {
 				t.Fatalf("a refused skip changed Redis:\nbefore %+v\nafter  %+v", before, after)
 			}
-			in, err := Inspect(ctx, c, "ops", "order:a")
+			in, err := inspect.New(c).Inspect(ctx, "ops", "order:a")
 			if err != nil {
 				t.Fatal(err)
 			}
 			if in.Halt == nil || in.Head == nil || in.Head.ID != ids[0] || in.Lease != r.Token ||
 				len(in.Lanes) == 0 || in.Lanes[0].Length != 3 || len(in.Lanes[0].Pending) != 1 ||
-				in.Lanes[0].Pending[0].Consumer != r.Token || !strings.Contains(in.Head.Fields[FieldPayload], `"poison":true`) {
+				in.Lanes[0].Pending[0].Consumer != r.Token || !strings.Contains(in.Head.Fields[rdb.FieldPayload], `"poison":true`) {
 				t.Fatalf("inspection %+v, head %+v", in, in.Head)
 			}
 
-			resolve := Skip
+			resolve := (*inspect.Inspector).Skip
 			if tt.dlq {
-				resolve = MoveToDLQ
+				resolve = (*inspect.Inspector).MoveToDLQ
 			}
-			res, err := resolve(ctx, c, "ops", "order:a", ids[0])
+			res, err := resolve(inspect.New(c), ctx, "ops", "order:a", ids[0])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +117,7 @@ func TestOperatorResolveHaltedHead(t *testing.T) {
 			if got := j.seqs("a"); !slices.Equal(got, []int{2, 3}) {
 				t.Fatalf("a applied %v, want [2 3]: the head skipped, the rest in order", got)
 			}
-			if hs, err := ListHalts(ctx, c, ""); err != nil || len(hs) != 0 {
+			if hs, err := inspect.New(c).Halts(ctx, ""); err != nil || len(hs) != 0 {
 				t.Fatalf("halts after resolving: %+v, %v", hs, err)
 			}
 			dlq, err := c.XRange(ctx, "order:a:dlq", "-", "+").Result()
@@ -133,7 +135,7 @@ func TestOperatorResolveHaltedHead(t *testing.T) {
 			}
 			v := dlq[0].Values
 			if v["dlq_entry_id"] != ids[0] || v["dlq_stream"] != "order:a" || v["dlq_handler"] != "ops" ||
-				!strings.Contains(v["payload"].(string), `"poison":true`) || v[FieldType] != "testEvent" {
+				!strings.Contains(v["payload"].(string), `"poison":true`) || v[rdb.FieldType] != "testEvent" {
 				t.Fatalf("dlq copy %v", v)
 			}
 		})
@@ -148,11 +150,11 @@ type state struct {
 	DLQ           int64
 }
 
-func snapshot(t *testing.T, c redis.UniversalClient, r HaltRecord) state {
+func snapshot(t *testing.T, c redis.UniversalClient, r inspect.HaltRecord) state {
 	t.Helper()
 	ctx := context.Background()
 	var s state
-	s.Record, _ = c.HGet(ctx, HaltsKey(r.Handler), r.Partition).Result()
+	s.Record, _ = c.HGet(ctx, rdb.HaltsKey(r.Handler), r.Partition).Result()
 	s.Lease, _ = c.Get(ctx, r.LeaseKey).Result()
 	ps, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: r.Stream, Group: r.Handler, Start: "-", End: "+", Count: 100}).Result()
 	if err != nil {
@@ -175,20 +177,20 @@ func TestOperatorRefusals(t *testing.T) {
 		name      string
 		partition string
 		id        int // index of the entry to resolve
-		setup     func(r *HaltRecord)
+		setup     func(r *inspect.HaltRecord)
 		want      error
 	}{
-		{"unknown partition", "order:nope", 0, nil, ErrNotHalted},
-		{"not the recorded head", "order:x", 1, nil, ErrNotHead},
-		{"record names a non-first pending entry", "order:x", 1, func(r *HaltRecord) { r.EntryID = "" }, ErrNotHead},
-		{"another owner retries the head", "order:x", 0, func(r *HaltRecord) { c.Set(ctx, r.LeaseKey, "w2:9", 0) }, ErrRetrying},
+		{"unknown partition", "order:nope", 0, nil, inspect.ErrNotHalted},
+		{"not the recorded head", "order:x", 1, nil, inspect.ErrNotHead},
+		{"record names a non-first pending entry", "order:x", 1, func(r *inspect.HaltRecord) { r.EntryID = "" }, inspect.ErrNotHead},
+		{"another owner retries the head", "order:x", 0, func(r *inspect.HaltRecord) { c.Set(ctx, r.LeaseKey, "w2:9", 0) }, inspect.ErrRetrying},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r, ids := haltFixture(t, c, "g"+string(rune('a'+i)), tt.setup)
 			before := snapshot(t, c, r)
-			for _, resolve := range []func(context.Context, redis.UniversalClient, string, string, string) (Resolution, error){Skip, MoveToDLQ} {
-				if _, err := resolve(ctx, c, r.Handler, tt.partition, ids[tt.id]); !errors.Is(err, tt.want) {
+			for _, resolve := range []func(*inspect.Inspector, context.Context, string, string, string) (inspect.Resolution, error){(*inspect.Inspector).Skip, (*inspect.Inspector).MoveToDLQ} {
+				if _, err := resolve(inspect.New(c), ctx, r.Handler, tt.partition, ids[tt.id]); !errors.Is(err, tt.want) {
 					t.Fatalf("got %v, want %v", err, tt.want)
 				}
 			}
@@ -198,8 +200,8 @@ func TestOperatorRefusals(t *testing.T) {
 		})
 	}
 	t.Run("free lease resolves by head stream", func(t *testing.T) {
-		r, ids := haltFixture(t, c, "gz", func(r *HaltRecord) { c.Del(ctx, r.LeaseKey) })
-		if _, err := Skip(ctx, c, r.Handler, r.Stream, ids[0]); err != nil {
+		r, ids := haltFixture(t, c, "gz", func(r *inspect.HaltRecord) { c.Del(ctx, r.LeaseKey) })
+		if _, err := inspect.New(c).Skip(ctx, r.Handler, r.Stream, ids[0]); err != nil {
 			t.Fatal(err)
 		}
 		if s := snapshot(t, c, r); s.Record != "" || len(s.Pending) != 0 || s.Lease != "" {
@@ -212,13 +214,13 @@ func TestOperatorRefusals(t *testing.T) {
 // pending for consumer w1:1 holding the lease, and its halt record; setup
 // may alter the record (an empty EntryID: the second entry, delivered
 // too) before it is written.
-func haltFixture(t *testing.T, c redis.UniversalClient, group string, setup func(r *HaltRecord)) (HaltRecord, []string) {
+func haltFixture(t *testing.T, c redis.UniversalClient, group string, setup func(r *inspect.HaltRecord)) (inspect.HaltRecord, []string) {
 	t.Helper()
 	ctx := context.Background()
 	stream := "order:x"
 	c.Del(ctx, stream)
 	for range 2 {
-		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{FieldType, "testEvent", FieldPayload, "{}"}}).Err(); err != nil {
+		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{rdb.FieldType, "testEvent", rdb.FieldPayload, "{}"}}).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -226,9 +228,9 @@ func haltFixture(t *testing.T, c redis.UniversalClient, group string, setup func
 	if err := c.XGroupCreate(ctx, stream, group, "0").Err(); err != nil {
 		t.Fatal(err)
 	}
-	r := HaltRecord{Handler: group, Partition: stream, Category: "order", Key: "x", Stream: stream,
+	r := inspect.HaltRecord{Handler: group, Partition: stream, Category: "order", Key: "x", Stream: stream,
 		Streams: []string{stream}, EntryID: ids[0], Reason: "test", Owner: "w1", Token: "w1:1",
-		LeaseKey: LeaseKey(stream, group), At: time.Now().UTC()}
+		LeaseKey: rdb.LeaseKey(stream, group), At: time.Now().UTC()}
 	n := int64(1)
 	if setup != nil {
 		setup(&r)
@@ -241,7 +243,7 @@ func haltFixture(t *testing.T, c redis.UniversalClient, group string, setup func
 	}
 	c.SetNX(ctx, r.LeaseKey, r.Token, 0)
 	raw, _ := json.Marshal(r)
-	if err := c.HSet(ctx, HaltsKey(group), stream, raw).Err(); err != nil {
+	if err := c.HSet(ctx, rdb.HaltsKey(group), stream, raw).Err(); err != nil {
 		t.Fatal(err)
 	}
 	return r, ids
@@ -253,24 +255,24 @@ func TestStaleHaltRecords(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	tests := []struct {
 		name  string
-		check func(r HaltRecord, ids []string) error
+		check func(r inspect.HaltRecord, ids []string) error
 	}{
-		{"ListHalts", func(r HaltRecord, _ []string) error {
-			if hs, err := ListHalts(ctx, c, ""); err != nil || len(hs) != 0 {
+		{"ListHalts", func(r inspect.HaltRecord, _ []string) error {
+			if hs, err := inspect.New(c).Halts(ctx, ""); err != nil || len(hs) != 0 {
 				return fmt.Errorf("halts %+v, %v: want none", hs, err)
 			}
 			return nil
 		}},
-		{"Inspect", func(r HaltRecord, _ []string) error {
-			in, err := Inspect(ctx, c, r.Handler, r.Partition)
+		{"Inspect", func(r inspect.HaltRecord, _ []string) error {
+			in, err := inspect.New(c).Inspect(ctx, r.Handler, r.Partition)
 			if err != nil || in.Halt != nil || !in.Stale {
 				return fmt.Errorf("inspection %+v, %v: want stale, no halt", in, err)
 			}
 			return nil
 		}},
-		{"Skip", func(r HaltRecord, ids []string) error {
-			if _, err := Skip(ctx, c, r.Handler, r.Partition, ids[0]); !errors.Is(err, ErrNotHalted) {
-				return fmt.Errorf("skip: %v, want ErrNotHalted", err)
+		{"Skip", func(r inspect.HaltRecord, ids []string) error {
+			if _, err := inspect.New(c).Skip(ctx, r.Handler, r.Partition, ids[0]); !errors.Is(err, inspect.ErrNotHalted) {
+				return fmt.Errorf("skip: %v, want inspect.ErrNotHalted", err)
 			}
 			return nil
 		}},
@@ -282,7 +284,7 @@ func TestStaleHaltRecords(t *testing.T) {
 			if err := tt.check(r, ids); err != nil {
 				t.Fatal(err)
 			}
-			if n, _ := c.HLen(ctx, HaltsKey(r.Handler)).Result(); n != 0 {
+			if n, _ := c.HLen(ctx, rdb.HaltsKey(r.Handler)).Result(); n != 0 {
 				t.Fatalf("stale record kept (%d fields)", n)
 			}
 		})
@@ -319,7 +321,7 @@ func TestHaltRecordRemovedWhenNextOwnerAppliesHead(t *testing.T) {
 	startEngine(t, c, fastOptions("o2"), h)
 	eventually(t, 20*time.Second, "a applied by the next owner", func() bool { return j.count("a") == 2 })
 	eventually(t, 10*time.Second, "halt record removed", func() bool {
-		n, err := c.HLen(ctx, HaltsKey("ops")).Result()
+		n, err := c.HLen(ctx, rdb.HaltsKey("ops")).Result()
 		return err == nil && n == 0
 	})
 }
@@ -346,17 +348,17 @@ func TestOperatorPMMoveToDLQ(t *testing.T) {
 	}
 	r := waitHalts(t, c, "flow", 1)[0]
 	head := streamIDs(t, c, "pmpayment:o-1")[0]
-	if !r.PM || r.Partition != "o-1" || r.Stream != "pmpayment:o-1" || r.EntryID != head || r.LeaseKey != PMLeaseKey("flow", "o-1") {
+	if !r.PM || r.Partition != "o-1" || r.Stream != "pmpayment:o-1" || r.EntryID != head || r.LeaseKey != rdb.PMLeaseKey("flow", "o-1") {
 		t.Fatalf("pm halt record %+v", r)
 	}
-	in, err := Inspect(ctx, c, "flow", "o-1")
+	in, err := inspect.New(c).Inspect(ctx, "flow", "o-1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if in.Halt == nil || in.Head == nil || in.Head.Stream != "pmpayment:o-1" || in.Head.ID != head || len(in.Lanes) != 4 || in.Lease != r.Token {
 		t.Fatalf("pm inspection %+v", in)
 	}
-	res, err := MoveToDLQ(ctx, c, "flow", "pmpayment:o-1", head)
+	res, err := inspect.New(c).MoveToDLQ(ctx, "flow", "pmpayment:o-1", head)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,19 +375,5 @@ func TestOperatorPMMoveToDLQ(t *testing.T) {
 	}
 	if n, _ := c.XLen(ctx, "pmpayment:o-1:dlq").Result(); n != 1 {
 		t.Fatalf("dlq length %d", n)
-	}
-}
-
-// Only the lease holder records a halt: a stale owner's record is fenced.
-func TestRecordHaltIsFenced(t *testing.T) {
-	c, ctx := newRedis(t), ctxT(t)
-	lease := LeaseKey("order:x", "g")
-	c.Set(ctx, lease, "w2:2", 0)
-	err := scriptRecordHalt.Run(ctx, c, []string{lease, HaltsKey("g")}, "w1:1", "order:x", "{}").Err()
-	if err == nil || !strings.HasPrefix(err.Error(), fenceErr) {
-		t.Fatalf("record by a stale owner: %v, want the fence error", err)
-	}
-	if n, _ := c.HLen(ctx, HaltsKey("g")).Result(); n != 0 {
-		t.Fatalf("stale owner wrote %d halt records", n)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // partition is one owned partition of a keyed handler: a lease and the
@@ -19,7 +21,7 @@ type partition struct {
 	category string
 	key      string
 	lanes    []string // primary, then backfill
-	lease    Lease
+	lease    rdb.Lease
 
 	// A pm's correlation value (key) covers a stream per category: cats
 	// are the pm's categories, laneCats the category of each lane, and the
@@ -55,11 +57,11 @@ func partitionID(group, stream string) string { return group + "\x00" + stream }
 
 // newPartition wraps an acquired lease; acquiredAt is when the acquire was
 // sent, the earliest the Redis TTL can have started.
-func (e *Engine) newPartition(base context.Context, c consumer, key string, l Lease, acquiredAt time.Time) *partition {
-	stream := PartitionStream(c.category, key)
+func (e *Engine) newPartition(base context.Context, c consumer, key string, l rdb.Lease, acquiredAt time.Time) *partition {
+	stream := rdb.PartitionStream(c.category, key)
 	p := &partition{
 		e: e, id: partitionID(c.reg.Name, stream), reg: c.reg, category: c.category, key: key,
-		lanes:   []string{stream, BackfillStream(c.category, key, e.o.BackfillSuffix)},
+		lanes:   []string{stream, rdb.BackfillStream(c.category, key, e.o.BackfillSuffix)},
 		lease:   l,
 		release: make(chan struct{}),
 	}
@@ -143,7 +145,7 @@ func (p *partition) run() {
 	}
 	for !p.parked() {
 		seq := e.wake.mark(p.category, p.key)
-		en, ok, err := FencedRead(p.ctx, e.c, p.lease, p.reg.Name, p.lanes)
+		en, ok, err := rdb.FencedRead(p.ctx, e.c, p.lease, p.reg.Name, p.lanes)
 		if err != nil {
 			if !p.retryable(err) {
 				return
@@ -197,7 +199,7 @@ func (p *partition) parked() bool {
 // reported (the entry stays pending as the head), a processed entry is
 // acked under the fence. False: the partition must end (lease lost,
 // stopping, or fenced).
-func (p *partition) settle(en Entry, out outcome, h *Halt) bool {
+func (p *partition) settle(en rdb.Entry, out outcome, h *Halt) bool {
 	e := p.e
 	switch out {
 	case outLost, outStop:
@@ -211,7 +213,7 @@ func (p *partition) settle(en Entry, out outcome, h *Halt) bool {
 		return p.recordHalt(h)
 	}
 	for {
-		err := FencedAck(p.ctx, e.c, p.lease, p.reg.Name, en.Stream, en.ID)
+		err := rdb.FencedAck(p.ctx, e.c, p.lease, p.reg.Name, en.Stream, en.ID)
 		if err == nil {
 			break
 		}
@@ -261,7 +263,7 @@ func (p *partition) finish() {
 func (p *partition) reclaim() bool {
 	e := p.e
 	for {
-		n, err := Reclaim(p.ctx, e.c, p.lease, p.reg.Name, p.lanes)
+		n, err := rdb.Reclaim(p.ctx, e.c, p.lease, p.reg.Name, p.lanes)
 		if err == nil {
 			if n > 0 {
 				e.log.Info("seqby: reclaimed pending entries of past owners", "stream", p.lanes[0], "entries", n, "token", p.lease.Token())

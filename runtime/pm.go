@@ -12,51 +12,33 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // A sequential process manager is consumed per correlation value: one
 // engine instance leases (pm, X) and is the sole processor of X's streams
 // in every category the pm handles ({category}:X and its backfill lane),
 // applying their entries one at a time, oldest first. The lease, its
-// fence and failover are the keyed handlers' (lease.go, fence.go,
+// fence and failover are the keyed handlers' (internal/rdb,
 // partition.go); only the scope differs: a correlation value instead of
 // one stream.
-
-// pmLeaseRef is the lease of pm's correlation value.
-func pmLeaseRef(pm, correlation string) LeaseRef {
-	return LeaseRef{Key: PMLeaseKey(pm, correlation), Generation: PMGenerationKey(pm, correlation)}
-}
 
 // pmPartitionID cannot collide with partitionID(group, stream): a stream
 // name never starts with NUL.
 func pmPartitionID(pm, correlation string) string { return pm + "\x00\x00" + correlation }
 
-// FencedReadOldest reads the next entry for a pm's owner across the lanes
-// of its correlation value: the one with the oldest entry id among the
-// first primaries lanes, or among the others (backfill) when those are
-// drained. Like FencedRead, the owner's pending entries on every lane come
-// before any new entry (a retried, halted or reclaimed head runs again
-// first), it fails with ErrFenced when the lease no longer holds, and it
-// never blocks. ok is false when every lane is drained. Only the returned
-// entry is delivered: the other lanes' next entries are looked at without
-// being delivered, so an entry is pending only while it is in flight.
-func FencedReadOldest(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string, primaries int) (e Entry, ok bool, err error) {
-	return fencedReadWith(ctx, scriptReadOldest, c, l, group, lanes, primaries)
-}
-
 // newPMPartition wraps an acquired lease on pm's correlation value.
-func (e *Engine) newPMPartition(base context.Context, reg Registration, cats []string, correlation string, l Lease, acquiredAt time.Time) *partition {
+func (e *Engine) newPMPartition(base context.Context, reg Registration, cats []string, correlation string, l rdb.Lease, acquiredAt time.Time) *partition {
 	p := &partition{
 		e: e, id: pmPartitionID(reg.Name, correlation), reg: reg, key: correlation,
 		cats: cats, primaries: len(cats), lease: l, release: make(chan struct{}),
 	}
 	for _, c := range cats {
-		p.lanes = append(p.lanes, PartitionStream(c, correlation))
+		p.lanes = append(p.lanes, rdb.PartitionStream(c, correlation))
 		p.laneCats = append(p.laneCats, c)
 	}
 	for _, c := range cats {
-		p.lanes = append(p.lanes, BackfillStream(c, correlation, e.o.BackfillSuffix))
+		p.lanes = append(p.lanes, rdb.BackfillStream(c, correlation, e.o.BackfillSuffix))
 		p.laneCats = append(p.laneCats, c)
 	}
 	info := LeaseInfo{Handler: reg.Name, Category: strings.Join(cats, ","), Key: correlation,
@@ -79,7 +61,7 @@ func (p *partition) runPM() {
 		for i, c := range p.cats {
 			marks[i] = e.wake.mark(c, p.key)
 		}
-		en, ok, err := FencedReadOldest(p.ctx, e.c, p.lease, p.reg.Name, p.lanes, p.primaries)
+		en, ok, err := rdb.FencedReadOldest(p.ctx, e.c, p.lease, p.reg.Name, p.lanes, p.primaries)
 		if err != nil {
 			if !p.retryable(err) {
 				return
@@ -119,7 +101,7 @@ func (p *partition) idle(marks []uint64) {
 // with backoff up to MaxRetries before halting the correlation value.
 // Store failures other than a version conflict are Redis trouble, not the
 // message's fault: they are retried while the lease holds and never halt.
-func (e *Engine) handlePM(p *partition, category string, en Entry) (outcome, *Halt) {
+func (e *Engine) handlePM(p *partition, category string, en rdb.Entry) (outcome, *Halt) {
 	reg := p.reg
 	halt := func(reason string, err error) (outcome, *Halt) {
 		return outHalt, e.haltOf(reg, category, en, reason, err)
@@ -203,7 +185,7 @@ func (e *Engine) applyPMOptimistic(ctx context.Context, reg Registration, rt Rou
 
 // applyPM is one attempt: load, invoke, save; the caller holds e.sem.
 // infra reports a store failure that is not the message's fault.
-func (e *Engine) applyPM(ctx context.Context, reg Registration, rt Route, corr string, m Message, en *Entry) (infra bool, err error) {
+func (e *Engine) applyPM(ctx context.Context, reg Registration, rt Route, corr string, m Message, en *rdb.Entry) (infra bool, err error) {
 	var data []byte
 	var version int64
 	last := ""
@@ -266,7 +248,7 @@ func (e *Engine) balancePM(base context.Context, stop <-chan struct{}, name stri
 	defer cancel()
 	reg := cs[0].reg
 	cats := categories(reg)
-	live, err := scriptMember.Run(ctx, e.c, []string{MembersKey(name)}, e.o.OwnerID, e.memberTTL().Milliseconds(), "1").Int64()
+	live, err := rdb.Announce(ctx, e.c, name, e.o.OwnerID, e.memberTTL(), true)
 	if err != nil {
 		e.log.Warn("seqby: member heartbeat failed", "handler", name, "err", err)
 		return
@@ -274,7 +256,7 @@ func (e *Engine) balancePM(base context.Context, stop <-chan struct{}, name stri
 	seen := map[string]bool{}
 	var cands []string
 	for _, cat := range cats {
-		keys, err := e.c.SMembers(ctx, IndexKey(cat)).Result()
+		keys, err := rdb.Partitions(ctx, e.c, cat)
 		if err != nil {
 			e.log.Warn("seqby: reading the partition index failed", "category", cat, "err", err)
 			return
@@ -301,8 +283,8 @@ func (e *Engine) balancePM(base context.Context, stop <-chan struct{}, name stri
 			return
 		default:
 		}
-		if e.tryClaim(ctx, wg, pmPartitionID(name, corr), pmLeaseRef(name, corr), name, corr,
-			func(l Lease, sent time.Time) *partition { return e.newPMPartition(base, reg, cats, corr, l, sent) },
+		if e.tryClaim(ctx, wg, pmPartitionID(name, corr), rdb.PMLease(name, corr), name, corr,
+			func(l rdb.Lease, sent time.Time) *partition { return e.newPMPartition(base, reg, cats, corr, l, sent) },
 			(*partition).runPM) {
 			need--
 		}

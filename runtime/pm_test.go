@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // pmOrder and pmPayment are two categories partitioned by order_id, the
@@ -274,7 +276,7 @@ func TestPMStaleOwnerDoesNotSave(t *testing.T) {
 		t.Fatal("p1 never handled o-1")
 	}
 	startEngine(t, c, fastOptions("p2"), pm("p2"))
-	if err := c.Del(ctx, PMLeaseKey("flow", "o-1")).Err(); err != nil {
+	if err := c.Del(ctx, rdb.PMLeaseKey("flow", "o-1")).Err(); err != nil {
 		t.Fatal(err)
 	}
 	store := NewRedisStateStore(c)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // The test binary doubles as an engine process: with SEQBY_TEST_WORKER set
@@ -33,7 +34,7 @@ redis.call('RPUSH', KEYS[2], ARGV[2])
 return 1
 `)
 
-func appliedKey(key string) string { return "{" + PartitionStream("order", key) + "}:applied" }
+func appliedKey(key string) string { return "{" + rdb.PartitionStream("order", key) + "}:applied" }
 
 // The crash leg kills b's owner while it is inside event gateSeq of key
 // gateClient: the worker's handler records its token in arrivedKey, then
@@ -46,7 +47,7 @@ const (
 	gateKey       = "{test}:gate"
 )
 
-var arrivedKey = "{" + PartitionStream("order", gateClient) + "}:arrived"
+var arrivedKey = "{" + rdb.PartitionStream("order", gateClient) + "}:arrived"
 
 // waitGate blocks the handler until the gate stream has an entry (XREAD
 // from 0 consumes nothing: every waiter, in any process, sees it).
@@ -141,8 +142,8 @@ func TestProcessesStallAndCrashKeepOrder(t *testing.T) {
 	}
 	procs := map[string]*exec.Cmd{"w1": startWorker(t, "w1", addr), "w2": startWorker(t, "w2", addr)}
 	ownerOf := func(key string) string {
-		tok := c.Get(ctx, PartitionLease(PartitionStream("order", key), "orders").Key).Val()
-		o, _, _ := ParseToken(tok)
+		tok := c.Get(ctx, rdb.PartitionLease(rdb.PartitionStream("order", key), "orders").Key).Val()
+		o, _, _ := rdb.ParseToken(tok)
 		return o
 	}
 	applied := func(key string) int { return int(c.LLen(ctx, appliedKey(key)).Val()) }
@@ -158,7 +159,7 @@ func TestProcessesStallAndCrashKeepOrder(t *testing.T) {
 
 	// Crash the owner of b while it is inside event gateSeq: the event is
 	// in flight, so its next owner must reclaim it and run it first.
-	bLease := PartitionLease(PartitionStream("order", gateClient), "orders").Key
+	bLease := rdb.PartitionLease(rdb.PartitionStream("order", gateClient), "orders").Key
 	eventually(t, 20*time.Second, "b's owner inside event gateSeq", func() bool {
 		tok := c.Get(ctx, bLease).Val()
 		last := c.LRange(ctx, arrivedKey, -1, -1).Val()
@@ -168,7 +169,7 @@ func TestProcessesStallAndCrashKeepOrder(t *testing.T) {
 		t.Fatalf("precondition: b applied %d events before the crash, want %d", got, gateSeq-1)
 	}
 	crashedToken := c.Get(ctx, bLease).Val()
-	crashed, _, _ := ParseToken(crashedToken)
+	crashed, _, _ := rdb.ParseToken(crashedToken)
 	procs[crashed].Process.Kill()
 	procs[crashed].Wait()
 	delete(procs, crashed)
@@ -196,7 +197,7 @@ func TestProcessesStallAndCrashKeepOrder(t *testing.T) {
 	arrived := c.LRange(ctx, arrivedKey, 0, -1).Val()
 	if len(arrived) < 2 {
 		t.Errorf("b's event %d ran under %v; want a run by a new owner after %s crashed in it", gateSeq, arrived, crashedToken)
-	} else if o, _, _ := ParseToken(arrived[len(arrived)-1]); o == crashed {
+	} else if o, _, _ := rdb.ParseToken(arrived[len(arrived)-1]); o == crashed {
 		t.Errorf("b's event %d last ran under the crashed owner %s (%v)", gateSeq, crashed, arrived)
 	}
 	for _, cmd := range procs {

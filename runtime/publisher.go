@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // PublisherOptions configure a Publisher. The zero value is ready to use.
@@ -106,24 +107,23 @@ func (p *Publisher) Publish(ctx context.Context, msg Message, opts ...PublishOpt
 		return fmt.Errorf("publish %s: encode payload: %w", TypeName(msg), err)
 	}
 	fields := []any{
-		FieldType, TypeName(msg),
-		FieldID, newMessageID(),
-		FieldPayload, payload,
-		FieldPublishedAt, time.Now().UTC().Format(time.RFC3339Nano),
+		rdb.FieldType, TypeName(msg),
+		rdb.FieldID, newMessageID(),
+		rdb.FieldPayload, payload,
+		rdb.FieldPublishedAt, time.Now().UTC().Format(time.RFC3339Nano),
 	}
 	if !partitioned {
-		err = p.c.XAdd(ctx, &redis.XAddArgs{Stream: category, Values: fields}).Err()
+		err = rdb.PublishPlain(ctx, p.c, category, fields)
 		if err != nil {
 			return fmt.Errorf("publish %s to %s: %w: %w", TypeName(msg), category, ErrPublish, err)
 		}
 		return nil
 	}
-	stream := PartitionStream(category, key)
+	stream := rdb.PartitionStream(category, key)
 	if cfg.backfill {
-		stream = BackfillStream(category, key, p.opts.BackfillSuffix)
+		stream = rdb.BackfillStream(category, key, p.opts.BackfillSuffix)
 	}
-	args := append([]any{key, p.opts.SignalMaxLen}, fields...)
-	err = scriptPublish.Run(ctx, p.c, []string{stream, IndexKey(category), SignalKey(category)}, args...).Err()
+	err = rdb.Publish(ctx, p.c, category, key, stream, p.opts.SignalMaxLen, fields)
 	if err != nil {
 		return fmt.Errorf("publish %s to %s: %w: %w", TypeName(msg), stream, ErrPublish, err)
 	}

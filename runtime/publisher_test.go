@@ -3,6 +3,8 @@ package runtime
 import (
 	"errors"
 	"testing"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 func TestPublishRouting(t *testing.T) {
@@ -30,18 +32,18 @@ func TestPublishRouting(t *testing.T) {
 				t.Fatalf("no entry in %s", tt.stream)
 			}
 			f := xs[0].Values
-			if f[FieldType] != TypeName(tt.msg) || f[FieldID] == "" || f[FieldPayload] == "" || f[FieldPublishedAt] == "" {
+			if f[rdb.FieldType] != TypeName(tt.msg) || f[rdb.FieldID] == "" || f[rdb.FieldPayload] == "" || f[rdb.FieldPublishedAt] == "" {
 				t.Fatalf("entry fields %v", f)
 			}
 		})
 	}
-	if got := c.SMembers(ctx, IndexKey("order")).Val(); len(got) != 1 || got[0] != "client-1" {
+	if got := c.SMembers(ctx, rdb.IndexKey("order")).Val(); len(got) != 1 || got[0] != "client-1" {
 		t.Fatalf("index %v, want [client-1]", got)
 	}
-	if c.Exists(ctx, IndexKey("note")).Val() != 0 {
+	if c.Exists(ctx, rdb.IndexKey("note")).Val() != 0 {
 		t.Fatal("unpartitioned category got an index")
 	}
-	if c.XLen(ctx, SignalKey("order")).Val() != 2 {
+	if c.XLen(ctx, rdb.SignalKey("order")).Val() != 2 {
 		t.Fatal("partitioned publishes did not signal")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // Idle re-checks of a quiet key, and keys that are signalled once and
@@ -114,7 +115,7 @@ func testPartition(t *testing.T, leaseTTL time.Duration, acquiredAt time.Time) (
 		t.Fatal(err)
 	}
 	reg := keyedHandler("orders", func(context.Context, *testEvent) error { return nil })
-	l, err := AcquireLease(ctx, c, PartitionLease(PartitionStream("order", "a"), "orders"), "p1", leaseTTL)
+	l, err := rdb.Acquire(ctx, c, rdb.PartitionLease(rdb.PartitionStream("order", "a"), "orders"), "p1", leaseTTL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,23 +170,23 @@ func xadd(t *testing.T, c *redis.Client, stream, id, note string) {
 func TestReclaimedBackfillHeadReadFirst(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	lanes := []string{"order:a", "order:a:backfill"}
-	ref := PartitionLease("order:a", "g")
+	ref := rdb.PartitionLease("order:a", "g")
 	xadd(t, c, lanes[1], "1-1", "B")
-	old, _ := AcquireLease(ctx, c, ref, "old", time.Minute)
-	if _, err := Reclaim(ctx, c, old, "g", lanes); err != nil {
+	old, _ := rdb.Acquire(ctx, c, ref, "old", time.Minute)
+	if _, err := rdb.Reclaim(ctx, c, old, "g", lanes); err != nil {
 		t.Fatal(err)
 	}
-	en, ok, err := FencedRead(ctx, c, old, "g", lanes)
+	en, ok, err := rdb.FencedRead(ctx, c, old, "g", lanes)
 	if !ok || err != nil || en.ID != "1-1" {
 		t.Fatalf("old owner's read: %v %v %v", en, ok, err)
 	}
 	c.Del(ctx, ref.Key) // old crashes; its lease expires
 	xadd(t, c, lanes[0], "2-1", "P")
-	nw, _ := AcquireLease(ctx, c, ref, "new", time.Minute)
-	if n, err := Reclaim(ctx, c, nw, "g", lanes); err != nil || n != 1 {
+	nw, _ := rdb.Acquire(ctx, c, ref, "new", time.Minute)
+	if n, err := rdb.Reclaim(ctx, c, nw, "g", lanes); err != nil || n != 1 {
 		t.Fatalf("reclaim: %d %v", n, err)
 	}
-	en, ok, err = FencedRead(ctx, c, nw, "g", lanes)
+	en, ok, err = rdb.FencedRead(ctx, c, nw, "g", lanes)
 	if !ok || err != nil || en.ID != "1-1" || en.Stream != lanes[1] {
 		t.Fatalf("new owner read %s %s first (%v %v); want the reclaimed backfill head 1-1", en.Stream, en.ID, ok, err)
 	}
@@ -196,23 +197,23 @@ func TestReclaimedBackfillHeadReadFirst(t *testing.T) {
 func TestPMReclaimedBackfillHeadReadFirst(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	lanes := []string{"order:x", "payment:x", "order:x:backfill", "payment:x:backfill"}
-	ref := pmLeaseRef("flow", "x")
+	ref := rdb.PMLease("flow", "x")
 	xadd(t, c, lanes[3], "1-1", "B")
-	old, _ := AcquireLease(ctx, c, ref, "old", time.Minute)
-	if _, err := Reclaim(ctx, c, old, "flow", lanes); err != nil {
+	old, _ := rdb.Acquire(ctx, c, ref, "old", time.Minute)
+	if _, err := rdb.Reclaim(ctx, c, old, "flow", lanes); err != nil {
 		t.Fatal(err)
 	}
-	en, ok, err := FencedReadOldest(ctx, c, old, "flow", lanes, 2)
+	en, ok, err := rdb.FencedReadOldest(ctx, c, old, "flow", lanes, 2)
 	if !ok || err != nil || en.ID != "1-1" {
 		t.Fatalf("old owner's read: %v %v %v", en, ok, err)
 	}
 	c.Del(ctx, ref.Key)
 	xadd(t, c, lanes[0], "2-1", "P")
-	nw, _ := AcquireLease(ctx, c, ref, "new", time.Minute)
-	if n, err := Reclaim(ctx, c, nw, "flow", lanes); err != nil || n != 1 {
+	nw, _ := rdb.Acquire(ctx, c, ref, "new", time.Minute)
+	if n, err := rdb.Reclaim(ctx, c, nw, "flow", lanes); err != nil || n != 1 {
 		t.Fatalf("reclaim: %d %v", n, err)
 	}
-	en, ok, err = FencedReadOldest(ctx, c, nw, "flow", lanes, 2)
+	en, ok, err = rdb.FencedReadOldest(ctx, c, nw, "flow", lanes, 2)
 	if !ok || err != nil || en.ID != "1-1" || en.Stream != lanes[3] {
 		t.Fatalf("new owner read %s %s first (%v %v); want the reclaimed backfill head 1-1", en.Stream, en.ID, ok, err)
 	}
@@ -228,13 +229,13 @@ func TestPMReadOldestDeliversOnlyWhatItReturns(t *testing.T) {
 	xadd(t, c, lanes[1], "2-1", "Q2")
 	xadd(t, c, lanes[0], "3-1", "P1")
 	xadd(t, c, lanes[2], "4-1", "B1")
-	l, _ := AcquireLease(ctx, c, pmLeaseRef("flow", "x"), "o", time.Minute)
-	if _, err := Reclaim(ctx, c, l, "flow", lanes); err != nil {
+	l, _ := rdb.Acquire(ctx, c, rdb.PMLease("flow", "x"), "o", time.Minute)
+	if _, err := rdb.Reclaim(ctx, c, l, "flow", lanes); err != nil {
 		t.Fatal(err)
 	}
 	var got []string
 	for range 5 {
-		en, ok, err := FencedReadOldest(ctx, c, l, "flow", lanes, 2)
+		en, ok, err := rdb.FencedReadOldest(ctx, c, l, "flow", lanes, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,7 +251,7 @@ func TestPMReadOldestDeliversOnlyWhatItReturns(t *testing.T) {
 				t.Fatalf("after reading %s, %s has %d pending entries it never returned", en.ID, s, p.Count)
 			}
 		}
-		if err := FencedAck(ctx, c, l, "flow", en.Stream, en.ID); err != nil {
+		if err := rdb.FencedAck(ctx, c, l, "flow", en.Stream, en.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -283,9 +284,9 @@ func TestOptionsRejectSubMillisecondDurations(t *testing.T) {
 // never swallowed.
 func TestFailedAcquireIsLogged(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
-	stream := PartitionStream("order", "a")
+	stream := rdb.PartitionStream("order", "a")
 	// A generation counter that is not an integer makes every acquire fail.
-	if err := c.Set(ctx, GenerationKey(stream, "orders"), "not-a-number", 0).Err(); err != nil {
+	if err := c.Set(ctx, rdb.GenerationKey(stream, "orders"), "not-a-number", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := NewPublisher(c).Publish(ctx, ev("a", 1)); err != nil {
@@ -365,7 +366,7 @@ func TestAnnounceReloadsFlushedScripts(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.announce(ctx)
-	if err := c.ZScore(ctx, MembersKey("orders"), "p1").Err(); err != nil {
+	if err := c.ZScore(ctx, rdb.MembersKey("orders"), "p1").Err(); err != nil {
 		t.Fatalf("not announced after SCRIPT FLUSH: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // ErrStateConflict means a pm state save expected a version that is no
@@ -32,7 +33,7 @@ type StateStore interface {
 }
 
 // RedisStateStore keeps pm state in Redis: one hash per (pm, correlation
-// value) at StateKey, fields "version" and "data" (the JSON state).
+// value) at "{<value>}:__pmstate__:<pm>", fields "version" and "data" (the JSON state).
 //
 // A Save made under a pm lease (LeaseFromContext names the same pm and
 // correlation value, as the engine's handle context does) is also fenced:
@@ -52,41 +53,13 @@ func NewRedisStateStore(c redis.UniversalClient) *RedisStateStore {
 
 // Load reads the state of pm's instance for correlation.
 func (s *RedisStateStore) Load(ctx context.Context, pm, correlation string) ([]byte, int64, error) {
-	key := StateKey(pm, correlation)
-	vals, err := s.c.HMGet(ctx, key, "version", "data").Result()
-	if err != nil {
-		return nil, 0, fmt.Errorf("load pm state %s: %w", key, err)
-	}
-	if len(vals) != 2 || vals[0] == nil {
-		return nil, 0, nil
-	}
-	vs, _ := vals[0].(string)
-	v, err := strconv.ParseInt(vs, 10, 64)
-	if err != nil {
-		return nil, 0, fmt.Errorf("load pm state %s: bad version %q: %w", key, vs, err)
-	}
-	data, _ := vals[1].(string)
-	return []byte(data), v, nil
+	data, v, _, err := rdb.LoadState(ctx, s.c, pm, correlation, "")
+	return data, v, err
 }
 
 // loadApplied is Load plus the last entry of stream the state includes.
 func (s *RedisStateStore) loadApplied(ctx context.Context, pm, correlation, stream string) ([]byte, int64, string, error) {
-	key := StateKey(pm, correlation)
-	vals, err := s.c.HMGet(ctx, key, "version", "data", appliedField(stream)).Result()
-	if err != nil {
-		return nil, 0, "", fmt.Errorf("load pm state %s: %w", key, err)
-	}
-	if len(vals) != 3 || vals[0] == nil {
-		return nil, 0, "", nil
-	}
-	vs, _ := vals[0].(string)
-	v, err := strconv.ParseInt(vs, 10, 64)
-	if err != nil {
-		return nil, 0, "", fmt.Errorf("load pm state %s: bad version %q: %w", key, vs, err)
-	}
-	data, _ := vals[1].(string)
-	last, _ := vals[2].(string)
-	return []byte(data), v, last, nil
+	return rdb.LoadState(ctx, s.c, pm, correlation, stream)
 }
 
 // Save stores data as the next version of pm's instance for correlation
@@ -94,26 +67,19 @@ func (s *RedisStateStore) loadApplied(ctx context.Context, pm, correlation, stre
 // ctx carries the instance's lease, only while that lease holds
 // (ErrFenced otherwise).
 func (s *RedisStateStore) Save(ctx context.Context, pm, correlation string, data []byte, expectVersion int64) error {
-	key := StateKey(pm, correlation)
-	keys := []string{key}
-	token, field, id := "", "", ""
+	save := rdb.StateSave{PM: pm, Correlation: correlation, Data: data, ExpectVersion: expectVersion}
 	if li, ok := LeaseFromContext(ctx); ok && li.Handler == pm && li.Key == correlation && li.LeaseKey != "" {
-		keys = append(keys, li.LeaseKey)
-		token = li.Token
+		save.LeaseKey, save.Token = li.LeaseKey, li.Token
 	}
 	if a, ok := ctx.Value(appliedCtxKey{}).(appliedMark); ok {
-		field, id = appliedField(a.stream), a.id
+		save.Stream, save.EntryID = a.stream, a.id
 	}
-	args := []any{expectVersion, data, token, field, id}
-	res, err := scriptSaveState.Run(ctx, s.c, keys, args...).Slice()
+	saved, stored, err := rdb.SaveState(ctx, s.c, save)
 	if err != nil {
-		if isFenceErr(err) {
-			return fmt.Errorf("save pm state %s: %w", key, ErrFenced)
-		}
-		return fmt.Errorf("save pm state %s: %w", key, err)
+		return err
 	}
-	if ok, _ := res[0].(int64); ok != 1 {
-		return fmt.Errorf("save pm state %s at version %d (stored: %v): %w", key, expectVersion, res[1], ErrStateConflict)
+	if !saved {
+		return fmt.Errorf("save pm state of %s for %q at version %d (stored: %d): %w", pm, correlation, expectVersion, stored, ErrStateConflict)
 	}
 	return nil
 }
@@ -196,10 +162,6 @@ func withApplied(ctx context.Context, stream, id string) context.Context {
 	return context.WithValue(ctx, appliedCtxKey{}, appliedMark{stream, id})
 }
 
-// appliedField names the state hash field holding a stream's last applied
-// entry id.
-func appliedField(stream string) string { return "applied:" + stream }
-
 // entryAfter reports whether stream entry id a comes after b ("ms-seq").
 func entryAfter(a, b string) bool {
 	ams, aseq, _ := strings.Cut(a, "-")
@@ -213,6 +175,3 @@ func entryAfter(a, b string) bool {
 	bs, _ := strconv.ParseUint(bseq, 10, 64)
 	return as > bs
 }
-
-// isFenceErr reports whether err is a script's fence error.
-func isFenceErr(err error) bool { return err != nil && strings.HasPrefix(err.Error(), fenceErr) }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // testStoreVersions checks a StateStore's optimistic version check.
@@ -54,12 +56,12 @@ func TestMemoryStateStoreVersionCheck(t *testing.T) {
 func TestRedisStateStoreSaveFencedByLease(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	s := NewRedisStateStore(c)
-	ref := pmLeaseRef("pm", "o-1")
-	old, err := AcquireLease(ctx, c, ref, "old", time.Minute)
+	ref := rdb.PMLease("pm", "o-1")
+	old, err := rdb.Acquire(ctx, c, ref, "old", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	under := func(l Lease) context.Context {
+	under := func(l rdb.Lease) context.Context {
 		return context.WithValue(ctx, leaseInfoKey{}, LeaseInfo{Handler: "pm", Key: "o-1",
 			Token: l.Token(), Generation: l.Generation, LeaseKey: l.Ref.Key})
 	}
@@ -70,7 +72,7 @@ func TestRedisStateStoreSaveFencedByLease(t *testing.T) {
 	if err := old.Release(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	cur, err := AcquireLease(ctx, c, ref, "new", time.Minute)
+	cur, err := rdb.Acquire(ctx, c, ref, "new", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +86,7 @@ func TestRedisStateStoreSaveFencedByLease(t *testing.T) {
 		t.Fatalf("Load = %q, %d; want 2, 2", data, v)
 	}
 	// A lease of another pm or value in ctx does not fence this instance.
-	other := context.WithValue(ctx, leaseInfoKey{}, LeaseInfo{Handler: "pm", Key: "o-9", Token: "x:1", LeaseKey: PMLeaseKey("pm", "o-9")})
+	other := context.WithValue(ctx, leaseInfoKey{}, LeaseInfo{Handler: "pm", Key: "o-9", Token: "x:1", LeaseKey: rdb.PMLeaseKey("pm", "o-9")})
 	if err := s.Save(other, "pm", "o-1", []byte(`3`), 2); err != nil {
 		t.Fatalf("Save with an unrelated lease in ctx: %v", err)
 	}

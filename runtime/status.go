@@ -14,8 +14,8 @@ type Halt struct {
 	Key         string    // partition key ("" for an unpartitioned category)
 	Stream      string    // lane holding the message
 	EntryID     string    // stream entry id of the head
-	MessageType string    // FieldType of the entry ("" when missing)
-	MessageID   string    // FieldID of the entry
+	MessageType string    // the "type" field of the entry ("" when missing)
+	MessageID   string    // the "id" field of the entry
 	Reason      string    // why it halted
 	Err         error     // the last handler or decode error
 	Owner       string    // OwnerID of the instance that halted it

@@ -3,13 +3,12 @@ package runtime
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // Unkeyed handlers promise no order, so they need no lease: instances
@@ -60,7 +59,7 @@ func (e *Engine) runPlain(base context.Context, stop <-chan struct{}, c consumer
 			if errors.Is(err, redis.Nil) {
 				continue
 			}
-			if isNoGroup(err) {
+			if rdb.IsNoGroup(err) {
 				e.ensureGroup(base, stop, stream, group, true)
 				continue
 			}
@@ -84,20 +83,20 @@ func (e *Engine) runPlain(base context.Context, stop <-chan struct{}, c consumer
 // unkeyed handler does not read yet; found through the index.
 func (e *Engine) startFans(base context.Context, stop <-chan struct{}, c consumer, running map[string]bool, wg *sync.WaitGroup) {
 	ctx, cancel := context.WithTimeout(base, max(e.o.DiscoveryInterval, time.Second))
-	keys, err := e.c.SMembers(ctx, IndexKey(c.category)).Result()
+	keys, err := rdb.Partitions(ctx, e.c, c.category)
 	cancel()
 	if err != nil {
 		e.log.Warn("seqby: reading the partition index failed", "category", c.category, "err", err)
 		return
 	}
 	for _, k := range keys {
-		id := partitionID(c.reg.Name, PartitionStream(c.category, k))
+		id := partitionID(c.reg.Name, rdb.PartitionStream(c.category, k))
 		if running[id] || CheckKeySuffix(c.category, "", k, e.o.BackfillSuffix) != nil {
 			continue
 		}
 		running[id] = true
 		u := &unfenced{e: e, base: base, stop: stop, c: c, group: c.reg.Name, key: k,
-			lanes: []string{PartitionStream(c.category, k), BackfillStream(c.category, k, e.o.BackfillSuffix)}}
+			lanes: []string{rdb.PartitionStream(c.category, k), rdb.BackfillStream(c.category, k, e.o.BackfillSuffix)}}
 		// Join before the goroutine starts, so the instance is announced
 		// before its first read of the partition.
 		u.st = e.joinUnkeyed(base, u.group)
@@ -155,7 +154,7 @@ func (u *unfenced) runFan() {
 		got, failed := false, false
 		for _, l := range u.lanes {
 			res, err := u.readNew(l)
-			if isNoGroup(err) {
+			if rdb.IsNoGroup(err) {
 				// The lane's first entry arrived after the worker started
 				// (typically a first backfill entry): its signal is already
 				// counted, so read it now rather than wait for another.
@@ -367,12 +366,12 @@ func (u *unfenced) retryOwn(lane string) {
 func (u *unfenced) deleteConsumer(lane, name string) {
 	ctx, cancel := context.WithTimeout(u.base, 5*time.Second)
 	defer cancel()
-	n, err := scriptDelIdleConsumer.Run(ctx, u.e.c, []string{lane}, u.group, name).Int64()
+	deleted, err := rdb.DeleteIdleConsumer(ctx, u.e.c, lane, u.group, name)
 	if err != nil {
 		u.e.log.Warn("seqby: deleting a dead consumer failed", "stream", lane, "consumer", name, "err", err)
 		return
 	}
-	if n == 1 {
+	if deleted {
 		u.e.log.Debug("seqby: deleted a dead consumer", "stream", lane, "group", u.group, "consumer", name)
 	}
 }
@@ -385,7 +384,7 @@ func (u *unfenced) process(stream string, m redis.XMessage) {
 	if u.st.isHalted(stream, m.ID) {
 		return
 	}
-	en := Entry{Stream: stream, ID: m.ID}
+	en := rdb.Entry{Stream: stream, ID: m.ID}
 	if m.Values != nil {
 		en.Fields = make(map[string]string, len(m.Values))
 		for k, v := range m.Values {
@@ -453,25 +452,11 @@ func (e *Engine) ensureGroup(base context.Context, stop <-chan struct{}, stream,
 func (e *Engine) createGroup(base context.Context, stream, group string, mk bool) (bool, error) {
 	ctx, cancel := context.WithTimeout(base, 5*time.Second)
 	defer cancel()
-	var err error
-	if mk {
-		err = e.c.XGroupCreateMkStream(ctx, stream, group, "0").Err()
-	} else {
-		err = e.c.XGroupCreate(ctx, stream, group, "0").Err()
-	}
-	if err == nil || strings.HasPrefix(err.Error(), "BUSYGROUP") {
-		return true, nil
-	}
-	if !mk && strings.Contains(err.Error(), "requires the key to exist") {
-		return false, nil
-	}
-	return false, fmt.Errorf("create group %s on %s: %w", group, stream, err)
+	return rdb.CreateGroup(ctx, e.c, stream, group, mk)
 }
 
 // maxHalts bounds the unpartitioned halts kept for Status.
 const maxHalts = 100
-
-func isNoGroup(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOGROUP") }
 
 // sleepOr waits d unless stop closes first; false when stopped.
 func sleepOr(stop <-chan struct{}, d time.Duration) bool {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // noteHandler is an unkeyed Registration on the unpartitioned "note".
@@ -281,7 +282,7 @@ func TestUnkeyedFanFailedReadIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: lane, Values: map[string]any{
-		FieldType: "testEvent", FieldID: "m2", FieldPayload: `{"client":"a","seq":2}`}}).Err(); err != nil {
+		rdb.FieldType: "testEvent", rdb.FieldID: "m2", rdb.FieldPayload: `{"client":"a","seq":2}`}}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "a/2 read on a retry (the safety net is 30 s)", func() bool { return seen[2].Load() })
@@ -311,7 +312,7 @@ func TestUnkeyedOwnUnackedEntryIsRerun(t *testing.T) {
 	// first, without its handler running.
 	_, err := c.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 		pipe.XAdd(ctx, &redis.XAddArgs{Stream: "note", Values: map[string]any{
-			FieldType: "testNote", FieldID: "m1", FieldPayload: `{"text":"unacked"}`}})
+			rdb.FieldType: "testNote", rdb.FieldID: "m1", rdb.FieldPayload: `{"text":"unacked"}`}})
 		pipe.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "notes", Consumer: "p1", Streams: []string{"note", ">"}, Count: 1, Block: -1})
 		return nil
 	})

@@ -2,18 +2,17 @@ package runtime
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // Unkeyed handlers share consumer groups by message, and a consumer's name
 // is its instance's OwnerID. To tell a dead consumer (whose pending
 // entries someone must take over, and whose name must leave the group)
 // from a live but slow one, every instance running an unkeyed handler
-// announces itself in the handler's member set, MembersKey(handler), the
+// announces itself in the handler's member set, rdb.MembersKey(handler), the
 // set keyed handlers use for fair share: from its own goroutine, so a slow
 // handler never makes its instance look dead.
 
@@ -97,46 +96,10 @@ func (e *Engine) announceUnkeyedLoop(base context.Context, handler string, st *u
 func (e *Engine) announceUnkeyed(base context.Context, handler string, join bool) {
 	ctx, cancel := context.WithTimeout(base, max(e.o.HeartbeatInterval, time.Second))
 	defer cancel()
-	flag := "0"
-	if join {
-		flag = "1"
-	}
-	if err := scriptMember.Run(ctx, e.c, []string{MembersKey(handler)}, e.o.OwnerID, e.memberTTL().Milliseconds(), flag).Err(); err != nil {
+	if _, err := rdb.Announce(ctx, e.c, handler, e.o.OwnerID, e.memberTTL(), join); err != nil {
 		e.log.Warn("seqby: member announcement failed", "handler", handler, "err", err)
 	}
 }
-
-// scriptLiveMembers: KEYS members; ARGV ttl ms. Returns the members whose
-// heartbeat (scored by Redis time, like scriptMember) is younger than ttl.
-var scriptLiveMembers = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-return redis.call('ZRANGEBYSCORE', KEYS[1], now - tonumber(ARGV[1]), '+inf')
-`)
-
-// liveMembers returns the instances live for handler.
-func (e *Engine) liveMembers(ctx context.Context, handler string) (map[string]bool, error) {
-	names, err := scriptLiveMembers.Run(ctx, e.c, []string{MembersKey(handler)}, e.memberTTL().Milliseconds()).StringSlice()
-	if err != nil {
-		return nil, fmt.Errorf("read live members of %s: %w", handler, err)
-	}
-	live := make(map[string]bool, len(names))
-	for _, n := range names {
-		live[n] = true
-	}
-	return live, nil
-}
-
-// scriptDelIdleConsumer: KEYS stream; ARGV group, consumer. Deletes the
-// consumer only if it has nothing pending, in one step, so an entry it
-// read after our check is never dropped from the PEL with it. Returns 1
-// when deleted.
-var scriptDelIdleConsumer = redis.NewScript(`
-local p = redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2])
-if #p > 0 then return 0 end
-redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], ARGV[2])
-return 1
-`)
 
 // liveMembersCached is liveMembers shared by the handler's workers for up
 // to a HeartbeatInterval, so many partitions cost one read. Safe: an
@@ -151,7 +114,7 @@ func (e *Engine) liveMembersCached(ctx context.Context, st *unkeyedState, handle
 	}
 	st.mu.Unlock()
 	at := time.Now()
-	live, err := e.liveMembers(ctx, handler)
+	live, err := rdb.LiveMembers(ctx, e.c, handler, e.memberTTL())
 	if err != nil {
 		return nil, err
 	}

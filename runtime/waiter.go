@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // waiter wakes idle partitions without polling them: one XREAD BLOCK per
@@ -52,7 +53,7 @@ func newWaiter(c redis.UniversalClient, block time.Duration) *waiter {
 // watch starts following a category's signals from its newest entry. It
 // must run before any worker of the category reads.
 func (w *waiter) watch(ctx context.Context, category string) error {
-	sig := SignalKey(category)
+	sig := rdb.SignalKey(category)
 	w.mu.Lock()
 	_, ok := w.cursors[sig]
 	w.mu.Unlock()

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/seqby/seqby/runtime"
+	"github.com/seqby/seqby/runtime/inspect"
 )
 
 const usageText = `usage: seqbyctl [-redis URL] [-timeout D] [-json] COMMAND [flags]
@@ -102,7 +102,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if err := c.do(ctx, client, o); err != nil {
+	if err := c.do(ctx, inspect.New(client), o); err != nil {
 		fmt.Fprintf(stderr, "seqbyctl %s: %v\n", cmd, err)
 		return 1
 	}
@@ -118,12 +118,12 @@ type opts struct {
 
 type command struct {
 	partition, id bool // takes -stream, -id (both required when taken)
-	do            func(context.Context, redis.UniversalClient, opts) error
+	do            func(context.Context, *inspect.Inspector, opts) error
 }
 
 var cmds = map[string]command{
 	"halted":  {do: halted},
-	"inspect": {partition: true, do: inspect},
+	"inspect": {partition: true, do: inspectPartition},
 	"skip":    {partition: true, id: true, do: resolve(false)},
 	"dlq":     {partition: true, id: true, do: resolve(true)},
 }
@@ -149,8 +149,8 @@ func (c command) check(o opts, fs *flag.FlagSet) error {
 	return nil
 }
 
-func halted(ctx context.Context, c redis.UniversalClient, o opts) error {
-	hs, err := runtime.ListHalts(ctx, c, o.handler)
+func halted(ctx context.Context, in *inspect.Inspector, o opts) error {
+	hs, err := in.Halts(ctx, o.handler)
 	if err != nil {
 		return err
 	}
@@ -170,8 +170,8 @@ func halted(ctx context.Context, c redis.UniversalClient, o opts) error {
 	return w.Flush()
 }
 
-func inspect(ctx context.Context, c redis.UniversalClient, o opts) error {
-	in, err := runtime.Inspect(ctx, c, o.handler, o.stream)
+func inspectPartition(ctx context.Context, i *inspect.Inspector, o opts) error {
+	in, err := i.Inspect(ctx, o.handler, o.stream)
 	if err != nil {
 		return err
 	}
@@ -224,13 +224,13 @@ func inspect(ctx context.Context, c redis.UniversalClient, o opts) error {
 	return nil
 }
 
-func resolve(dlq bool) func(context.Context, redis.UniversalClient, opts) error {
-	return func(ctx context.Context, c redis.UniversalClient, o opts) error {
-		op := runtime.Skip
+func resolve(dlq bool) func(context.Context, *inspect.Inspector, opts) error {
+	return func(ctx context.Context, in *inspect.Inspector, o opts) error {
+		op := in.Skip
 		if dlq {
-			op = runtime.MoveToDLQ
+			op = in.MoveToDLQ
 		}
-		res, err := op(ctx, c, o.handler, o.stream, o.id)
+		res, err := op(ctx, o.handler, o.stream, o.id)
 		if err != nil {
 			return err
 		}

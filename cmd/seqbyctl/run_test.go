@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/internal/redistest"
 	"github.com/seqby/seqby/runtime"
+	"github.com/seqby/seqby/runtime/inspect"
 )
 
 // placed is a message of the partitioned category "shop".
@@ -161,8 +162,8 @@ func TestRunOnHaltedPartition(t *testing.T) {
 	}
 	aIDs, bIDs := ids("shop:a"), ids("shop:b")
 	eventually(t, 20*time.Second, "two halts recorded", func() bool {
-		n, _ := c.HLen(ctx, runtime.HaltsKey("ops")).Result()
-		return n == 2
+		hs, _ := inspect.New(c).Halts(ctx, "ops")
+		return len(hs) == 2
 	})
 
 	steps := []struct {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/seqby/seqby/runtime"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // The tests below map one to one onto the assertions of ADR-0028 ("Mapping
@@ -170,7 +170,7 @@ func TestPoisonHaltsOnlyItsPartition(t *testing.T) {
 	if attempts < 3 {
 		t.Errorf("the poison head was tried %d times, want at least 1 + MaxRetries = 3", attempts)
 	}
-	stream := runtime.PartitionStream(Category, "client-A")
+	stream := rdb.PartitionStream(Category, "client-A")
 	pend, err := c.rdb.XPendingExt(c.ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: "-", End: "+", Count: 10}).Result()
 	if err != nil || len(pend) != 1 || pend[0].ID != halt[2] {
 		t.Errorf("pending entries of %s: %+v (%v), want only the poison head %s", stream, pend, err, halt[2])
@@ -203,12 +203,12 @@ func TestCrashFailover(t *testing.T) {
 		victim, ok = entered(c.marks("client-A"), "", 5)
 		return ok
 	})
-	stream := runtime.PartitionStream(Category, "client-A")
+	stream := rdb.PartitionStream(Category, "client-A")
 	pend, err := c.rdb.XPendingExt(c.ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: "-", End: "+", Count: 10}).Result()
 	if err != nil || len(pend) != 1 || pend[0].Consumer != victim.Token {
 		t.Fatalf("before the kill, pending of %s is %+v (%v); want event 5 pending under %s", stream, pend, err, victim.Token)
 	}
-	_, victimGen, _ := runtime.ParseToken(victim.Token)
+	_, victimGen, _ := rdb.ParseToken(victim.Token)
 	c.kill(victim.Instance)
 	survivor := other(victim.Instance)
 	c.eventually(30*time.Second, survivor+" claims client-A", func() bool {
@@ -258,7 +258,7 @@ func TestStallFailoverFence(t *testing.T) {
 		return ok
 	})
 	c.signal(stale.Instance, syscall.SIGSTOP)
-	_, staleGen, _ := runtime.ParseToken(stale.Token)
+	_, staleGen, _ := rdb.ParseToken(stale.Token)
 	successor := other(stale.Instance)
 	c.eventually(30*time.Second, successor+" takes client-A", func() bool {
 		o, g := c.owner("client-A")
@@ -356,7 +356,7 @@ func TestGracefulShutdownHandsOver(t *testing.T) {
 	if !slices.Contains(c.applied("client-A"), commit{Seq: 3, Instance: leaving.Instance, Token: leaving.Token}) {
 		t.Errorf("%s did not finish its in-flight event 3 before leaving: %+v", leaving.Instance, c.applied("client-A"))
 	}
-	if _, err := c.rdb.ZScore(c.ctx, runtime.MembersKey(group), leaving.Instance).Result(); err == nil {
+	if _, err := c.rdb.ZScore(c.ctx, rdb.MembersKey(group), leaving.Instance).Result(); err == nil {
 		t.Errorf("%s is still in the member set after leaving", leaving.Instance)
 	}
 }

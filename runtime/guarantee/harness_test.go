@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/internal/redistest"
 	"github.com/seqby/seqby/runtime"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // The test binary doubles as an engine instance: with envChild set it runs
@@ -222,7 +223,7 @@ func (c *cluster) launch(id, childEnv, handler string) *child {
 			c.t.Fatalf("instance %s exited at start: %v\n%s", id, ch.err, tail(ch.log, 40))
 		default:
 		}
-		_, err := c.rdb.ZScore(c.ctx, runtime.MembersKey(handler), id).Result()
+		_, err := c.rdb.ZScore(c.ctx, rdb.MembersKey(handler), id).Result()
 		return err == nil
 	})
 	return ch
@@ -325,11 +326,11 @@ func (c *cluster) publish(steps ...Step) {
 // owner returns the instance holding key's lease and the lease generation
 // ("" when no one holds it).
 func (c *cluster) owner(key string) (string, int64) {
-	tok, err := c.rdb.Get(c.ctx, runtime.LeaseKey(runtime.PartitionStream(Category, key), group)).Result()
+	tok, err := c.rdb.Get(c.ctx, rdb.LeaseKey(rdb.PartitionStream(Category, key), group)).Result()
 	if err != nil {
 		return "", 0
 	}
-	o, g, err := runtime.ParseToken(tok)
+	o, g, err := rdb.ParseToken(tok)
 	if err != nil {
 		c.t.Fatalf("lease of %s holds %q: %v", key, tok, err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/runtime"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // The process-manager part of the suite (ADR-0028, "Process manager
@@ -252,11 +253,11 @@ func (c *cluster) checkPMState(v string, n int) {
 
 // pmOwner returns the instance holding v's pm lease and its generation.
 func (c *cluster) pmOwner(v string) (string, int64) {
-	tok, err := c.rdb.Get(c.ctx, runtime.PMLeaseKey(pmName, v)).Result()
+	tok, err := c.rdb.Get(c.ctx, rdb.PMLeaseKey(pmName, v)).Result()
 	if err != nil {
 		return "", 0
 	}
-	o, g, err := runtime.ParseToken(tok)
+	o, g, err := rdb.ParseToken(tok)
 	if err != nil {
 		c.t.Fatalf("pm lease of %s holds %q: %v", v, tok, err)
 	}

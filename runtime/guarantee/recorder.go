@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/runtime"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // ErrCommitFenced is returned by the Recorder when its commit found the
@@ -82,7 +83,7 @@ func (h *Recorder) On(ctx context.Context, e Step) error {
 
 // The suite's Redis keys. A key's records share its partition stream's hash
 // tag, like the lease they are fenced by.
-func tag(key string) string            { return "{" + runtime.PartitionStream(Category, key) + "}" }
+func tag(key string) string            { return "{" + rdb.PartitionStream(Category, key) + "}" }
 func markerKey(key string) string      { return tag(key) + ":guarantee:inprogress" }
 func overlapsKey(key string) string    { return tag(key) + ":guarantee:overlaps" }
 func entriesKey(key string) string     { return tag(key) + ":guarantee:entries" }

@@ -14,6 +14,7 @@ import (
 	"github.com/seqby/seqby/generator"
 	"github.com/seqby/seqby/internal/redistest"
 	"github.com/seqby/seqby/runtime"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // These tests need no engine process: registration and publishing fail in
@@ -289,20 +290,20 @@ func TestUnsafeKeysFailPublish(t *testing.T) {
 		{"__partitions__ through a pointer", Tagged{TagID: str("__partitions__")}, runtime.PublisherOptions{}, runtime.ErrSentinelKey},
 		{"other sentinel", Step{ClientID: "__signal__", Seq: 1}, runtime.PublisherOptions{}, runtime.ErrSentinelKey},
 	}
-	rdb, ctx := newRedis(t)
+	client, ctx := newRedis(t)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := runtime.NewPublisher(rdb, tc.opts).Publish(ctx, tc.msg)
+			err := runtime.NewPublisher(client, tc.opts).Publish(ctx, tc.msg)
 			if !errors.Is(err, runtime.ErrInvalidKey) || !errors.Is(err, tc.rule) {
 				t.Fatalf("Publish: %v, want ErrInvalidKey and %v", err, tc.rule)
 			}
 			cat := tc.msg.StreamCategory()
-			for _, k := range []string{runtime.IndexKey(cat), runtime.SignalKey(cat), cat} {
-				if rdb.Exists(ctx, k).Val() != 0 {
+			for _, k := range []string{rdb.IndexKey(cat), rdb.SignalKey(cat), cat} {
+				if client.Exists(ctx, k).Val() != 0 {
 					t.Errorf("%s exists after a refused publish", k)
 				}
 			}
-			if keys := rdb.Keys(ctx, "*").Val(); len(keys) > 0 {
+			if keys := client.Keys(ctx, "*").Val(); len(keys) > 0 {
 				t.Fatalf("Redis holds %v after a refused publish", keys)
 			}
 		})
@@ -311,7 +312,7 @@ func TestUnsafeKeysFailPublish(t *testing.T) {
 	// runs.
 	t.Run("inline broker", func(t *testing.T) {
 		b := runtime.NewInlineBroker()
-		if err := b.Register((&Recorder{Redis: rdb, Instance: "inline"}).SeqbyRegistration()); err != nil {
+		if err := b.Register((&Recorder{Redis: client, Instance: "inline"}).SeqbyRegistration()); err != nil {
 			t.Fatal(err)
 		}
 		for _, tc := range tests {
@@ -322,7 +323,7 @@ func TestUnsafeKeysFailPublish(t *testing.T) {
 				t.Errorf("inline Publish of %s key: %v, want ErrInvalidKey", tc.name, err)
 			}
 		}
-		if keys := rdb.Keys(ctx, "*").Val(); len(keys) > 0 {
+		if keys := client.Keys(ctx, "*").Val(); len(keys) > 0 {
 			t.Fatalf("the handler ran for a refused key: Redis holds %v", keys)
 		}
 	})

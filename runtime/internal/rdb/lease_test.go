@@ -1,4 +1,4 @@
-package runtime
+package rdb
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 func TestLeaseAcquireRenewRelease(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	ref := PartitionLease("order:a", "h")
-	l, err := AcquireLease(ctx, c, ref, "p1", time.Minute)
+	l, err := Acquire(ctx, c, ref, "p1", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,7 +19,7 @@ func TestLeaseAcquireRenewRelease(t *testing.T) {
 	if got := c.Get(ctx, ref.Key).Val(); got != "p1:1" {
 		t.Fatalf("lease key holds %q", got)
 	}
-	if _, err := AcquireLease(ctx, c, ref, "p2", time.Minute); !errors.Is(err, ErrLeaseHeld) {
+	if _, err := Acquire(ctx, c, ref, "p2", time.Minute); !errors.Is(err, ErrLeaseHeld) {
 		t.Fatalf("second acquire: %v, want ErrLeaseHeld", err)
 	}
 	if err := l.Renew(ctx, c, time.Minute); err != nil {
@@ -44,7 +44,7 @@ func TestLeaseAcquireRenewRelease(t *testing.T) {
 	if err := l.Renew(ctx, c, time.Minute); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("renew after release: %v, want ErrLeaseLost", err)
 	}
-	l2, err := AcquireLease(ctx, c, ref, "p2", time.Minute)
+	l2, err := Acquire(ctx, c, ref, "p2", time.Minute)
 	if err != nil || l2.Generation != 2 {
 		t.Fatalf("re-acquire after release: %+v %v, want generation 2", l2, err)
 	}
@@ -53,12 +53,12 @@ func TestLeaseAcquireRenewRelease(t *testing.T) {
 func TestLeaseExpiryThenReacquireIncrementsGeneration(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	ref := PartitionLease("order:a", "h")
-	l1, err := AcquireLease(ctx, c, ref, "p1", 50*time.Millisecond)
+	l1, err := Acquire(ctx, c, ref, "p1", 50*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "lease expiry", func() bool { return c.Exists(ctx, ref.Key).Val() == 0 })
-	l2, err := AcquireLease(ctx, c, ref, "p2", time.Minute)
+	l2, err := Acquire(ctx, c, ref, "p2", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestLeaseExpiryThenReacquireIncrementsGeneration(t *testing.T) {
 	}
 	// The counter survives the lease key (and partition reaping).
 	c.Del(ctx, ref.Key)
-	l3, _ := AcquireLease(ctx, c, ref, "p1", time.Minute)
+	l3, _ := Acquire(ctx, c, ref, "p1", time.Minute)
 	if l3.Generation != 3 {
 		t.Fatalf("generation went to %d, want 3", l3.Generation)
 	}

@@ -1,4 +1,4 @@
-package runtime
+package rdb
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ func TestFencedReadAndAck(t *testing.T) {
 		c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"v", v}})
 	}
 	ref := PartitionLease(stream, group)
-	l1, err := AcquireLease(ctx, c, ref, "p1", time.Minute)
+	l1, err := Acquire(ctx, c, ref, "p1", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestFencedReadAndAck(t *testing.T) {
 
 	// The lease moves on: l1 is stale on read and on ack.
 	c.Del(ctx, ref.Key)
-	l2, err := AcquireLease(ctx, c, ref, "p2", time.Minute)
+	l2, err := Acquire(ctx, c, ref, "p2", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestFencedReadBackfillAfterPrimary(t *testing.T) {
 	primary, backfill, group := "order:a", "order:a:backfill", "h"
 	c.XAdd(ctx, &redis.XAddArgs{Stream: backfill, Values: []any{"v", "old"}})
 	c.XAdd(ctx, &redis.XAddArgs{Stream: primary, Values: []any{"v", "new"}})
-	l, _ := AcquireLease(ctx, c, PartitionLease(primary, group), "p1", time.Minute)
+	l, _ := Acquire(ctx, c, PartitionLease(primary, group), "p1", time.Minute)
 	lanes := []string{primary, backfill}
 	Reclaim(ctx, c, l, group, lanes)
 	var got []string
@@ -109,7 +109,7 @@ func TestFencedReadBackfillAfterPrimary(t *testing.T) {
 
 func TestFencedReadMissingLanes(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
-	l, _ := AcquireLease(ctx, c, PartitionLease("order:none", "h"), "p1", time.Minute)
+	l, _ := Acquire(ctx, c, PartitionLease("order:none", "h"), "p1", time.Minute)
 	if n, err := Reclaim(ctx, c, l, "h", []string{"order:none", "order:none:backfill"}); err != nil || n != 0 {
 		t.Fatalf("reclaim of missing streams: %d %v", n, err)
 	}

@@ -1,4 +1,4 @@
-package runtime
+package rdb
 
 import (
 	"context"
@@ -16,16 +16,29 @@ type Entry struct {
 
 // FencedRead reads the next entry for the lease's consumer (its token) in
 // group: its own pending entries on every lane first (a retried, halted or
-// reclaimed head), then new ones, lane by lane in the given order. ok is false when every lane is drained. It fails with
-// ErrFenced when the lease no longer holds this token. It never blocks:
-// Redis forbids XREADGROUP BLOCK inside a script.
+// reclaimed head), then new ones, lane by lane in the given order. ok is
+// false when every lane is drained. It fails with ErrFenced when the lease
+// no longer holds this token. It never blocks: Redis forbids XREADGROUP
+// BLOCK inside a script.
 func FencedRead(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string) (e Entry, ok bool, err error) {
-	return fencedReadWith(ctx, scriptRead, c, l, group, lanes, 1)
+	return fencedRead(ctx, scriptRead, c, l, group, lanes, 1)
 }
 
-// fencedReadWith runs a fenced read script, whose reply is {0} when every
+// FencedReadOldest reads the next entry for a pm's owner across the lanes
+// of its correlation value: the one with the oldest entry id among the
+// first primaries lanes, or among the others (backfill) when those are
+// drained. Like FencedRead, the owner's pending entries on every lane come
+// before any new entry, it fails with ErrFenced when the lease no longer
+// holds, and it never blocks. Only the returned entry is delivered: the
+// other lanes' next entries are looked at without being delivered, so an
+// entry is pending only while it is in flight.
+func FencedReadOldest(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string, primaries int) (e Entry, ok bool, err error) {
+	return fencedRead(ctx, scriptReadOldest, c, l, group, lanes, primaries)
+}
+
+// fencedRead runs a fenced read script, whose reply is {0} when every
 // lane is drained or {lane (1-based), entries}.
-func fencedReadWith(ctx context.Context, script *redis.Script, c redis.UniversalClient, l Lease, group string, lanes []string, arg int) (e Entry, ok bool, err error) {
+func fencedRead(ctx context.Context, script *redis.Script, c redis.UniversalClient, l Lease, group string, lanes []string, arg int) (e Entry, ok bool, err error) {
 	keys := append([]string{l.Ref.Key}, lanes...)
 	res, err := script.Run(ctx, c, keys, l.Token(), group, arg).Slice()
 	if err != nil {

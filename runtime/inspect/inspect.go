@@ -1,0 +1,251 @@
+package inspect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/rdb"
+)
+
+// Inspector reads and resolves halted partitions through a Redis client.
+// It is safe for concurrent use.
+type Inspector struct {
+	c redis.UniversalClient
+}
+
+// New returns an Inspector on c (a client, failover client or cluster
+// client).
+func New(c redis.UniversalClient) *Inspector { return &Inspector{c: c} }
+
+// Handlers returns the handlers that have halt records, sorted. It scans
+// the keyspace (on every primary of a cluster): an operator's call, never
+// for a consumer's hot path.
+func (i *Inspector) Handlers(ctx context.Context) ([]string, error) {
+	return rdb.HaltedHandlers(ctx, i.c)
+}
+
+// Halts returns the halted partitions of handler (of every handler when
+// handler is ""), sorted by handler and partition. A record whose head is
+// no longer pending is stale (the partition moved on) and is removed, not
+// returned, so a listed partition is really stuck on the listed entry.
+func (i *Inspector) Halts(ctx context.Context, handler string) ([]HaltRecord, error) {
+	handlers := []string{handler}
+	if handler == "" {
+		var err error
+		if handlers, err = i.Handlers(ctx); err != nil {
+			return nil, err
+		}
+	}
+	var out []HaltRecord
+	for _, h := range handlers {
+		all, err := rdb.Halts(ctx, i.c, h)
+		if err != nil {
+			return nil, fmt.Errorf("list halts: %w", err)
+		}
+		for field, r := range all {
+			pending, err := rdb.IsPending(ctx, i.c, r.Stream, h, r.EntryID)
+			if err != nil {
+				return nil, fmt.Errorf("check halt record %s of %s: %w", field, h, err)
+			}
+			if !pending {
+				rdb.ClearHalt(ctx, i.c, h, field, r.Raw)
+				continue
+			}
+			out = append(out, HaltRecord(r.HaltRecord))
+		}
+	}
+	sort.Slice(out, func(a, b int) bool {
+		if out[a].Handler != out[b].Handler {
+			return out[a].Handler < out[b].Handler
+		}
+		return out[a].Partition < out[b].Partition
+	})
+	return out, nil
+}
+
+// findHalt resolves partition (a record's field, or the stream holding
+// its head) to its halt record and the record's raw value.
+func (i *Inspector) findHalt(ctx context.Context, handler, partition string) (rdb.HaltRecord, string, error) {
+	r, raw, err := rdb.GetHalt(ctx, i.c, handler, partition)
+	if err == nil {
+		return r, raw, nil
+	}
+	if !errors.Is(err, redis.Nil) {
+		return rdb.HaltRecord{}, "", err
+	}
+	all, err := rdb.Halts(ctx, i.c, handler)
+	if err != nil {
+		return rdb.HaltRecord{}, "", err
+	}
+	for _, r := range all {
+		if r.Stream == partition {
+			return r.HaltRecord, r.Raw, nil
+		}
+	}
+	return rdb.HaltRecord{}, "", fmt.Errorf("%s of handler %s: %w", partition, handler, ErrNotHalted)
+}
+
+// Inspect describes a partition of handler: its halt record (if halted),
+// lease, streams with the group's pending entries, and the head entry with
+// its fields. Without a halt record, partition is taken as a keyed
+// handler's partition stream (a pm's value can be inspected only while it
+// is halted: its streams are listed in the record).
+func (i *Inspector) Inspect(ctx context.Context, handler, partition string) (Inspection, error) {
+	c := i.c
+	in := Inspection{Handler: handler, Partition: partition}
+	r, raw, err := i.findHalt(ctx, handler, partition)
+	switch {
+	case err == nil:
+		pending, err := rdb.IsPending(ctx, c, r.Stream, handler, r.EntryID)
+		if err != nil {
+			return in, fmt.Errorf("inspect %s: %w", partition, err)
+		}
+		if pending {
+			hr := HaltRecord(r)
+			in.Halt = &hr
+		} else {
+			rdb.ClearHalt(ctx, c, handler, r.Partition, raw)
+			in.Stale = true
+		}
+		in.Partition, in.LeaseKey = r.Partition, r.LeaseKey
+		in.Lanes = lanesOf(r.Streams)
+	case errors.Is(err, ErrNotHalted):
+		in.LeaseKey = rdb.LeaseKey(partition, handler)
+		in.Lanes = lanesOf([]string{partition, partition + ":" + rdb.DefaultBackfillSuffix})
+	default:
+		return in, fmt.Errorf("inspect %s: %w", partition, err)
+	}
+	if in.Lease, err = c.Get(ctx, in.LeaseKey).Result(); err != nil && !errors.Is(err, redis.Nil) {
+		return in, fmt.Errorf("inspect %s: lease: %w", partition, err)
+	}
+	if in.Lease != "" {
+		in.LeaseTTL, _ = c.PTTL(ctx, in.LeaseKey).Result()
+	}
+	for j := range in.Lanes {
+		if err := inspectLane(ctx, c, handler, &in.Lanes[j]); err != nil {
+			return in, fmt.Errorf("inspect %s: %w", in.Lanes[j].Stream, err)
+		}
+	}
+	stream, id := "", ""
+	if in.Halt != nil {
+		stream, id = in.Halt.Stream, in.Halt.EntryID
+	} else {
+		for _, l := range in.Lanes {
+			if len(l.Pending) > 0 {
+				stream, id = l.Stream, l.Pending[0].ID
+				break
+			}
+		}
+	}
+	if id != "" {
+		msgs, err := c.XRangeN(ctx, stream, id, id, 1).Result()
+		if err != nil {
+			return in, fmt.Errorf("inspect %s: read head %s: %w", stream, id, err)
+		}
+		in.Head = &Entry{Stream: stream, ID: id}
+		if len(msgs) == 1 { // nil Fields: deleted from the stream while pending
+			in.Head.Fields = map[string]string{}
+			for k, v := range msgs[0].Values {
+				in.Head.Fields[k] = fmt.Sprint(v)
+			}
+		}
+	}
+	return in, nil
+}
+
+func lanesOf(streams []string) []LaneInfo {
+	out := make([]LaneInfo, len(streams))
+	for i, s := range streams {
+		out[i].Stream = s
+	}
+	return out
+}
+
+func inspectLane(ctx context.Context, c redis.UniversalClient, group string, l *LaneInfo) error {
+	n, err := c.Exists(ctx, l.Stream).Result()
+	if err != nil || n == 0 {
+		return err
+	}
+	l.Exists = true
+	if l.Length, err = c.XLen(ctx, l.Stream).Result(); err != nil {
+		return err
+	}
+	ps, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: l.Stream, Group: group, Start: "-", End: "+", Count: 100}).Result()
+	if rdb.IsNoGroup(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, p := range ps {
+		l.Pending = append(l.Pending, PendingEntry{ID: p.ID, Consumer: p.Consumer, Idle: p.Idle, Deliveries: p.RetryCount})
+	}
+	return nil
+}
+
+// Skip resolves a halted partition by acknowledging its head id without
+// applying it. In one script it checks that the halt record is unchanged,
+// that no other owner is retrying the head (ErrRetrying), and that id is
+// still the group's first pending entry on the head's stream (ErrNotHead);
+// then it acks the entry, removes the record and deletes the lease. The
+// halted owner's next renew fails, it abandons the partition, and the next
+// owner claims it at a new generation and continues with the entry after
+// the head. The handler never sees the skipped message again.
+func (i *Inspector) Skip(ctx context.Context, handler, partition, id string) (Resolution, error) {
+	return i.resolveHead(ctx, handler, partition, id, false)
+}
+
+// MoveToDLQ is Skip that first appends a copy of the head to the
+// partition's dead-letter stream (HaltRecord.DLQ, "{category}:{key}:dlq"
+// of the head's category): the entry's fields, then dlq_stream,
+// dlq_entry_id, dlq_handler, dlq_partition, dlq_reason and dlq_error. The
+// copy, the ack and the lease deletion are one atomic step.
+func (i *Inspector) MoveToDLQ(ctx context.Context, handler, partition, id string) (Resolution, error) {
+	return i.resolveHead(ctx, handler, partition, id, true)
+}
+
+func (i *Inspector) resolveHead(ctx context.Context, handler, partition, id string, dlq bool) (Resolution, error) {
+	what := "skip"
+	if dlq {
+		what = "move to DLQ"
+	}
+	r, raw, err := i.findHalt(ctx, handler, partition)
+	if err != nil {
+		return Resolution{}, fmt.Errorf("%s %s: %w", what, id, err)
+	}
+	res := Resolution{Record: HaltRecord(r)}
+	if r.EntryID != id {
+		return res, fmt.Errorf("%s %s on %s: the halted head is %s: %w", what, id, r.Partition, r.EntryID, ErrNotHead)
+	}
+	var meta []any
+	if dlq {
+		res.DLQ = res.Record.DLQ()
+		meta = []any{"dlq_stream", r.Stream, "dlq_entry_id", id, "dlq_handler", handler,
+			"dlq_partition", r.Partition, "dlq_reason", r.Reason, "dlq_error", r.Error}
+	}
+	res.DLQEntryID, err = rdb.ResolveHead(ctx, i.c, r, raw, res.DLQ, meta)
+	var refused *rdb.ResolveError
+	switch {
+	case err == nil:
+		return res, nil
+	case !errors.As(err, &refused):
+		return res, fmt.Errorf("%s %s on %s: %w", what, id, r.Partition, err)
+	case errors.Is(err, rdb.ErrResolveStale):
+		rdb.ClearHalt(ctx, i.c, handler, r.Partition, raw)
+		return res, fmt.Errorf("%s %s on %s: the entry is no longer pending, the partition moved past it (stale halt record removed): %w", what, id, r.Partition, ErrNotHalted)
+	case errors.Is(err, rdb.ErrResolveNotHalted):
+		return res, fmt.Errorf("%s %s on %s: the halt record changed since it was read (the partition moved on or halted again): %w", what, id, r.Partition, ErrNotHalted)
+	case errors.Is(err, rdb.ErrResolveRetrying):
+		return res, fmt.Errorf("%s %s on %s: lease held by %s, not by %s that halted: %w", what, id, r.Partition, refused.Detail, r.Token, ErrRetrying)
+	case errors.Is(err, rdb.ErrResolveNotHead):
+		first := refused.Detail
+		if first == "" {
+			first = "none"
+		}
+		return res, fmt.Errorf("%s %s on %s: first pending entry on %s is %s: %w", what, id, r.Partition, r.Stream, first, ErrNotHead)
+	}
+	return res, fmt.Errorf("%s %s on %s: %w", what, id, r.Partition, err)
+}

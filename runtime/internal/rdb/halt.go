@@ -1,0 +1,195 @@
+package rdb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// HaltRecord is the JSON value of a halted partition's field in
+// HaltsKey(handler). The engine writes it when a partition halts; the
+// operator package reads it. It describes the head; the halt itself is
+// the head staying pending, so a record is trusted only together with the
+// group's pending list (IsPending).
+type HaltRecord struct {
+	Handler string `json:"handler"`
+	// PM is true for a sequential process manager's correlation value.
+	PM bool `json:"pm,omitempty"`
+	// Partition is the field name: a keyed handler's partition stream
+	// ({category}:{key}) or a pm's correlation value.
+	Partition string `json:"partition"`
+	Category  string `json:"category"` // category of the head's stream
+	Key       string `json:"key"`      // partition key or correlation value
+	// Stream is the lane holding the head; Streams all lanes read under
+	// the lease (primary streams first, then backfill lanes).
+	Stream      string    `json:"stream"`
+	Streams     []string  `json:"streams"`
+	EntryID     string    `json:"entry_id"`
+	MessageType string    `json:"type,omitempty"`
+	MessageID   string    `json:"message_id,omitempty"`
+	Reason      string    `json:"reason"`
+	Error       string    `json:"error,omitempty"`
+	Owner       string    `json:"owner"`
+	Token       string    `json:"token"` // lease token of the halting owner
+	LeaseKey    string    `json:"lease_key"`
+	At          time.Time `json:"at"`
+}
+
+// RecordHalt writes r, fenced by l: a stale owner cannot describe a head
+// that is no longer its own (ErrFenced).
+func RecordHalt(ctx context.Context, c redis.UniversalClient, l Lease, r HaltRecord) error {
+	raw, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode halt record of %s: %w", r.Partition, err)
+	}
+	err = scriptRecordHalt.Run(ctx, c, []string{l.Ref.Key, HaltsKey(r.Handler)}, l.Token(), r.Partition, string(raw)).Err()
+	if err != nil {
+		return fmt.Errorf("record halt of %s: %w", r.Partition, fenced(err, l))
+	}
+	return nil
+}
+
+// GetHalt reads and decodes handler's record for partition, with its raw
+// value for ClearHalt; redis.Nil when there is none.
+func GetHalt(ctx context.Context, c redis.UniversalClient, handler, partition string) (HaltRecord, string, error) {
+	raw, err := c.HGet(ctx, HaltsKey(handler), partition).Result()
+	if err != nil {
+		return HaltRecord{}, "", err
+	}
+	var r HaltRecord
+	if err := json.Unmarshal([]byte(raw), &r); err != nil {
+		return HaltRecord{}, raw, fmt.Errorf("halt record %s of %s: %w", partition, handler, err)
+	}
+	return r, raw, nil
+}
+
+// RawHalt is a halt record with the raw value it was decoded from.
+type RawHalt struct {
+	HaltRecord
+	Raw string
+}
+
+// Halts returns every halt record of handler, keyed by field.
+func Halts(ctx context.Context, c redis.UniversalClient, handler string) (map[string]RawHalt, error) {
+	all, err := c.HGetAll(ctx, HaltsKey(handler)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read halts of %s: %w", handler, err)
+	}
+	out := make(map[string]RawHalt, len(all))
+	for field, raw := range all {
+		var r HaltRecord
+		if err := json.Unmarshal([]byte(raw), &r); err != nil {
+			return nil, fmt.Errorf("halt record %s of %s is not valid JSON (delete the field with HDEL %s %s): %w", field, handler, HaltsKey(handler), field, err)
+		}
+		out[field] = RawHalt{r, raw}
+	}
+	return out, nil
+}
+
+// HaltedHandlers finds the handlers with a halts hash. It scans the
+// keyspace (on every primary of a cluster): an operator command, never on
+// the consumer's path.
+func HaltedHandlers(ctx context.Context, c redis.UniversalClient) ([]string, error) {
+	seen := map[string]bool{}
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		it := c.Scan(ctx, 0, HaltsKey("*"), 1000).Iterator()
+		for it.Next(ctx) {
+			seen[strings.TrimPrefix(it.Val(), HaltsKey(""))] = true
+		}
+		return it.Err()
+	}
+	var err error
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
+	} else {
+		err = scan(ctx, c)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find handlers with halts: %w", err)
+	}
+	out := make([]string, 0, len(seen))
+	for h := range seen {
+		out = append(out, h)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// IsPending reports whether id is in group's pending list on stream. A
+// missing stream or group counts as not pending.
+func IsPending(ctx context.Context, c redis.UniversalClient, stream, group, id string) (bool, error) {
+	ps, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: id, End: id, Count: 1}).Result()
+	if IsNoGroup(err) || errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return len(ps) == 1 && ps[0].ID == id, nil
+}
+
+// ClearHalt deletes handler's record for partition only if it is still
+// raw, so a newer halt of the same partition is never removed by mistake.
+// It reports whether it deleted.
+func ClearHalt(ctx context.Context, c redis.UniversalClient, handler, partition, raw string) (bool, error) {
+	n, err := scriptClearHalt.Run(ctx, c, []string{HaltsKey(handler)}, partition, raw).Int64()
+	if err != nil {
+		return false, fmt.Errorf("remove halt record %s of %s: %w", partition, handler, err)
+	}
+	return n == 1, nil
+}
+
+// The refusals of ResolveHead; each carries the script's detail.
+var (
+	ErrResolveNotHalted = errors.New("NOT_HALTED") // the record changed since it was read
+	ErrResolveRetrying  = errors.New("RETRYING")   // another owner holds the lease (detail: its token)
+	ErrResolveStale     = errors.New("STALE")      // the entry is no longer pending
+	ErrResolveNotHead   = errors.New("NOT_HEAD")   // another entry is first pending (detail: its id)
+)
+
+// ResolveError is a refusal of ResolveHead: Code is one of the
+// ErrResolve* errors, Detail the script's detail.
+type ResolveError struct {
+	Code   error
+	Detail string
+}
+
+func (e *ResolveError) Error() string { return e.Code.Error() + " " + e.Detail }
+func (e *ResolveError) Unwrap() error { return e.Code }
+
+// ResolveHead is the operator's compare-and-skip of the head r describes
+// (raw is the record as read): unless the record changed, another owner
+// is retrying, or the entry is no longer the pending head (a *ResolveError),
+// it copies the entry to dlq (when dlq is not "", followed by the
+// dlqFields pairs), acks it, deletes the lease and removes the record, in
+// one script. It returns the dead-letter entry id ("" without dlq).
+func ResolveHead(ctx context.Context, c redis.UniversalClient, r HaltRecord, raw, dlq string, dlqFields []any) (string, error) {
+	keys := []string{HaltsKey(r.Handler), r.Stream, r.LeaseKey}
+	args := []any{r.Partition, raw, r.Token, r.Handler, r.EntryID}
+	if dlq != "" {
+		keys = append(keys, dlq)
+		args = append(args, dlqFields...)
+	}
+	reply, err := scriptResolveHead.Run(ctx, c, keys, args...).StringSlice()
+	if err != nil {
+		return "", err
+	}
+	if len(reply) != 2 {
+		return "", fmt.Errorf("unexpected reply %v", reply)
+	}
+	for _, code := range []error{ErrResolveNotHalted, ErrResolveRetrying, ErrResolveStale, ErrResolveNotHead} {
+		if reply[0] == code.Error() {
+			return "", &ResolveError{Code: code, Detail: reply[1]}
+		}
+	}
+	if reply[0] != "OK" {
+		return "", fmt.Errorf("unexpected reply %v", reply)
+	}
+	return reply[1], nil
+}

@@ -1,0 +1,137 @@
+package rdb
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// LeaseRef names one lease: its key and its generation counter. A lease
+// covers whatever its owner reads under it: one partition's lanes for a
+// keyed handler, every stream of a correlation value for a pm.
+type LeaseRef struct {
+	Key        string // holds "{owner_id}:{generation}" while owned
+	Generation string // counter that never goes backwards
+}
+
+// PartitionLease returns the LeaseRef of group's lease on a stream.
+func PartitionLease(stream, group string) LeaseRef {
+	return LeaseRef{Key: LeaseKey(stream, group), Generation: GenerationKey(stream, group)}
+}
+
+// PMLease returns the LeaseRef of pm's lease on a correlation value.
+func PMLease(pm, correlation string) LeaseRef {
+	return LeaseRef{Key: PMLeaseKey(pm, correlation), Generation: PMGenerationKey(pm, correlation)}
+}
+
+// Lease is a held lease, the fencing token of its owner. Like an etcd
+// concurrency.Mutex revision, the generation strictly increases each time
+// the lease is acquired afresh.
+type Lease struct {
+	Ref        LeaseRef
+	Owner      string
+	Generation int64
+}
+
+// Token is "{owner_id}:{generation}": the value of the lease key and the
+// owner's consumer name in the group.
+func (l Lease) Token() string { return l.Owner + ":" + strconv.FormatInt(l.Generation, 10) }
+
+// Acquire takes ref for owner with a TTL (SET NX PX in one script with the
+// generation INCR). It returns ErrLeaseHeld when another token holds it.
+func Acquire(ctx context.Context, c redis.UniversalClient, ref LeaseRef, owner string, ttl time.Duration) (Lease, error) {
+	res, err := scriptAcquire.Run(ctx, c, []string{ref.Key, ref.Generation}, owner, ttl.Milliseconds()).Slice()
+	if err != nil {
+		return Lease{}, fmt.Errorf("acquire lease %s: %w", ref.Key, err)
+	}
+	if len(res) != 2 {
+		return Lease{}, fmt.Errorf("acquire lease %s: unexpected reply %v", ref.Key, res)
+	}
+	if ok, _ := res[0].(int64); ok != 1 {
+		return Lease{}, fmt.Errorf("acquire lease %s (held by %v): %w", ref.Key, res[1], ErrLeaseHeld)
+	}
+	gen, _ := res[1].(int64)
+	return Lease{Ref: ref, Owner: owner, Generation: gen}, nil
+}
+
+// Renew extends the lease by ttl if it still holds exactly this token,
+// else it fails with ErrLeaseLost.
+func (l Lease) Renew(ctx context.Context, c redis.UniversalClient, ttl time.Duration) error {
+	n, err := scriptRenew.Run(ctx, c, []string{l.Ref.Key}, l.Token(), ttl.Milliseconds()).Int64()
+	if err != nil {
+		return fmt.Errorf("renew lease %s: %w", l.Ref.Key, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("renew lease %s as %s: %w", l.Ref.Key, l.Token(), ErrLeaseLost)
+	}
+	return nil
+}
+
+// RenewAll renews every lease in one pipeline and returns one error per
+// lease: nil when renewed, ErrLeaseLost when the lease is gone or held by
+// another token, else the Redis error. A script cache lost by the server
+// (restart, SCRIPT FLUSH) is reloaded and the pipeline sent once more.
+func RenewAll(ctx context.Context, c redis.UniversalClient, leases []Lease, ttl time.Duration) []error {
+	errs := make([]error, len(leases))
+	for try := 0; try < 2; try++ {
+		pipe := c.Pipeline()
+		cmds := make([]*redis.Cmd, len(leases))
+		for i, l := range leases {
+			cmds[i] = scriptRenew.EvalSha(ctx, pipe, []string{l.Ref.Key}, l.Token(), ttl.Milliseconds())
+		}
+		pipe.Exec(ctx)
+		noscript := false
+		for i, cmd := range cmds {
+			n, err := cmd.Int64()
+			switch {
+			case IsNoScript(err):
+				noscript = true
+				errs[i] = err
+			case err != nil:
+				errs[i] = fmt.Errorf("renew lease %s: %w", leases[i].Ref.Key, err)
+			case n == 1:
+				errs[i] = nil
+			default:
+				errs[i] = fmt.Errorf("renew lease %s as %s: %w", leases[i].Ref.Key, leases[i].Token(), ErrLeaseLost)
+			}
+		}
+		if !noscript || try > 0 {
+			return errs
+		}
+		if err := LoadScripts(ctx, c); err != nil {
+			for i := range errs {
+				if IsNoScript(errs[i]) {
+					errs[i] = err
+				}
+			}
+			return errs
+		}
+	}
+	return errs
+}
+
+// Release deletes the lease if it still holds this token, so the next
+// owner need not wait for the TTL. Releasing a lost lease is not an error.
+func (l Lease) Release(ctx context.Context, c redis.UniversalClient) error {
+	if err := scriptRelease.Run(ctx, c, []string{l.Ref.Key}, l.Token()).Err(); err != nil {
+		return fmt.Errorf("release lease %s: %w", l.Ref.Key, err)
+	}
+	return nil
+}
+
+// ParseToken splits "{owner_id}:{generation}" at its last colon.
+func ParseToken(token string) (owner string, generation int64, err error) {
+	i := strings.LastIndexByte(token, ':')
+	if i < 0 {
+		return "", 0, fmt.Errorf("lease token %q has no generation", token)
+	}
+	gen, err := strconv.ParseInt(token[i+1:], 10, 64)
+	if err != nil {
+		return "", 0, fmt.Errorf("lease token %q: %w", token, err)
+	}
+	return token[:i], gen, nil
+}

@@ -1,0 +1,43 @@
+-- read: the fenced read of a keyed partition's owner.
+--
+-- KEYS[1] lease
+-- KEYS[2..] lanes in priority order (the partition stream, its backfill lane)
+-- ARGV[1] token, also the consumer name
+-- ARGV[2] group (the handler's name)
+-- ARGV[3] count
+-- Returns {lane (1-based among the lanes), entries}, or {0} when every
+-- lane is drained; the SEQBY_FENCED error when the lease does not hold
+-- the token.
+--
+-- Two passes: first the consumer's own pending entries (id 0) on every
+-- lane, then new entries ('>') lane by lane. A pending entry is one this
+-- owner (or a predecessor, after the claim's reclaim) was handed and did
+-- not ack: in flight at a crash, retried, or a halted head. It must run
+-- again before anything else, even before a newer entry on an earlier lane
+-- (a backfill head in flight when a primary entry arrived), or the
+-- partition would apply that entry between two runs of the head. New
+-- entries of a later lane are read only when earlier lanes have none. A
+-- lane's group is created (from id 0) the first time a read finds it
+-- missing, so a backfill lane may appear after the claim. Redis forbids
+-- XREADGROUP BLOCK inside a script, so this never blocks.
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return redis.error_reply('SEQBY_FENCED lease ' .. KEYS[1] .. ' is not held by ' .. ARGV[1])
+end
+local function read(s, id)
+  local r = redis.pcall('XREADGROUP', 'GROUP', ARGV[2], ARGV[1], 'COUNT', ARGV[3], 'STREAMS', s, id)
+  if type(r) == 'table' and r.err then
+    -- NOGROUP: a lane that appeared after the claim gets its group now.
+    redis.pcall('XGROUP', 'CREATE', s, ARGV[2], '0')
+    r = redis.call('XREADGROUP', 'GROUP', ARGV[2], ARGV[1], 'COUNT', ARGV[3], 'STREAMS', s, id)
+  end
+  return r
+end
+for _, id in ipairs({'0', '>'}) do
+  for i = 2, #KEYS do
+    if redis.call('EXISTS', KEYS[i]) == 1 then
+      local r = read(KEYS[i], id)
+      if r and r[1] and #r[1][2] > 0 then return {i - 1, r[1][2]} end
+    end
+  end
+end
+return {0}

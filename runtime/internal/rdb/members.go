@@ -1,0 +1,66 @@
+package rdb
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Announce joins (join true, also the heartbeat) or leaves group's member
+// set for owner, drops members silent for longer than ttl, and returns the
+// number of live members. Scores are Redis time, so clock skew between
+// instances does not matter.
+func Announce(ctx context.Context, c redis.UniversalClient, group, owner string, ttl time.Duration, join bool) (int64, error) {
+	return scriptMember.Run(ctx, c, []string{MembersKey(group)}, owner, ttl.Milliseconds(), joinFlag(join)).Int64()
+}
+
+// AnnounceAll joins owner to every group's member set in one pipeline,
+// reloading the scripts once if the server lost them.
+func AnnounceAll(ctx context.Context, c redis.UniversalClient, groups []string, owner string, ttl time.Duration) error {
+	for try := 0; ; try++ {
+		pipe := c.Pipeline()
+		for _, g := range groups {
+			scriptMember.EvalSha(ctx, pipe, []string{MembersKey(g)}, owner, ttl.Milliseconds(), "1")
+		}
+		_, err := pipe.Exec(ctx)
+		if err == nil || !IsNoScript(err) || try > 0 {
+			return err
+		}
+		// EVALSHA in a pipeline has no EVAL fallback: Redis lost its
+		// script cache (restart, SCRIPT FLUSH), so reload and redo.
+		if err := LoadScripts(ctx, c); err != nil {
+			return err
+		}
+	}
+}
+
+func joinFlag(join bool) string {
+	if join {
+		return "1"
+	}
+	return "0"
+}
+
+// LiveMembers returns the members of group's member set whose last
+// announcement is younger than ttl.
+func LiveMembers(ctx context.Context, c redis.UniversalClient, group string, ttl time.Duration) (map[string]bool, error) {
+	names, err := scriptLiveMembers.Run(ctx, c, []string{MembersKey(group)}, ttl.Milliseconds()).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("read live members of %s: %w", group, err)
+	}
+	live := make(map[string]bool, len(names))
+	for _, n := range names {
+		live[n] = true
+	}
+	return live, nil
+}
+
+// DeleteIdleConsumer deletes consumer from group on stream only if it has
+// nothing pending, in one step, so an entry it read after the caller's
+// check is never dropped with it. It reports whether it deleted.
+func DeleteIdleConsumer(ctx context.Context, c redis.UniversalClient, stream, group, consumer string) (bool, error) {
+	n, err := scriptDelIdleConsumer.Run(ctx, c, []string{stream}, group, consumer).Int64()
+	return n == 1, err
+}

@@ -1,0 +1,67 @@
+package rdb
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+//go:embed lua/*.lua
+var luaFiles embed.FS
+
+// script reads lua/<name>.lua. The files are embedded, so a missing one
+// is a build defect and panics at package init, never at run time.
+func script(name string) *redis.Script {
+	src, err := luaFiles.ReadFile("lua/" + name + ".lua")
+	if err != nil {
+		panic(fmt.Sprintf("seqby: embedded script %s: %v", name, err))
+	}
+	s := redis.NewScript(string(src))
+	allScripts = append(allScripts, s)
+	return s
+}
+
+// allScripts is every script, for LoadScripts; filled by script.
+var allScripts []*redis.Script
+
+var (
+	scriptPublish         = script("publish")
+	scriptAcquire         = script("acquire")
+	scriptRenew           = script("renew")
+	scriptRelease         = script("release")
+	scriptRead            = script("read")
+	scriptReadOldest      = script("read_oldest")
+	scriptAck             = script("ack")
+	scriptReclaim         = script("reclaim")
+	scriptMember          = script("member")
+	scriptLiveMembers     = script("live_members")
+	scriptDelIdleConsumer = script("del_idle_consumer")
+	scriptSaveState       = script("save_state")
+	scriptRecordHalt      = script("record_halt")
+	scriptClearHalt       = script("clear_halt")
+	scriptResolveHead     = script("resolve_head")
+)
+
+// LoadScripts loads every script into the server's script cache. Engines
+// call it at start; a single call (Script.Run) also falls back to EVAL on
+// NOSCRIPT, and the pipelined calls reload and retry.
+func LoadScripts(ctx context.Context, c redis.UniversalClient) error {
+	for _, s := range allScripts {
+		if err := s.Load(ctx, c).Err(); err != nil {
+			return fmt.Errorf("load seqby scripts: %w", err)
+		}
+	}
+	return nil
+}
+
+// IsNoScript reports a script missing from the server's cache (a restart,
+// SCRIPT FLUSH): pipelined EVALSHA has no EVAL fallback.
+func IsNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// IsNoGroup reports a missing consumer group (or its stream).
+func IsNoGroup(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOGROUP") }
