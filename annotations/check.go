@@ -139,7 +139,7 @@ func CheckCategory(c string) error {
 }
 
 // isReserved matches ^__.+__$ (kept here so annotations stays free of the
-// runtime's dependencies; runtime.IsSentinel is the same rule).
+// runtime's dependencies; the runtime's key rules apply the same one).
 func isReserved(s string) bool {
 	return len(s) > 4 && strings.HasPrefix(s, "__") && strings.HasSuffix(s, "__")
 }

@@ -89,7 +89,7 @@ func (e *Engine) balance(base context.Context, stop <-chan struct{}, handler str
 		}
 		e.warnSize(c.category, len(keys))
 		for _, k := range keys {
-			if CheckKeySuffix(c.category, "", k, e.o.BackfillSuffix) == nil {
+			if checkKeySuffix(c.category, "", k, e.o.BackfillSuffix) == nil {
 				cands = append(cands, candidate{c, k})
 			}
 		}

@@ -6,9 +6,9 @@ import (
 	"reflect"
 )
 
-// TypeName is a message's wire name: its Go type name (pointer stripped),
+// typeName is a message's wire name: its Go type name (pointer stripped),
 // the value seqgen writes in Route.Type.
-func TypeName(m Message) string {
+func typeName(m Message) string {
 	t := reflect.TypeOf(m)
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()

@@ -53,7 +53,7 @@ func (b *InlineBroker) Publish(ctx context.Context, msg Message, _ ...PublishOpt
 		return fmt.Errorf("inline publish: nil message: %w", ErrPublish)
 	}
 	if _, _, err := partitionKey(msg, DefaultBackfillSuffix); err != nil {
-		return fmt.Errorf("inline publish %s: %w", TypeName(msg), err)
+		return fmt.Errorf("inline publish %s: %w", typeName(msg), err)
 	}
 	b.mu.Lock()
 	b.queue = append(b.queue, msg)
@@ -84,16 +84,16 @@ func (b *InlineBroker) Publish(ctx context.Context, msg Message, _ ...PublishOpt
 func (b *InlineBroker) deliver(ctx context.Context, msg Message) error {
 	payload, err := b.codec.Marshal(msg)
 	if err != nil {
-		return fmt.Errorf("inline: encode %s: %w", TypeName(msg), err)
+		return fmt.Errorf("inline: encode %s: %w", typeName(msg), err)
 	}
 	var errs []error
 	for _, reg := range b.Registrations() {
-		rt, ok := routeFor(reg, msg.StreamCategory(), TypeName(msg))
+		rt, ok := routeFor(reg, msg.StreamCategory(), typeName(msg))
 		if !ok {
 			continue
 		}
 		if err := b.invoke(ctx, reg, rt, payload); err != nil {
-			errs = append(errs, fmt.Errorf("handler %s on %s: %w", reg.Name, TypeName(msg), err))
+			errs = append(errs, fmt.Errorf("handler %s on %s: %w", reg.Name, typeName(msg), err))
 		}
 	}
 	return errors.Join(errs...)

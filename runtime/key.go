@@ -12,7 +12,7 @@ import (
 // ({category}:{key}:backfill) unless the engine is configured otherwise.
 // Generated PartitionKey methods check keys against this default; the
 // publisher checks again against the suffix it is configured with.
-const DefaultBackfillSuffix = rdb.DefaultBackfillSuffix
+const DefaultBackfillSuffix = "backfill"
 
 // ErrInvalidKey matches every key-rule violation. Branch on it to tell a bad
 // key (the caller's data is wrong; retrying will not help) from a Redis
@@ -72,11 +72,11 @@ func (e *KeyError) Unwrap() []error { return []error{ErrInvalidKey, e.Rule} }
 // CheckKey applies the key rules with the default backfill suffix.
 // It returns nil or a *KeyError; category and field only label the error.
 func CheckKey(category, field, value string) error {
-	return CheckKeySuffix(category, field, value, DefaultBackfillSuffix)
+	return checkKeySuffix(category, field, value, DefaultBackfillSuffix)
 }
 
-// CheckKeySuffix applies the key rules with a configured backfill suffix.
-func CheckKeySuffix(category, field, value, backfillSuffix string) error {
+// checkKeySuffix applies the key rules with a configured backfill suffix.
+func checkKeySuffix(category, field, value, backfillSuffix string) error {
 	var rule error
 	switch {
 	case value == "":
@@ -85,7 +85,7 @@ func CheckKeySuffix(category, field, value, backfillSuffix string) error {
 		rule = ErrKeyColon
 	case value == rdb.DLQSuffix || value == backfillSuffix:
 		rule = ErrReservedKey
-	case IsSentinel(value):
+	case isSentinel(value):
 		rule = ErrSentinelKey
 	default:
 		return nil
@@ -98,8 +98,8 @@ func NullKey(category, field string) error {
 	return &KeyError{Category: category, Field: field, Rule: ErrNullKey}
 }
 
-// IsSentinel reports whether s has the reserved form ^__.+__$.
-func IsSentinel(s string) bool {
+// isSentinel reports whether s has the reserved form ^__.+__$.
+func isSentinel(s string) bool {
 	return len(s) > 4 && strings.HasPrefix(s, "__") && strings.HasSuffix(s, "__")
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 func TestCheckKeySuffix(t *testing.T) {
@@ -26,7 +28,7 @@ func TestCheckKeySuffix(t *testing.T) {
 		{"__x", "backfill", nil},
 	}
 	for _, tt := range tests {
-		err := CheckKeySuffix("order", "Client", tt.value, tt.suffix)
+		err := checkKeySuffix("order", "Client", tt.value, tt.suffix)
 		if tt.rule == nil {
 			if err != nil {
 				t.Errorf("%q (suffix %q): %v, want accepted", tt.value, tt.suffix, err)
@@ -44,5 +46,13 @@ func TestCheckKeySuffix(t *testing.T) {
 	}
 	if err := NullKey("order", "Client"); !errors.Is(err, ErrNullKey) || !errors.Is(err, ErrInvalidKey) {
 		t.Errorf("NullKey: %v", err)
+	}
+}
+
+// The protocol package keeps its own copy of the default (it cannot import
+// this package); the two must not drift.
+func TestDefaultBackfillSuffixMatchesProtocol(t *testing.T) {
+	if DefaultBackfillSuffix != rdb.DefaultBackfillSuffix {
+		t.Fatalf("DefaultBackfillSuffix %q, runtime/internal/rdb has %q", DefaultBackfillSuffix, rdb.DefaultBackfillSuffix)
 	}
 }

@@ -263,7 +263,7 @@ func (e *Engine) balancePM(base context.Context, stop <-chan struct{}, name stri
 		}
 		e.warnSize(cat, len(keys))
 		for _, k := range keys {
-			if !seen[k] && CheckKeySuffix(cat, "", k, e.o.BackfillSuffix) == nil {
+			if !seen[k] && checkKeySuffix(cat, "", k, e.o.BackfillSuffix) == nil {
 				seen[k] = true
 				cands = append(cands, k)
 			}

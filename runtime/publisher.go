@@ -93,21 +93,21 @@ func (p *Publisher) Publish(ctx context.Context, msg Message, opts ...PublishOpt
 	}
 	category, err := streamCategory(msg)
 	if err != nil {
-		return fmt.Errorf("publish %s: %w", TypeName(msg), err)
+		return fmt.Errorf("publish %s: %w", typeName(msg), err)
 	}
 	if category == "" {
-		return fmt.Errorf("publish %s: empty stream category: %w", TypeName(msg), ErrPublish)
+		return fmt.Errorf("publish %s: empty stream category: %w", typeName(msg), ErrPublish)
 	}
 	key, partitioned, err := partitionKey(msg, p.opts.BackfillSuffix)
 	if err != nil {
-		return fmt.Errorf("publish %s: %w", TypeName(msg), err)
+		return fmt.Errorf("publish %s: %w", typeName(msg), err)
 	}
 	payload, err := p.opts.Codec.Marshal(msg)
 	if err != nil {
-		return fmt.Errorf("publish %s: encode payload: %w", TypeName(msg), err)
+		return fmt.Errorf("publish %s: encode payload: %w", typeName(msg), err)
 	}
 	fields := []any{
-		rdb.FieldType, TypeName(msg),
+		rdb.FieldType, typeName(msg),
 		rdb.FieldID, newMessageID(),
 		rdb.FieldPayload, payload,
 		rdb.FieldPublishedAt, time.Now().UTC().Format(time.RFC3339Nano),
@@ -115,7 +115,7 @@ func (p *Publisher) Publish(ctx context.Context, msg Message, opts ...PublishOpt
 	if !partitioned {
 		err = rdb.PublishPlain(ctx, p.c, category, fields)
 		if err != nil {
-			return fmt.Errorf("publish %s to %s: %w: %w", TypeName(msg), category, ErrPublish, err)
+			return fmt.Errorf("publish %s to %s: %w: %w", typeName(msg), category, ErrPublish, err)
 		}
 		return nil
 	}
@@ -125,7 +125,7 @@ func (p *Publisher) Publish(ctx context.Context, msg Message, opts ...PublishOpt
 	}
 	err = rdb.Publish(ctx, p.c, category, key, stream, p.opts.SignalMaxLen, fields)
 	if err != nil {
-		return fmt.Errorf("publish %s to %s: %w: %w", TypeName(msg), stream, ErrPublish, err)
+		return fmt.Errorf("publish %s to %s: %w: %w", typeName(msg), stream, ErrPublish, err)
 	}
 	return nil
 }
@@ -157,7 +157,7 @@ func partitionKey(msg Message, suffix string) (key string, partitioned bool, err
 	if err != nil {
 		return "", true, err
 	}
-	if err := CheckKeySuffix(msg.StreamCategory(), "key", key, suffix); err != nil {
+	if err := checkKeySuffix(msg.StreamCategory(), "key", key, suffix); err != nil {
 		return "", true, err
 	}
 	return key, true, nil

@@ -32,7 +32,7 @@ func TestPublishRouting(t *testing.T) {
 				t.Fatalf("no entry in %s", tt.stream)
 			}
 			f := xs[0].Values
-			if f[rdb.FieldType] != TypeName(tt.msg) || f[rdb.FieldID] == "" || f[rdb.FieldPayload] == "" || f[rdb.FieldPublishedAt] == "" {
+			if f[rdb.FieldType] != typeName(tt.msg) || f[rdb.FieldID] == "" || f[rdb.FieldPayload] == "" || f[rdb.FieldPublishedAt] == "" {
 				t.Fatalf("entry fields %v", f)
 			}
 		})

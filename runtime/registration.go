@@ -95,7 +95,9 @@ type Route struct {
 
 type correlationKey struct{}
 
-// WithCorrelation returns ctx carrying a pm's correlation value.
+// WithCorrelation returns ctx carrying a pm's correlation value, as the
+// engine and the inline broker pass it to a handle method. Use it to call
+// a pm's handle method directly in a unit test.
 func WithCorrelation(ctx context.Context, value string) context.Context {
 	return context.WithValue(ctx, correlationKey{}, value)
 }

@@ -307,9 +307,9 @@ func TestFailedAcquireIsLogged(t *testing.T) {
 // A key refused because it equals a custom backfill suffix names that
 // suffix, not the default one.
 func TestKeyErrorNamesTheCustomSuffix(t *testing.T) {
-	err := CheckKeySuffix("order", "Client", "tail", "tail")
+	err := checkKeySuffix("order", "Client", "tail", "tail")
 	if !errors.Is(err, ErrReservedKey) {
-		t.Fatalf("CheckKeySuffix: %v, want ErrReservedKey", err)
+		t.Fatalf("checkKeySuffix: %v, want ErrReservedKey", err)
 	}
 	if msg := err.Error(); !strings.Contains(msg, `"tail"`) || strings.Contains(msg, DefaultBackfillSuffix) {
 		t.Errorf("message names the wrong suffix: %s", msg)

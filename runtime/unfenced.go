@@ -2,12 +2,10 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -52,13 +50,9 @@ func (e *Engine) runPlain(base context.Context, stop <-chan struct{}, c consumer
 			lastClaim = time.Now()
 		}
 		ctx, cancel := context.WithTimeout(base, e.o.BlockTimeout+5*time.Second)
-		res, err := e.c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: e.o.OwnerID,
-			Streams: []string{stream, ">"}, Count: 1, Block: e.o.BlockTimeout}).Result()
+		ens, err := rdb.ReadGroup(ctx, e.c, stream, group, e.o.OwnerID, ">", 1, e.o.BlockTimeout)
 		cancel()
 		if err != nil {
-			if errors.Is(err, redis.Nil) {
-				continue
-			}
 			if rdb.IsNoGroup(err) {
 				e.ensureGroup(base, stop, stream, group, true)
 				continue
@@ -71,10 +65,8 @@ func (e *Engine) runPlain(base context.Context, stop <-chan struct{}, c consumer
 			continue
 		}
 		backoff = e.o.RetryBackoff
-		for _, s := range res {
-			for _, m := range s.Messages {
-				u.process(s.Stream, m)
-			}
+		for _, en := range ens {
+			u.process(en)
 		}
 	}
 }
@@ -91,7 +83,7 @@ func (e *Engine) startFans(base context.Context, stop <-chan struct{}, c consume
 	}
 	for _, k := range keys {
 		id := partitionID(c.reg.Name, rdb.PartitionStream(c.category, k))
-		if running[id] || CheckKeySuffix(c.category, "", k, e.o.BackfillSuffix) != nil {
+		if running[id] || checkKeySuffix(c.category, "", k, e.o.BackfillSuffix) != nil {
 			continue
 		}
 		running[id] = true
@@ -153,7 +145,7 @@ func (u *unfenced) runFan() {
 		seq := e.wake.mark(u.c.category, u.key)
 		got, failed := false, false
 		for _, l := range u.lanes {
-			res, err := u.readNew(l)
+			ens, err := u.readNew(l)
 			if rdb.IsNoGroup(err) {
 				// The lane's first entry arrived after the worker started
 				// (typically a first backfill entry): its signal is already
@@ -161,19 +153,17 @@ func (u *unfenced) runFan() {
 				// A lane that does not exist yet leaves err nil: empty.
 				var ok bool
 				if ok, err = e.createGroup(u.base, l, u.group, false); ok {
-					res, err = u.readNew(l)
+					ens, err = u.readNew(l)
 				}
 			}
-			if err != nil && !errors.Is(err, redis.Nil) {
+			if err != nil {
 				e.log.Warn("seqby: read failed; retrying", "stream", l, "err", err)
 				failed = true
 				continue
 			}
-			for _, s := range res {
-				for _, m := range s.Messages {
-					got = true
-					u.process(s.Stream, m)
-				}
+			for _, en := range ens {
+				got = true
+				u.process(en)
 			}
 			if got {
 				break
@@ -208,11 +198,10 @@ func (u *unfenced) runFan() {
 
 // readNew reads the next new entry of lane without blocking (the waiter
 // wakes the worker), so fans hold no pool connection while idle.
-func (u *unfenced) readNew(lane string) ([]redis.XStream, error) {
+func (u *unfenced) readNew(lane string) ([]rdb.Entry, error) {
 	ctx, cancel := context.WithTimeout(u.base, 5*time.Second)
 	defer cancel()
-	return u.e.c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: u.group, Consumer: u.e.o.OwnerID,
-		Streams: []string{lane, ">"}, Count: 1, Block: -1}).Result()
+	return rdb.ReadGroup(ctx, u.e.c, lane, u.group, u.e.o.OwnerID, ">", 1, -1)
 }
 
 // drainPending processes this consumer's own pending entries (left by a
@@ -220,16 +209,13 @@ func (u *unfenced) readNew(lane string) ([]redis.XStream, error) {
 func (u *unfenced) drainPending() {
 	for _, l := range u.lanes {
 		ctx, cancel := context.WithTimeout(u.base, 5*time.Second)
-		res, err := u.e.c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: u.group, Consumer: u.e.o.OwnerID,
-			Streams: []string{l, "0"}, Count: 100, Block: -1}).Result()
+		ens, err := rdb.ReadGroup(ctx, u.e.c, l, u.group, u.e.o.OwnerID, "0", 100, -1)
 		cancel()
 		if err != nil {
 			continue
 		}
-		for _, s := range res {
-			for _, m := range s.Messages {
-				u.process(s.Stream, m)
-			}
+		for _, en := range ens {
+			u.process(en)
 		}
 	}
 }
@@ -250,7 +236,7 @@ func (u *unfenced) claimStale() {
 	}
 	for _, l := range u.lanes {
 		ctx, cancel := context.WithTimeout(u.base, 5*time.Second)
-		cons, err := e.c.XInfoConsumers(ctx, l, u.group).Result()
+		cons, err := rdb.Consumers(ctx, e.c, l, u.group)
 		cancel()
 		if err != nil {
 			continue // no such lane or group yet
@@ -283,24 +269,18 @@ func (u *unfenced) claimFrom(lane, from string) bool {
 	e := u.e
 	for {
 		ctx, cancel := context.WithTimeout(u.base, 5*time.Second)
-		pend, err := e.c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: lane, Group: u.group,
-			Idle: e.o.LeaseTTL, Start: "-", End: "+", Count: 100, Consumer: from}).Result()
+		ids, err := rdb.PendingIDs(ctx, e.c, lane, u.group, from, e.o.LeaseTTL, "-", 100)
 		cancel()
 		if err != nil {
 			e.log.Warn("seqby: listing a dead consumer's entries failed", "stream", lane, "consumer", from, "err", err)
 			return false
 		}
-		if len(pend) == 0 {
+		if len(ids) == 0 {
 			return true // or all younger than LeaseTTL: the delete keeps it
-		}
-		ids := make([]string, len(pend))
-		for i, p := range pend {
-			ids[i] = p.ID
 		}
 		ctx, cancel = context.WithTimeout(u.base, 5*time.Second)
 		// MinIdle again: if the consumer came back and read one, it keeps it.
-		msgs, err := e.c.XClaim(ctx, &redis.XClaimArgs{Stream: lane, Group: u.group, Consumer: e.o.OwnerID,
-			MinIdle: e.o.LeaseTTL, Messages: ids}).Result()
+		msgs, err := rdb.Claim(ctx, e.c, lane, u.group, e.o.OwnerID, e.o.LeaseTTL, ids)
 		cancel()
 		if err != nil {
 			e.log.Warn("seqby: claiming a dead consumer's entries failed", "stream", lane, "consumer", from, "err", err)
@@ -313,9 +293,9 @@ func (u *unfenced) claimFrom(lane, from string) bool {
 				return false
 			default:
 			}
-			u.process(lane, m)
+			u.process(m)
 		}
-		if len(pend) < 100 {
+		if len(ids) < 100 {
 			return true
 		}
 	}
@@ -330,34 +310,32 @@ func (u *unfenced) retryOwn(lane string) {
 	start := "-"
 	for page := 0; page < 10; page++ {
 		ctx, cancel := context.WithTimeout(u.base, 5*time.Second)
-		pend, err := e.c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: lane, Group: u.group,
-			Idle: e.o.LeaseTTL, Start: start, End: "+", Count: 100, Consumer: e.o.OwnerID}).Result()
+		pend, err := rdb.PendingIDs(ctx, e.c, lane, u.group, e.o.OwnerID, e.o.LeaseTTL, start, 100)
 		cancel()
 		if err != nil || len(pend) == 0 {
 			return
 		}
 		var ids []string
-		for _, p := range pend {
-			if !u.st.isHalted(lane, p.ID) {
-				ids = append(ids, p.ID)
+		for _, id := range pend {
+			if !u.st.isHalted(lane, id) {
+				ids = append(ids, id)
 			}
 		}
 		if len(ids) > 0 {
 			ctx, cancel = context.WithTimeout(u.base, 5*time.Second)
-			msgs, err := e.c.XClaim(ctx, &redis.XClaimArgs{Stream: lane, Group: u.group, Consumer: e.o.OwnerID,
-				MinIdle: e.o.LeaseTTL, Messages: ids}).Result()
+			msgs, err := rdb.Claim(ctx, e.c, lane, u.group, e.o.OwnerID, e.o.LeaseTTL, ids)
 			cancel()
 			if err != nil {
 				return
 			}
 			for _, m := range msgs {
-				u.process(lane, m)
+				u.process(m)
 			}
 		}
 		if len(pend) < 100 {
 			return
 		}
-		start = "(" + pend[len(pend)-1].ID
+		start = "(" + pend[len(pend)-1]
 	}
 }
 
@@ -379,30 +357,22 @@ func (u *unfenced) deleteConsumer(lane, name string) {
 // process handles one entry. After exhausted retries it stays pending on
 // this consumer and the worker moves on (no order promised): the halt is
 // reported once, and this instance never runs the entry again.
-func (u *unfenced) process(stream string, m redis.XMessage) {
+func (u *unfenced) process(en rdb.Entry) {
 	e := u.e
-	if u.st.isHalted(stream, m.ID) {
+	if u.st.isHalted(en.Stream, en.ID) {
 		return
-	}
-	en := rdb.Entry{Stream: stream, ID: m.ID}
-	if m.Values != nil {
-		en.Fields = make(map[string]string, len(m.Values))
-		for k, v := range m.Values {
-			s, _ := v.(string)
-			en.Fields[k] = s
-		}
 	}
 	out, h := e.handle(u.base, u.stop, u.c.reg, u.c.category, en)
 	switch out {
 	case outDone:
 		ctx, cancel := context.WithTimeout(u.base, 5*time.Second)
-		if err := e.c.XAck(ctx, stream, u.group, m.ID).Err(); err != nil {
-			e.log.Warn("seqby: ack failed; the entry will be re-run", "stream", stream, "entry", m.ID, "err", err)
+		if err := rdb.Ack(ctx, e.c, en.Stream, u.group, en.ID); err != nil {
+			e.log.Warn("seqby: ack failed; the entry will be re-run", "stream", en.Stream, "entry", en.ID, "err", err)
 		}
 		cancel()
 	case outHalt:
 		h.Key = u.key
-		u.st.markHalted(stream, m.ID)
+		u.st.markHalted(en.Stream, en.ID)
 		if e.noteUnkeyedHalt(*h) {
 			e.reportUnkeyedHalt(*h)
 		}

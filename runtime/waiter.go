@@ -2,7 +2,7 @@ package runtime
 
 import (
 	"context"
-	"errors"
+	"maps"
 	"sync"
 	"time"
 
@@ -60,13 +60,9 @@ func (w *waiter) watch(ctx context.Context, category string) error {
 	if ok {
 		return nil
 	}
-	last := "0-0"
-	xs, err := w.c.XRevRangeN(ctx, sig, "+", "-", 1).Result()
+	last, err := rdb.LastSignal(ctx, w.c, category)
 	if err != nil {
 		return err
-	}
-	if len(xs) == 1 {
-		last = xs[0].ID
 	}
 	w.mu.Lock()
 	w.cursors[sig], w.cats[sig] = last, category
@@ -145,24 +141,18 @@ func (w *waiter) prune() {
 func (w *waiter) run(ctx context.Context, onErr func(error)) {
 	for ctx.Err() == nil {
 		w.mu.Lock()
-		streams := make([]string, 0, 2*len(w.cursors))
-		for s := range w.cursors {
-			streams = append(streams, s)
-		}
-		for _, s := range streams {
-			streams = append(streams, w.cursors[s])
-		}
+		cursors := maps.Clone(w.cursors)
 		w.mu.Unlock()
-		if len(streams) == 0 {
+		if len(cursors) == 0 {
 			select {
 			case <-ctx.Done():
 			case <-time.After(w.block):
 			}
 			continue
 		}
-		res, err := w.c.XRead(ctx, &redis.XReadArgs{Streams: streams, Count: 1000, Block: w.block}).Result()
+		sigs, err := rdb.ReadSignals(ctx, w.c, cursors, w.block)
 		if err != nil {
-			if errors.Is(err, redis.Nil) || ctx.Err() != nil {
+			if ctx.Err() != nil {
 				continue
 			}
 			onErr(err)
@@ -173,13 +163,9 @@ func (w *waiter) run(ctx context.Context, onErr func(error)) {
 			continue
 		}
 		w.mu.Lock()
-		for _, s := range res {
-			cat := w.cats[s.Stream]
-			for _, m := range s.Messages {
-				w.cursors[s.Stream] = m.ID
-				k, _ := m.Values["k"].(string)
-				w.signal(cat, k)
-			}
+		for _, sg := range sigs {
+			w.cursors[sg.Stream] = sg.ID
+			w.signal(w.cats[sg.Stream], sg.Key)
 		}
 		w.mu.Unlock()
 	}

@@ -118,11 +118,8 @@ func (i *Inspector) Inspect(ctx context.Context, handler, partition string) (Ins
 	default:
 		return in, fmt.Errorf("inspect %s: %w", partition, err)
 	}
-	if in.Lease, err = c.Get(ctx, in.LeaseKey).Result(); err != nil && !errors.Is(err, redis.Nil) {
+	if in.Lease, in.LeaseTTL, err = rdb.LeaseHolder(ctx, c, in.LeaseKey); err != nil {
 		return in, fmt.Errorf("inspect %s: lease: %w", partition, err)
-	}
-	if in.Lease != "" {
-		in.LeaseTTL, _ = c.PTTL(ctx, in.LeaseKey).Result()
 	}
 	for j := range in.Lanes {
 		if err := inspectLane(ctx, c, handler, &in.Lanes[j]); err != nil {
@@ -141,17 +138,12 @@ func (i *Inspector) Inspect(ctx context.Context, handler, partition string) (Ins
 		}
 	}
 	if id != "" {
-		msgs, err := c.XRangeN(ctx, stream, id, id, 1).Result()
+		en, err := rdb.EntryAt(ctx, c, stream, id)
 		if err != nil {
-			return in, fmt.Errorf("inspect %s: read head %s: %w", stream, id, err)
+			return in, fmt.Errorf("inspect %s: head: %w", partition, err)
 		}
-		in.Head = &Entry{Stream: stream, ID: id}
-		if len(msgs) == 1 { // nil Fields: deleted from the stream while pending
-			in.Head.Fields = map[string]string{}
-			for k, v := range msgs[0].Values {
-				in.Head.Fields[k] = fmt.Sprint(v)
-			}
-		}
+		head := Entry(en)
+		in.Head = &head
 	}
 	return in, nil
 }
@@ -165,23 +157,13 @@ func lanesOf(streams []string) []LaneInfo {
 }
 
 func inspectLane(ctx context.Context, c redis.UniversalClient, group string, l *LaneInfo) error {
-	n, err := c.Exists(ctx, l.Stream).Result()
-	if err != nil || n == 0 {
-		return err
-	}
-	l.Exists = true
-	if l.Length, err = c.XLen(ctx, l.Stream).Result(); err != nil {
-		return err
-	}
-	ps, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: l.Stream, Group: group, Start: "-", End: "+", Count: 100}).Result()
-	if rdb.IsNoGroup(err) {
-		return nil
-	}
+	lane, err := rdb.LaneOf(ctx, c, l.Stream, group, 100)
 	if err != nil {
 		return err
 	}
-	for _, p := range ps {
-		l.Pending = append(l.Pending, PendingEntry{ID: p.ID, Consumer: p.Consumer, Idle: p.Idle, Deliveries: p.RetryCount})
+	l.Exists, l.Length = lane.Exists, lane.Length
+	for _, p := range lane.Pending {
+		l.Pending = append(l.Pending, PendingEntry(p))
 	}
 	return nil
 }
