@@ -20,7 +20,7 @@ import (
 // share plain consumer groups. Run any number of engines, in any number of
 // processes, against one Redis.
 type Engine struct {
-	*Registry
+	reg  *Registry
 	c    redis.UniversalClient
 	o    Options
 	log  *slog.Logger
@@ -62,8 +62,8 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 		o.StateStore = NewRedisStateStore(c)
 	}
 	return &Engine{
-		Registry: NewRegistry("redis", StreamPartitioning|ConsumerGroups),
-		c:        c, o: o,
+		reg: NewRegistry("redis", StreamPartitioning|ConsumerGroups),
+		c:   c, o: o,
 		log:    o.Logger.With("owner", o.OwnerID),
 		sem:    make(chan struct{}, o.Concurrency),
 		wake:   newWaiter(c, o.BlockTimeout),
@@ -92,10 +92,11 @@ func (e *Engine) Register(regs ...Registration) error {
 	if running {
 		return fmt.Errorf("%w: %w", ErrRegistration, ErrRunning)
 	}
-	return e.Registry.Add(regs...)
+	return e.reg.Add(regs...)
 }
 
-// OwnerID is this instance's owner id.
+// OwnerID is this instance's owner id (Options.OwnerID, or the one
+// generated for it), as it appears in lease tokens and logs.
 func (e *Engine) OwnerID() string { return e.o.OwnerID }
 
 // consumer is one handler on one category, consumed in one of three ways.
@@ -115,9 +116,9 @@ const (
 )
 
 func (e *Engine) consumers() []consumer {
-	partitioned := e.PartitionedCategories()
+	partitioned := e.reg.PartitionedCategories()
 	var out []consumer
-	for _, reg := range e.Registrations() {
+	for _, reg := range e.reg.Registrations() {
 		keyed := reg.Key != "" || reg.Sequential
 		for _, cat := range categories(reg) {
 			mode := modePlain
@@ -259,6 +260,5 @@ func (e *Engine) alert(h Halt) {
 	e.o.OnHalt(h)
 }
 
-// Add is Register: the engine's checks also apply through the embedded
-// Registry.
-func (e *Engine) Add(regs ...Registration) error { return e.Register(regs...) }
+// Registrations returns what was registered, in order.
+func (e *Engine) Registrations() []Registration { return e.reg.Registrations() }

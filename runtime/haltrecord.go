@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -44,6 +43,10 @@ func (p *partition) recordHalt(h *Halt) bool {
 		if err == nil {
 			return true
 		}
+		if errors.Is(err, rdb.ErrBadRecord) {
+			e.log.Error("seqby: encoding the halt record failed; the halt is only visible in this process", "stream", h.Stream, "err", err)
+			return true
+		}
 		if !p.retryable(err) {
 			return false
 		}
@@ -64,11 +67,12 @@ func (p *partition) checkHaltRecord() {
 	e := p.e
 	ctx, cancel := context.WithTimeout(p.ctx, e.o.LeaseTTL)
 	defer cancel()
-	r, raw, err := rdb.GetHalt(ctx, e.c, p.reg.Name, p.haltField())
+	r, raw, found, err := rdb.GetHalt(ctx, e.c, p.reg.Name, p.haltField())
 	if err != nil {
-		if !errors.Is(err, redis.Nil) {
-			e.log.Warn("seqby: reading the halt record failed; a stale one is removed by the next owner or seqbyctl halted", "partition", p.haltField(), "err", err)
-		}
+		e.log.Warn("seqby: reading the halt record failed; a stale one is removed by the next owner or seqbyctl halted", "partition", p.haltField(), "err", err)
+		return
+	}
+	if !found {
 		return
 	}
 	pending, err := rdb.IsPending(ctx, e.c, r.Stream, p.reg.Name, r.EntryID)
@@ -98,6 +102,6 @@ func (p *partition) acked(en rdb.Entry) {
 // clearHalt removes p's halt record if it is still raw.
 func (p *partition) clearHalt(ctx context.Context, raw string) {
 	if _, err := rdb.ClearHalt(ctx, p.e.c, p.reg.Name, p.haltField(), raw); err != nil {
-		p.e.log.Warn("seqby: removing a stale halt record failed; seqbyctl halted removes it later", "partition", p.haltField(), "err", err)
+		p.e.log.Warn("seqby: removing a stale halt record failed; seqbyctl halted removes it later", "handler", p.reg.Name, "partition", p.haltField(), "err", err)
 	}
 }

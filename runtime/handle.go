@@ -98,7 +98,7 @@ func (e *Engine) decodeEntry(reg Registration, category string, en rdb.Entry) (r
 	}
 	typ := en.Fields[rdb.FieldType]
 	rt, ok := routeFor(reg, category, typ)
-	if !ok && e.KnownType(category, typ) {
+	if !ok && e.reg.KnownType(category, typ) {
 		return rt, nil, true, nil // another handler's message type
 	}
 	if !ok {

@@ -34,8 +34,20 @@ func (e *Engine) announce(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.o.HeartbeatInterval)
 	defer cancel()
-	if err := rdb.AnnounceAll(ctx, e.c, e.handlers, e.o.OwnerID, e.memberTTL()); err != nil && !e.leaving.Load() {
-		e.log.Debug("seqby: member announcement failed", "err", err)
+	for try := 0; try < 2; try++ {
+		err := rdb.AnnounceAll(ctx, e.c, e.handlers, e.o.OwnerID, e.memberTTL())
+		if err == nil || e.leaving.Load() {
+			return
+		}
+		if !rdb.IsNoScript(err) || try > 0 {
+			e.log.Debug("seqby: member announcement failed", "err", err)
+			return
+		}
+		// Redis lost its script cache (restart, SCRIPT FLUSH): reload, redo.
+		if err := rdb.LoadScripts(ctx, e.c); err != nil {
+			e.log.Warn("seqby: reloading scripts failed; the member announcement retries next heartbeat", "err", err)
+			return
+		}
 	}
 }
 
@@ -55,17 +67,31 @@ func (e *Engine) renewAll(ctx context.Context) {
 	for i, p := range parts {
 		leases[i] = p.lease
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.o.HeartbeatInterval)
-	defer cancel()
-	sent := time.Now()
-	for i, err := range rdb.RenewAll(ctx, e.c, leases, e.o.LeaseTTL) {
-		switch {
-		case err == nil:
-			parts[i].renewed(sent)
-		case errors.Is(err, ErrLeaseLost):
-			parts[i].lost(err)
-		default:
-			e.log.Warn("seqby: lease renew failed; will retry", "stream", parts[i].lanes[0], "err", err)
+	for try := 0; try < 2; try++ {
+		rctx, cancel := context.WithTimeout(ctx, e.o.HeartbeatInterval)
+		sent := time.Now()
+		errs := rdb.RenewAll(rctx, e.c, leases, e.o.LeaseTTL)
+		cancel()
+		noscript := false
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				parts[i].renewed(sent)
+			case rdb.IsNoScript(err):
+				noscript = true
+			case errors.Is(err, ErrLeaseLost):
+				parts[i].lost(err)
+			default:
+				e.log.Warn("seqby: lease renew failed; will retry", "stream", parts[i].lanes[0], "err", err)
+			}
+		}
+		if !noscript {
+			return
+		}
+		// Redis lost its script cache (restart, SCRIPT FLUSH): reload, redo.
+		if err := rdb.LoadScripts(ctx, e.c); err != nil {
+			e.log.Warn("seqby: reloading scripts failed", "err", err)
+			return
 		}
 	}
 }

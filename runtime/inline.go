@@ -14,7 +14,7 @@ import (
 // by key holds trivially), so it is how handlers are unit-tested. Each
 // message is encoded and decoded with the codec, as on the wire.
 type InlineBroker struct {
-	*Registry
+	reg   *Registry
 	codec Codec
 
 	mu       sync.Mutex
@@ -30,7 +30,7 @@ func NewInlineBroker(codecs ...Codec) *InlineBroker {
 	if len(codecs) > 0 && codecs[0] != nil {
 		codec = codecs[0]
 	}
-	return &InlineBroker{Registry: NewRegistry("inline", StreamPartitioning), codec: codec, states: NewMemoryStateStore()}
+	return &InlineBroker{reg: NewRegistry("inline", StreamPartitioning), codec: codec, states: NewMemoryStateStore()}
 }
 
 // Name is "inline".
@@ -40,7 +40,10 @@ func (b *InlineBroker) Name() string { return "inline" }
 func (b *InlineBroker) Capabilities() Capabilities { return StreamPartitioning }
 
 // Register validates and adds handlers (see Registry.Add).
-func (b *InlineBroker) Register(regs ...Registration) error { return b.Registry.Add(regs...) }
+func (b *InlineBroker) Register(regs ...Registration) error { return b.reg.Add(regs...) }
+
+// Registrations returns what was registered, in order.
+func (b *InlineBroker) Registrations() []Registration { return b.reg.Registrations() }
 
 // Publish checks msg's key like the Redis publisher, then delivers it to
 // every matching route, in order, after any message queued before it. A
@@ -87,7 +90,7 @@ func (b *InlineBroker) deliver(ctx context.Context, msg Message) error {
 		return fmt.Errorf("inline: encode %s: %w", typeName(msg), err)
 	}
 	var errs []error
-	for _, reg := range b.Registrations() {
+	for _, reg := range b.reg.Registrations() {
 		rt, ok := routeFor(reg, msg.StreamCategory(), typeName(msg))
 		if !ok {
 			continue

@@ -48,6 +48,7 @@ type KeyError struct {
 	suffix string
 }
 
+// Error names the category, field, value and rule, and says what to do.
 func (e *KeyError) Error() string {
 	where := "partition key"
 	if e.Category != "" {
@@ -93,7 +94,8 @@ func checkKeySuffix(category, field, value, backfillSuffix string) error {
 	return &KeyError{Category: category, Field: field, Value: value, Rule: rule, suffix: backfillSuffix}
 }
 
-// NullKey returns the error for a nil key pointer.
+// NullKey returns the error for a nil key pointer. Generated
+// PartitionKey methods call it when the key field is a nil pointer.
 func NullKey(category, field string) error {
 	return &KeyError{Category: category, Field: field, Rule: ErrNullKey}
 }

@@ -17,9 +17,13 @@ type Partitioned interface {
 	PartitionKey() (string, error)
 }
 
-// Codec turns messages into stream payloads and back.
+// Codec turns messages into stream payloads and back. JSON is the
+// default; set another in Options.Codec and PublisherOptions.Codec (both
+// sides must agree), for example to carry protobuf messages.
 type Codec interface {
+	// Marshal encodes a message for the payload field.
 	Marshal(v any) ([]byte, error)
+	// Unmarshal decodes a payload into v, a pointer to a message.
 	Unmarshal(data []byte, v any) error
 }
 

@@ -23,7 +23,9 @@ type PublisherOptions struct {
 	SignalMaxLen int64
 }
 
-// Publisher writes messages to their streams.
+// Publisher writes messages to their streams: a partitioned message to its
+// partition's stream, any other to its category's stream. Use one per
+// process; it is safe for concurrent use.
 type Publisher struct {
 	c    redis.UniversalClient
 	opts PublisherOptions

@@ -20,6 +20,8 @@ const (
 	ProcessManager                 // //seqby:pm
 )
 
+// String names the kind in errors and logs ("handler", "command handler",
+// "process manager").
 func (k Kind) String() string {
 	switch k {
 	case EventHandler:

@@ -20,9 +20,6 @@ var ErrCapability = errors.New("broker lacks a required capability")
 // keyed handler of the category use the same key, or drop the key.
 var ErrKeyConflict = errors.New("conflicting partition keys for one category")
 
-// ErrUnsupported means the broker cannot run this kind of registration yet.
-var ErrUnsupported = errors.New("not supported by this broker")
-
 // Registry holds the validated registrations of one broker. Brokers embed
 // it; handlers come from many packages, so every Add re-checks the
 // one-key-per-category rule across everything added before.

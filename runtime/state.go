@@ -46,7 +46,9 @@ type RedisStateStore struct {
 
 var _ StateStore = (*RedisStateStore)(nil)
 
-// NewRedisStateStore returns a StateStore on c.
+// NewRedisStateStore returns a StateStore on c. The engine uses one on its
+// own client by default; build one to read a pm's state from elsewhere
+// (an admin page) or to keep state on another Redis (Options.StateStore).
 func NewRedisStateStore(c redis.UniversalClient) *RedisStateStore {
 	return &RedisStateStore{c: c}
 }
@@ -79,7 +81,7 @@ func (s *RedisStateStore) Save(ctx context.Context, pm, correlation string, data
 		return err
 	}
 	if !saved {
-		return fmt.Errorf("save pm state of %s for %q at version %d (stored: %d): %w", pm, correlation, expectVersion, stored, ErrStateConflict)
+		return fmt.Errorf("save pm state %s at version %d (stored: %d): %w", rdb.StateKey(pm, correlation), expectVersion, stored, ErrStateConflict)
 	}
 	return nil
 }

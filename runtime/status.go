@@ -27,10 +27,10 @@ type Halt struct {
 // pm it is one correlation value: Key is the value, Category the pm's
 // categories joined by ",", Stream the value's first stream.
 type PartitionStatus struct {
-	Handler    string
-	Category   string
-	Key        string
-	Stream     string
+	Handler    string // Registration.Name
+	Category   string // for a pm, its categories joined by ","
+	Key        string // partition key, or a pm's correlation value
+	Stream     string // the partition stream (for a pm, its first stream)
 	Token      string // lease token, the consumer name: {owner_id}:{generation}
 	Generation int64
 	Halted     bool
@@ -39,8 +39,8 @@ type PartitionStatus struct {
 
 // Status is a snapshot of an engine instance.
 type Status struct {
-	OwnerID    string
-	Running    bool
+	OwnerID    string            // Options.OwnerID of this instance
+	Running    bool              // between Run's start and its return
 	Partitions []PartitionStatus // owned partitions, sorted by handler, stream
 	// Halts lists halts of unkeyed handlers and of pms that are not
 	// sequential (messages left pending after their retries, on any
@@ -63,10 +63,12 @@ func (s Status) Halted() []PartitionStatus {
 // LeaseInfo tells a handler which lease it runs under, so it can pass the
 // fencing token on to an external system that checks it.
 type LeaseInfo struct {
-	Handler    string
-	Category   string
-	Key        string
-	Token      string // {owner_id}:{generation}
+	Handler  string // Registration.Name (for a pm, its name)
+	Category string // the partition's category (for a pm, its categories joined by ",")
+	Key      string // the partition key (for a pm, the correlation value)
+	Token    string // {owner_id}:{generation}
+	// Generation increases each time the partition is acquired afresh;
+	// pass it (or Token) to a store that must refuse a stale owner's write.
 	Generation int64
 	// LeaseKey holds Token while the lease lasts: an effect committed in
 	// Redis can be fenced with a script that first checks

@@ -64,6 +64,9 @@ func (e *Engine) runPlain(base context.Context, stop <-chan struct{}, c consumer
 			backoff = min(2*backoff, e.o.MaxBackoff)
 			continue
 		}
+		if len(ens) == 0 {
+			continue
+		}
 		backoff = e.o.RetryBackoff
 		for _, en := range ens {
 			u.process(en)

@@ -101,7 +101,7 @@ func (e *Engine) announceUnkeyed(base context.Context, handler string, join bool
 	}
 }
 
-// liveMembersCached is liveMembers shared by the handler's workers for up
+// liveMembersCached is rdb.LiveMembers shared by the handler's workers for up
 // to a HeartbeatInterval, so many partitions cost one read. Safe: an
 // instance joins before its first read, so one whose entry has been idle
 // LeaseTTL (> HeartbeatInterval) had joined before the cached read.

@@ -16,7 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/internal/redistest"
 	"github.com/seqby/seqby/runtime"
-	"github.com/seqby/seqby/runtime/inspect"
 )
 
 // placed is a message of the partitioned category "shop".
@@ -162,8 +161,8 @@ func TestRunOnHaltedPartition(t *testing.T) {
 	}
 	aIDs, bIDs := ids("shop:a"), ids("shop:b")
 	eventually(t, 20*time.Second, "two halts recorded", func() bool {
-		hs, _ := inspect.New(c).Halts(ctx, "ops")
-		return len(hs) == 2
+		n, _ := c.HLen(ctx, "seqby:__halts__:ops").Result()
+		return n == 2
 	})
 
 	steps := []struct {

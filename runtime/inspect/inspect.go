@@ -43,9 +43,12 @@ func (i *Inspector) Halts(ctx context.Context, handler string) ([]HaltRecord, er
 	for _, h := range handlers {
 		all, err := rdb.Halts(ctx, i.c, h)
 		if err != nil {
-			return nil, fmt.Errorf("list halts: %w", err)
+			return nil, err
 		}
 		for field, r := range all {
+			if r.Err != nil {
+				return nil, r.Err
+			}
 			pending, err := rdb.IsPending(ctx, i.c, r.Stream, h, r.EntryID)
 			if err != nil {
 				return nil, fmt.Errorf("check halt record %s of %s: %w", field, h, err)
@@ -69,19 +72,19 @@ func (i *Inspector) Halts(ctx context.Context, handler string) ([]HaltRecord, er
 // findHalt resolves partition (a record's field, or the stream holding
 // its head) to its halt record and the record's raw value.
 func (i *Inspector) findHalt(ctx context.Context, handler, partition string) (rdb.HaltRecord, string, error) {
-	r, raw, err := rdb.GetHalt(ctx, i.c, handler, partition)
-	if err == nil {
-		return r, raw, nil
-	}
-	if !errors.Is(err, redis.Nil) {
+	r, raw, found, err := rdb.GetHalt(ctx, i.c, handler, partition)
+	if err != nil {
 		return rdb.HaltRecord{}, "", err
+	}
+	if found {
+		return r, raw, nil
 	}
 	all, err := rdb.Halts(ctx, i.c, handler)
 	if err != nil {
 		return rdb.HaltRecord{}, "", err
 	}
 	for _, r := range all {
-		if r.Stream == partition {
+		if r.Err == nil && r.Stream == partition {
 			return r.HaltRecord, r.Raw, nil
 		}
 	}
@@ -114,7 +117,7 @@ func (i *Inspector) Inspect(ctx context.Context, handler, partition string) (Ins
 		in.Lanes = lanesOf(r.Streams)
 	case errors.Is(err, ErrNotHalted):
 		in.LeaseKey = rdb.LeaseKey(partition, handler)
-		in.Lanes = lanesOf([]string{partition, partition + ":" + rdb.DefaultBackfillSuffix})
+		in.Lanes = lanesOf([]string{partition, rdb.SubStream(partition, rdb.DefaultBackfillSuffix)})
 	default:
 		return in, fmt.Errorf("inspect %s: %w", partition, err)
 	}
@@ -140,7 +143,7 @@ func (i *Inspector) Inspect(ctx context.Context, handler, partition string) (Ins
 	if id != "" {
 		en, err := rdb.EntryAt(ctx, c, stream, id)
 		if err != nil {
-			return in, fmt.Errorf("inspect %s: head: %w", partition, err)
+			return in, fmt.Errorf("inspect %s: read head %s: %w", stream, id, err)
 		}
 		head := Entry(en)
 		in.Head = &head
@@ -208,7 +211,7 @@ func (i *Inspector) resolveHead(ctx context.Context, handler, partition, id stri
 		meta = []any{"dlq_stream", r.Stream, "dlq_entry_id", id, "dlq_handler", handler,
 			"dlq_partition", r.Partition, "dlq_reason", r.Reason, "dlq_error", r.Error}
 	}
-	res.DLQEntryID, err = rdb.ResolveHead(ctx, i.c, r, raw, res.DLQ, meta)
+	res.DLQEntryID, err = rdb.ResolveHead(ctx, i.c, handler, r, raw, res.DLQ, meta)
 	var refused *rdb.ResolveError
 	switch {
 	case err == nil:

@@ -41,12 +41,16 @@ type HaltRecord struct {
 	At          time.Time `json:"at"`
 }
 
+// ErrBadRecord means a halt record could not be encoded: nothing was
+// written, and trying again will not help.
+var ErrBadRecord = errors.New("halt record cannot be encoded")
+
 // RecordHalt writes r, fenced by l: a stale owner cannot describe a head
 // that is no longer its own (ErrFenced).
 func RecordHalt(ctx context.Context, c redis.UniversalClient, l Lease, r HaltRecord) error {
 	raw, err := json.Marshal(r)
 	if err != nil {
-		return fmt.Errorf("encode halt record of %s: %w", r.Partition, err)
+		return fmt.Errorf("halt of %s: %w: %w", r.Partition, ErrBadRecord, err)
 	}
 	err = scriptRecordHalt.Run(ctx, c, []string{l.Ref.Key, HaltsKey(r.Handler)}, l.Token(), r.Partition, string(raw)).Err()
 	if err != nil {
@@ -56,38 +60,43 @@ func RecordHalt(ctx context.Context, c redis.UniversalClient, l Lease, r HaltRec
 }
 
 // GetHalt reads and decodes handler's record for partition, with its raw
-// value for ClearHalt; redis.Nil when there is none.
-func GetHalt(ctx context.Context, c redis.UniversalClient, handler, partition string) (HaltRecord, string, error) {
-	raw, err := c.HGet(ctx, HaltsKey(handler), partition).Result()
+// value for ClearHalt; found is false when there is none.
+func GetHalt(ctx context.Context, c redis.UniversalClient, handler, partition string) (r HaltRecord, raw string, found bool, err error) {
+	raw, err = c.HGet(ctx, HaltsKey(handler), partition).Result()
+	if errors.Is(err, redis.Nil) {
+		return HaltRecord{}, "", false, nil
+	}
 	if err != nil {
-		return HaltRecord{}, "", err
+		return HaltRecord{}, "", false, err
 	}
-	var r HaltRecord
 	if err := json.Unmarshal([]byte(raw), &r); err != nil {
-		return HaltRecord{}, raw, fmt.Errorf("halt record %s of %s: %w", partition, handler, err)
+		return HaltRecord{}, raw, true, fmt.Errorf("halt record %s of %s: %w", partition, handler, err)
 	}
-	return r, raw, nil
+	return r, raw, true, nil
 }
 
-// RawHalt is a halt record with the raw value it was decoded from.
+// RawHalt is a halt record with the raw value it was decoded from; Err is
+// set, and HaltRecord zero, when the value is not a valid record.
 type RawHalt struct {
 	HaltRecord
 	Raw string
+	Err error
 }
 
 // Halts returns every halt record of handler, keyed by field.
 func Halts(ctx context.Context, c redis.UniversalClient, handler string) (map[string]RawHalt, error) {
 	all, err := c.HGetAll(ctx, HaltsKey(handler)).Result()
 	if err != nil {
-		return nil, fmt.Errorf("read halts of %s: %w", handler, err)
+		return nil, fmt.Errorf("list halts of %s: %w", handler, err)
 	}
 	out := make(map[string]RawHalt, len(all))
 	for field, raw := range all {
 		var r HaltRecord
 		if err := json.Unmarshal([]byte(raw), &r); err != nil {
-			return nil, fmt.Errorf("halt record %s of %s is not valid JSON (delete the field with HDEL %s %s): %w", field, handler, HaltsKey(handler), field, err)
+			out[field] = RawHalt{Raw: raw, Err: fmt.Errorf("halt record %s of %s is not valid JSON (delete the field with HDEL %s %s): %w", field, handler, HaltsKey(handler), field, err)}
+			continue
 		}
-		out[field] = RawHalt{r, raw}
+		out[field] = RawHalt{HaltRecord: r, Raw: raw}
 	}
 	return out, nil
 }
@@ -164,14 +173,14 @@ func (e *ResolveError) Error() string { return e.Code.Error() + " " + e.Detail }
 func (e *ResolveError) Unwrap() error { return e.Code }
 
 // ResolveHead is the operator's compare-and-skip of the head r describes
-// (raw is the record as read): unless the record changed, another owner
+// (raw is the record as read from handler's halts): unless the record changed, another owner
 // is retrying, or the entry is no longer the pending head (a *ResolveError),
 // it copies the entry to dlq (when dlq is not "", followed by the
 // dlqFields pairs), acks it, deletes the lease and removes the record, in
 // one script. It returns the dead-letter entry id ("" without dlq).
-func ResolveHead(ctx context.Context, c redis.UniversalClient, r HaltRecord, raw, dlq string, dlqFields []any) (string, error) {
-	keys := []string{HaltsKey(r.Handler), r.Stream, r.LeaseKey}
-	args := []any{r.Partition, raw, r.Token, r.Handler, r.EntryID}
+func ResolveHead(ctx context.Context, c redis.UniversalClient, handler string, r HaltRecord, raw, dlq string, dlqFields []any) (string, error) {
+	keys := []string{HaltsKey(handler), r.Stream, r.LeaseKey}
+	args := []any{r.Partition, raw, r.Token, handler, r.EntryID}
 	if dlq != "" {
 		keys = append(keys, dlq)
 		args = append(args, dlqFields...)

@@ -10,11 +10,17 @@ func PartitionStream(category, key string) string { return category + ":" + key 
 
 // BackfillStream is a partition's backfill lane.
 func BackfillStream(category, key, suffix string) string {
-	return category + ":" + key + ":" + suffix
+	return SubStream(PartitionStream(category, key), suffix)
 }
 
+// SubStream is the lane of a partition stream named by suffix: its backfill
+// lane, or its dead-letter stream with DLQSuffix.
+func SubStream(stream, suffix string) string { return stream + ":" + suffix }
+
 // DLQStream is a partition's dead-letter stream.
-func DLQStream(category, key string) string { return category + ":" + key + ":" + DLQSuffix }
+func DLQStream(category, key string) string {
+	return SubStream(PartitionStream(category, key), DLQSuffix)
+}
 
 // IndexKey is the set of a partitioned category's keys.
 func IndexKey(category string) string { return category + ":__partitions__" }

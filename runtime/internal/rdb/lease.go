@@ -73,42 +73,26 @@ func (l Lease) Renew(ctx context.Context, c redis.UniversalClient, ttl time.Dura
 
 // RenewAll renews every lease in one pipeline and returns one error per
 // lease: nil when renewed, ErrLeaseLost when the lease is gone or held by
-// another token, else the Redis error. A script cache lost by the server
-// (restart, SCRIPT FLUSH) is reloaded and the pipeline sent once more.
+// another token, else the Redis error. A pipeline has no EVAL fallback: a
+// script cache lost by the server (restart, SCRIPT FLUSH) shows as
+// IsNoScript errors; LoadScripts, then renew again.
 func RenewAll(ctx context.Context, c redis.UniversalClient, leases []Lease, ttl time.Duration) []error {
+	pipe := c.Pipeline()
+	cmds := make([]*redis.Cmd, len(leases))
+	for i, l := range leases {
+		cmds[i] = scriptRenew.EvalSha(ctx, pipe, []string{l.Ref.Key}, l.Token(), ttl.Milliseconds())
+	}
+	pipe.Exec(ctx)
 	errs := make([]error, len(leases))
-	for try := 0; try < 2; try++ {
-		pipe := c.Pipeline()
-		cmds := make([]*redis.Cmd, len(leases))
-		for i, l := range leases {
-			cmds[i] = scriptRenew.EvalSha(ctx, pipe, []string{l.Ref.Key}, l.Token(), ttl.Milliseconds())
-		}
-		pipe.Exec(ctx)
-		noscript := false
-		for i, cmd := range cmds {
-			n, err := cmd.Int64()
-			switch {
-			case IsNoScript(err):
-				noscript = true
-				errs[i] = err
-			case err != nil:
-				errs[i] = fmt.Errorf("renew lease %s: %w", leases[i].Ref.Key, err)
-			case n == 1:
-				errs[i] = nil
-			default:
-				errs[i] = fmt.Errorf("renew lease %s as %s: %w", leases[i].Ref.Key, leases[i].Token(), ErrLeaseLost)
-			}
-		}
-		if !noscript || try > 0 {
-			return errs
-		}
-		if err := LoadScripts(ctx, c); err != nil {
-			for i := range errs {
-				if IsNoScript(errs[i]) {
-					errs[i] = err
-				}
-			}
-			return errs
+	for i, cmd := range cmds {
+		n, err := cmd.Int64()
+		switch {
+		case IsNoScript(err):
+			errs[i] = err
+		case err != nil:
+			errs[i] = fmt.Errorf("renew lease %s: %w", leases[i].Ref.Key, err)
+		case n != 1:
+			errs[i] = fmt.Errorf("renew lease %s as %s: %w", leases[i].Ref.Key, leases[i].Token(), ErrLeaseLost)
 		}
 	}
 	return errs

@@ -16,24 +16,16 @@ func Announce(ctx context.Context, c redis.UniversalClient, group, owner string,
 	return scriptMember.Run(ctx, c, []string{MembersKey(group)}, owner, ttl.Milliseconds(), joinFlag(join)).Int64()
 }
 
-// AnnounceAll joins owner to every group's member set in one pipeline,
-// reloading the scripts once if the server lost them.
+// AnnounceAll joins owner to every group's member set in one pipeline. A
+// pipeline has no EVAL fallback: an IsNoScript error means the server lost
+// its script cache; LoadScripts, then announce again.
 func AnnounceAll(ctx context.Context, c redis.UniversalClient, groups []string, owner string, ttl time.Duration) error {
-	for try := 0; ; try++ {
-		pipe := c.Pipeline()
-		for _, g := range groups {
-			scriptMember.EvalSha(ctx, pipe, []string{MembersKey(g)}, owner, ttl.Milliseconds(), "1")
-		}
-		_, err := pipe.Exec(ctx)
-		if err == nil || !IsNoScript(err) || try > 0 {
-			return err
-		}
-		// EVALSHA in a pipeline has no EVAL fallback: Redis lost its
-		// script cache (restart, SCRIPT FLUSH), so reload and redo.
-		if err := LoadScripts(ctx, c); err != nil {
-			return err
-		}
+	pipe := c.Pipeline()
+	for _, g := range groups {
+		scriptMember.EvalSha(ctx, pipe, []string{MembersKey(g)}, owner, ttl.Milliseconds(), "1")
 	}
+	_, err := pipe.Exec(ctx)
+	return err
 }
 
 func joinFlag(join bool) string {

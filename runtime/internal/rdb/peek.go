@@ -3,7 +3,6 @@ package rdb
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -71,7 +70,7 @@ func LaneOf(ctx context.Context, c redis.UniversalClient, stream, group string, 
 func EntryAt(ctx context.Context, c redis.UniversalClient, stream, id string) (Entry, error) {
 	msgs, err := c.XRangeN(ctx, stream, id, id, 1).Result()
 	if err != nil {
-		return Entry{}, fmt.Errorf("read %s %s: %w", stream, id, err)
+		return Entry{}, err
 	}
 	if len(msgs) == 0 {
 		return Entry{Stream: stream, ID: id}, nil
