@@ -2,7 +2,7 @@
 GO ?= go
 FUZZTIME ?= 10s
 
-.PHONY: test redis lint unit runtime-test fuzz generate check-generated stress bench
+.PHONY: test redis lint unit runtime-test fuzz generate check-generated stress stress-cluster bench
 
 test: redis lint check-generated unit runtime-test fuzz
 
@@ -18,8 +18,11 @@ lint:
 unit:
 	$(GO) test $$($(GO) list ./... | grep -v '/runtime')
 
+# The guarantee suite runs twice: on a standalone redis-server and on a
+# three-master Redis Cluster (SEQBY_TOPOLOGY=cluster).
 runtime-test:
 	$(GO) test -race ./runtime/...
+	SEQBY_TOPOLOGY=cluster $(GO) test -race -count=1 ./runtime/guarantee
 
 fuzz:
 	$(GO) test ./annotations -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
@@ -36,6 +39,10 @@ check-generated:
 # One test binary runs all 20, so it needs more than go test's default 10m.
 stress:
 	$(GO) test -race -count=20 -timeout 40m ./runtime/guarantee
+
+# The same, on a three-master Redis Cluster.
+stress-cluster:
+	SEQBY_TOPOLOGY=cluster $(GO) test -race -count=20 -timeout 60m ./runtime/guarantee
 
 # Throughput against a private redis-server; results go in docs/benchmarks.md.
 bench: redis

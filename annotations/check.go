@@ -122,14 +122,16 @@ func checkCombination(set Set) []Problem {
 	return probs
 }
 
-// CheckCategory applies the category name rules: non-empty, no ':' or white
-// space, not of the reserved __name__ form.
+// CheckCategory applies the category name rules: non-empty, no ':', '{',
+// '}' or white space, not of the reserved __name__ form.
 func CheckCategory(c string) error {
 	switch {
 	case c == "":
 		return fmt.Errorf("category is empty")
 	case strings.Contains(c, ":"):
 		return fmt.Errorf("category %q contains ':'; ':' separates a category from its partition key", c)
+	case strings.ContainsAny(c, "{}"):
+		return fmt.Errorf("category %q contains '{' or '}'; the category is the Redis Cluster hash tag of its index and signals", c)
 	case strings.IndexFunc(c, unicode.IsSpace) >= 0:
 		return fmt.Errorf("category %q contains white space", c)
 	case isReserved(c):

@@ -79,6 +79,7 @@ func TestCheck(t *testing.T) {
 		{"bad category", StructType, []Found{m(1, "//seqby:event=a:b")}, nil, []string{"contains ':'"}},
 		{"reserved category", StructType, []Found{m(1, "//seqby:event=__x__")}, nil, []string{"reserved __name__ form"}},
 		{"space category", StructType, []Found{m(1, "//seqby:event=a b")}, nil, []string{"white space"}},
+		{"brace category", StructType, []Found{m(1, "//seqby:event={a}")}, nil, []string{"contains '{' or '}'"}},
 		{"key on pm", StructType, []Found{m(1, "//seqby:pm"), m(2, "//seqby:key=x")}, []string{"pm"}, []string{"//seqby:key is not allowed on a pm"}},
 		{"key alone", StructType, []Found{m(1, "//seqby:key=x")}, nil, []string{"//seqby:key needs"}},
 		{"sequential alone", OtherType, []Found{m(1, "//seqby:handler"), m(2, "//seqby:sequential")}, []string{"handler"}, []string{"//seqby:sequential goes on a //seqby:pm"}},

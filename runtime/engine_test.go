@@ -85,7 +85,7 @@ func TestEngineHaltOnPoisonOtherPartitionsFlow(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no halt reported")
 	}
-	if halt.Key != "a" || halt.Stream != "order:a" || !errors.Is(halt.Err, ErrHandlerPanic) {
+	if halt.Key != "a" || halt.Stream != "order:{a}" || !errors.Is(halt.Err, ErrHandlerPanic) {
 		t.Fatalf("halt %+v", halt)
 	}
 	if n := attempts.Load(); n != 3 {
@@ -102,11 +102,11 @@ func TestEngineHaltOnPoisonOtherPartitionsFlow(t *testing.T) {
 	if gotA != "[1]" {
 		t.Fatalf("key a applied %s past its poison head, want [1]", gotA)
 	}
-	pend := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "order:a", Group: "orders", Start: "-", End: "+", Count: 10}).Val()
+	pend := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "order:{a}", Group: "orders", Start: "-", End: "+", Count: 10}).Val()
 	if len(pend) != 1 || pend[0].ID != halt.EntryID {
 		t.Fatalf("pending %+v, want the poison head %s", pend, halt.EntryID)
 	}
-	if c.Exists(ctx, "order:a:dlq").Val() != 0 {
+	if c.Exists(ctx, "order:{a}:dlq").Val() != 0 {
 		t.Fatal("poison moved to a DLQ")
 	}
 	st := r.Status()
@@ -233,7 +233,7 @@ func TestEngineLostLeaseCancelsHandlerAndFences(t *testing.T) {
 		t.Fatal("handler never ran")
 	}
 	// Another owner takes the partition (as after a stall past the TTL).
-	ref := rdb.PartitionLease("order:a", "orders")
+	ref := rdb.PartitionLease("order:{a}", "orders")
 	c.Del(ctx, ref.Key)
 	if _, err := rdb.Acquire(ctx, c, ref, "thief", time.Minute); err != nil {
 		t.Fatal(err)
@@ -247,7 +247,7 @@ func TestEngineLostLeaseCancelsHandlerAndFences(t *testing.T) {
 		t.Fatal("handler context not cancelled after the lease was lost")
 	}
 	eventually(t, 10*time.Second, "stale owner to abandon", func() bool { return len(r.Status().Partitions) == 0 })
-	pend := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "order:a", Group: "orders", Start: "-", End: "+", Count: 10}).Val()
+	pend := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "order:{a}", Group: "orders", Start: "-", End: "+", Count: 10}).Val()
 	if len(pend) != 1 || pend[0].Consumer != "p1:1" {
 		t.Fatalf("pending %+v: the stale owner must not have acked", pend)
 	}
@@ -328,7 +328,7 @@ func TestEngineSlowHandlerKeepsLease(t *testing.T) {
 	})
 	r := startEngine(t, c, opts, h)
 	NewPublisher(c, PublisherOptions{}).Publish(ctx, ev("a", 1))
-	key := rdb.PartitionLease("order:a", "orders").Key
+	key := rdb.PartitionLease("order:{a}", "orders").Key
 	eventually(t, 20*time.Second, "lease taken", func() bool { return c.Exists(ctx, key).Val() == 1 })
 	// Watch the lease across a few renewals: it must never lapse.
 	var renewals int
@@ -350,7 +350,7 @@ func TestEngineSlowHandlerKeepsLease(t *testing.T) {
 		t.Fatalf("slow handler: %v", err)
 	}
 	eventually(t, 10*time.Second, "acked", func() bool {
-		return c.XPending(ctx, "order:a", "orders").Val().Count == 0
+		return c.XPending(ctx, "order:{a}", "orders").Val().Count == 0
 	})
 	if ps := r.Status().Partitions; len(ps) != 1 || ps[0].Generation != 1 {
 		t.Fatalf("partitions %+v, want still generation 1", ps)

@@ -17,13 +17,21 @@ import (
 // whoever notices first: the operator script, the next owner at claim or
 // after it acks that entry, or the inspector's listing.
 
-// haltField is p's field in the halts hash: its partition stream, or for a
+// haltField names p in its halt record: its partition stream, or for a
 // pm its correlation value.
 func (p *partition) haltField() string {
 	if p.cats != nil {
 		return p.key
 	}
 	return p.lanes[0]
+}
+
+// haltKey is the key of p's halt record.
+func (p *partition) haltKey() string {
+	if p.cats != nil {
+		return rdb.PMHaltKey(p.reg.Name, p.key)
+	}
+	return rdb.HaltKey(p.lanes[0], p.reg.Name)
 }
 
 // recordHalt writes h to Redis, fenced by p's lease so a stale owner
@@ -67,7 +75,7 @@ func (p *partition) checkHaltRecord() {
 	e := p.e
 	ctx, cancel := context.WithTimeout(p.ctx, e.o.LeaseTTL)
 	defer cancel()
-	r, raw, found, err := rdb.GetHalt(ctx, e.c, p.reg.Name, p.haltField())
+	r, raw, found, err := rdb.GetHalt(ctx, e.c, p.haltKey())
 	if err != nil {
 		e.log.Warn("seqby: reading the halt record failed; a stale one is removed by the next owner or seqbyctl halted", "partition", p.haltField(), "err", err)
 		return
@@ -101,7 +109,7 @@ func (p *partition) acked(en rdb.Entry) {
 
 // clearHalt removes p's halt record if it is still raw.
 func (p *partition) clearHalt(ctx context.Context, raw string) {
-	if _, err := rdb.ClearHalt(ctx, p.e.c, p.reg.Name, p.haltField(), raw); err != nil {
+	if _, err := rdb.ClearHalt(ctx, p.e.c, p.reg.Name, p.haltKey(), raw); err != nil {
 		p.e.log.Warn("seqby: removing a stale halt record failed; seqbyctl halted removes it later", "handler", p.reg.Name, "partition", p.haltField(), "err", err)
 	}
 }

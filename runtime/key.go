@@ -27,8 +27,11 @@ var (
 	// ErrEmptyKey: the key is the empty string.
 	ErrEmptyKey = errors.New("key is empty")
 	// ErrKeyColon: the key contains ':', which would make the stream name
-	// {category}:{key} ambiguous with its lanes.
+	// category:{key} ambiguous with its lanes.
 	ErrKeyColon = errors.New("key contains ':'")
+	// ErrKeyBrace: the key contains '{' or '}'. The key is its partition's
+	// Redis Cluster hash tag (category:{key}), which a brace would break.
+	ErrKeyBrace = errors.New("key contains '{' or '}'")
 	// ErrReservedKey: the key equals a lane token (dlq or the backfill suffix).
 	ErrReservedKey = errors.New("key is a reserved lane token")
 	// ErrSentinelKey: the key has the __name__ form reserved for seqby's own
@@ -41,7 +44,7 @@ type KeyError struct {
 	Category string // stream category of the message
 	Field    string // key field the value was read from
 	Value    string // the rejected value ("" for a null key)
-	Rule     error  // one of ErrNullKey, ErrEmptyKey, ErrKeyColon, ErrReservedKey, ErrSentinelKey
+	Rule     error  // one of ErrNullKey, ErrEmptyKey, ErrKeyColon, ErrKeyBrace, ErrReservedKey, ErrSentinelKey
 	// suffix is the backfill suffix the rules were checked against, so the
 	// message names the reserved token that actually applied ("" means
 	// DefaultBackfillSuffix).
@@ -62,7 +65,7 @@ func (e *KeyError) Error() string {
 		if suffix == "" {
 			suffix = DefaultBackfillSuffix
 		}
-		return fmt.Sprintf("%s: value %q rejected: %v; keys must be plain entity ids (no ':', not %q, %q or __name__)",
+		return fmt.Sprintf("%s: value %q rejected: %v; keys must be plain entity ids (no ':', '{' or '}', not %q, %q or __name__)",
 			where, e.Value, e.Rule, rdb.DLQSuffix, suffix)
 	}
 }
@@ -84,6 +87,8 @@ func checkKeySuffix(category, field, value, backfillSuffix string) error {
 		rule = ErrEmptyKey
 	case strings.Contains(value, ":"):
 		rule = ErrKeyColon
+	case strings.ContainsAny(value, "{}"):
+		rule = ErrKeyBrace
 	case value == rdb.DLQSuffix || value == backfillSuffix:
 		rule = ErrReservedKey
 	case isSentinel(value):

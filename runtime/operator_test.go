@@ -76,26 +76,26 @@ func TestOperatorResolveHaltedHead(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			ids := streamIDs(t, c, "order:a")
+			ids := streamIDs(t, c, "order:{a}")
 			hs := waitHalts(t, c, "ops", 1)
 			r := hs[0]
-			if r.Partition != "order:a" || r.Stream != "order:a" || r.EntryID != ids[0] || r.Category != "order" ||
+			if r.Partition != "order:{a}" || r.Stream != "order:{a}" || r.EntryID != ids[0] || r.Category != "order" ||
 				r.Key != "a" || !strings.Contains(r.Error, "poison") || r.Token == "" || r.Owner != "o1" {
 				t.Fatalf("halt record %+v, want order:a halted on %s by o1 with the poison error", r, ids[0])
 			}
 			eventually(t, 10*time.Second, "b flows past a's halt", func() bool { return j.count("b") == 2 })
 
 			before := snapshot(t, c, r)
-			if _, err := inspect.New(c).Skip(ctx, "ops", "order:a", ids[1]); !errors.Is(err, inspect.ErrNotHead) {
+			if _, err := inspect.New(c).Skip(ctx, "ops", "order:{a}", ids[1]); !errors.Is(err, inspect.ErrNotHead) {
 				t.Fatalf("skip of a non-head entry: %v, want inspect.ErrNotHead", err)
 			}
-			if _, err := inspect.New(c).MoveToDLQ(ctx, "ops", "order:a", ids[1]); !errors.Is(err, inspect.ErrNotHead) {
+			if _, err := inspect.New(c).MoveToDLQ(ctx, "ops", "order:{a}", ids[1]); !errors.Is(err, inspect.ErrNotHead) {
 				t.Fatalf("dlq of a non-head entry: %v, want inspect.ErrNotHead", err)
 			}
 			if after := snapshot(t, c, r); !reflect.DeepEqual(before, after) {
 				t.Fatalf("a refused skip changed Redis:\nbefore %+v\nafter  %+v", before, after)
 			}
-			in, err := inspect.New(c).Inspect(ctx, "ops", "order:a")
+			in, err := inspect.New(c).Inspect(ctx, "ops", "order:{a}")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,7 +109,7 @@ func TestOperatorResolveHaltedHead(t *testing.T) {
 			if tt.dlq {
 				resolve = (*inspect.Inspector).MoveToDLQ
 			}
-			res, err := resolve(inspect.New(c), ctx, "ops", "order:a", ids[0])
+			res, err := resolve(inspect.New(c), ctx, "ops", "order:{a}", ids[0])
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -120,7 +120,7 @@ func TestOperatorResolveHaltedHead(t *testing.T) {
 			if hs, err := inspect.New(c).Halts(ctx, ""); err != nil || len(hs) != 0 {
 				t.Fatalf("halts after resolving: %+v, %v", hs, err)
 			}
-			dlq, err := c.XRange(ctx, "order:a:dlq", "-", "+").Result()
+			dlq, err := c.XRange(ctx, "order:{a}:dlq", "-", "+").Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -130,11 +130,11 @@ func TestOperatorResolveHaltedHead(t *testing.T) {
 				}
 				return
 			}
-			if res.DLQ != "order:a:dlq" || len(dlq) != 1 || dlq[0].ID != res.DLQEntryID {
+			if res.DLQ != "order:{a}:dlq" || len(dlq) != 1 || dlq[0].ID != res.DLQEntryID {
 				t.Fatalf("resolution %+v, dlq %v", res, dlq)
 			}
 			v := dlq[0].Values
-			if v["dlq_entry_id"] != ids[0] || v["dlq_stream"] != "order:a" || v["dlq_handler"] != "ops" ||
+			if v["dlq_entry_id"] != ids[0] || v["dlq_stream"] != "order:{a}" || v["dlq_handler"] != "ops" ||
 				!strings.Contains(v["payload"].(string), `"poison":true`) || v[rdb.FieldType] != "testEvent" {
 				t.Fatalf("dlq copy %v", v)
 			}
@@ -145,6 +145,7 @@ func TestOperatorResolveHaltedHead(t *testing.T) {
 // state is what a refused operator action must leave untouched.
 type state struct {
 	Record, Lease string
+	Indexed       bool
 	Pending       []redis.XPendingExt
 	Length        int64
 	DLQ           int64
@@ -154,7 +155,8 @@ func snapshot(t *testing.T, c redis.UniversalClient, r inspect.HaltRecord) state
 	t.Helper()
 	ctx := context.Background()
 	var s state
-	s.Record, _ = c.HGet(ctx, rdb.HaltsKey(r.Handler), r.Partition).Result()
+	s.Record, _ = c.Get(ctx, rdb.HaltRecord(r).RecordKey()).Result()
+	s.Indexed, _ = c.SIsMember(ctx, rdb.HaltedKey(r.Handler), rdb.HaltRecord(r).RecordKey()).Result()
 	s.Lease, _ = c.Get(ctx, r.LeaseKey).Result()
 	ps, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: r.Stream, Group: r.Handler, Start: "-", End: "+", Count: 100}).Result()
 	if err != nil {
@@ -180,10 +182,10 @@ func TestOperatorRefusals(t *testing.T) {
 		setup     func(r *inspect.HaltRecord)
 		want      error
 	}{
-		{"unknown partition", "order:nope", 0, nil, inspect.ErrNotHalted},
-		{"not the recorded head", "order:x", 1, nil, inspect.ErrNotHead},
-		{"record names a non-first pending entry", "order:x", 1, func(r *inspect.HaltRecord) { r.EntryID = "" }, inspect.ErrNotHead},
-		{"another owner retries the head", "order:x", 0, func(r *inspect.HaltRecord) { c.Set(ctx, r.LeaseKey, "w2:9", 0) }, inspect.ErrRetrying},
+		{"unknown partition", "order:{nope}", 0, nil, inspect.ErrNotHalted},
+		{"not the recorded head", "order:{x}", 1, nil, inspect.ErrNotHead},
+		{"record names a non-first pending entry", "order:{x}", 1, func(r *inspect.HaltRecord) { r.EntryID = "" }, inspect.ErrNotHead},
+		{"another owner retries the head", "order:{x}", 0, func(r *inspect.HaltRecord) { c.Set(ctx, r.LeaseKey, "w2:9", 0) }, inspect.ErrRetrying},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -217,7 +219,7 @@ func TestOperatorRefusals(t *testing.T) {
 func haltFixture(t *testing.T, c redis.UniversalClient, group string, setup func(r *inspect.HaltRecord)) (inspect.HaltRecord, []string) {
 	t.Helper()
 	ctx := context.Background()
-	stream := "order:x"
+	stream := "order:{x}"
 	c.Del(ctx, stream)
 	for range 2 {
 		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{rdb.FieldType, "testEvent", rdb.FieldPayload, "{}"}}).Err(); err != nil {
@@ -243,7 +245,11 @@ func haltFixture(t *testing.T, c redis.UniversalClient, group string, setup func
 	}
 	c.SetNX(ctx, r.LeaseKey, r.Token, 0)
 	raw, _ := json.Marshal(r)
-	if err := c.HSet(ctx, rdb.HaltsKey(group), stream, raw).Err(); err != nil {
+	key := rdb.HaltRecord(r).RecordKey()
+	if err := c.Set(ctx, key, raw, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SAdd(ctx, rdb.HaltedKey(group), key).Err(); err != nil {
 		t.Fatal(err)
 	}
 	return r, ids
@@ -284,8 +290,8 @@ func TestStaleHaltRecords(t *testing.T) {
 			if err := tt.check(r, ids); err != nil {
 				t.Fatal(err)
 			}
-			if n, _ := c.HLen(ctx, rdb.HaltsKey(r.Handler)).Result(); n != 0 {
-				t.Fatalf("stale record kept (%d fields)", n)
+			if s := snapshot(t, c, r); s.Record != "" || s.Indexed {
+				t.Fatalf("stale record kept: %+v", s)
 			}
 		})
 	}
@@ -321,7 +327,7 @@ func TestHaltRecordRemovedWhenNextOwnerAppliesHead(t *testing.T) {
 	startEngine(t, c, fastOptions("o2"), h)
 	eventually(t, 20*time.Second, "a applied by the next owner", func() bool { return j.count("a") == 2 })
 	eventually(t, 10*time.Second, "halt record removed", func() bool {
-		n, err := c.HLen(ctx, rdb.HaltsKey("ops")).Result()
+		n, err := c.SCard(ctx, rdb.HaltedKey("ops")).Result()
 		return err == nil && n == 0
 	})
 }
@@ -347,22 +353,22 @@ func TestOperatorPMMoveToDLQ(t *testing.T) {
 		}
 	}
 	r := waitHalts(t, c, "flow", 1)[0]
-	head := streamIDs(t, c, "pmpayment:o-1")[0]
-	if !r.PM || r.Partition != "o-1" || r.Stream != "pmpayment:o-1" || r.EntryID != head || r.LeaseKey != rdb.PMLeaseKey("flow", "o-1") {
+	head := streamIDs(t, c, "pmpayment:{o-1}")[0]
+	if !r.PM || r.Partition != "o-1" || r.Stream != "pmpayment:{o-1}" || r.EntryID != head || r.LeaseKey != rdb.PMLeaseKey("flow", "o-1") {
 		t.Fatalf("pm halt record %+v", r)
 	}
 	in, err := inspect.New(c).Inspect(ctx, "flow", "o-1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if in.Halt == nil || in.Head == nil || in.Head.Stream != "pmpayment:o-1" || in.Head.ID != head || len(in.Lanes) != 4 || in.Lease != r.Token {
+	if in.Halt == nil || in.Head == nil || in.Head.Stream != "pmpayment:{o-1}" || in.Head.ID != head || len(in.Lanes) != 4 || in.Lease != r.Token {
 		t.Fatalf("pm inspection %+v", in)
 	}
-	res, err := inspect.New(c).MoveToDLQ(ctx, "flow", "pmpayment:o-1", head)
+	res, err := inspect.New(c).MoveToDLQ(ctx, "flow", "pmpayment:{o-1}", head)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.DLQ != "pmpayment:o-1:dlq" {
+	if res.DLQ != "pmpayment:{o-1}:dlq" {
 		t.Fatalf("dlq %s", res.DLQ)
 	}
 	store := NewRedisStateStore(c)
@@ -373,7 +379,7 @@ func TestOperatorPMMoveToDLQ(t *testing.T) {
 	if f, _ := loadFlow(t, store, "flow", "o-1"); !slices.Equal(f.Orders, []int{1, 2}) || !slices.Equal(f.Payments, []int{2}) {
 		t.Fatalf("o-1 state %+v, want orders [1 2] and payments [2]", f)
 	}
-	if n, _ := c.XLen(ctx, "pmpayment:o-1:dlq").Result(); n != 1 {
+	if n, _ := c.XLen(ctx, "pmpayment:{o-1}:dlq").Result(); n != 1 {
 		t.Fatalf("dlq length %d", n)
 	}
 }

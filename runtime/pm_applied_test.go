@@ -35,7 +35,7 @@ func TestPMEntryAppliedOnceAcrossLostAck(t *testing.T) {
 			ctx := context.Background()
 			apply := func(id string, seq int) {
 				t.Helper()
-				en := rdb.Entry{Stream: "pmorder:o-1", ID: id}
+				en := rdb.Entry{Stream: "pmorder:{o-1}", ID: id}
 				if _, err := e.applyPM(ctx, reg, rt, "o-1", &pmOrder{OrderID: "o-1", Seq: seq}, &en); err != nil {
 					t.Fatal(err)
 				}

@@ -219,7 +219,7 @@ func TestPMHaltOnPoisonScopedToCorrelationValue(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("no halt reported")
 	}
-	if h.Key != "o-1" || h.Category != "pmpayment" || h.Stream != "pmpayment:o-1" || !errors.Is(h.Err, errPoison) {
+	if h.Key != "o-1" || h.Category != "pmpayment" || h.Stream != "pmpayment:{o-1}" || !errors.Is(h.Err, errPoison) {
 		t.Fatalf("halt %+v, want o-1 on pmpayment:o-1 with the poison error", h)
 	}
 	const n = 4

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,6 +23,10 @@ type PublisherOptions struct {
 	// SignalMaxLen caps each category's wake-up stream (approximate
 	// trimming). Default 10000.
 	SignalMaxLen int64
+	// Logger receives the warning when an entry was stored but idle
+	// consumers could not be woken (they find it at their next re-check,
+	// within 30 s). Default slog.Default().
+	Logger *slog.Logger
 }
 
 // Publisher writes messages to their streams: a partitioned message to its
@@ -57,6 +63,9 @@ func NewPublisher(c redis.UniversalClient, options ...PublisherOptions) *Publish
 	}
 	if opts.SignalMaxLen <= 0 {
 		opts.SignalMaxLen = 10000
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
 	}
 	return &Publisher{c: c, opts: opts}
 }
@@ -97,8 +106,8 @@ func (p *Publisher) Publish(ctx context.Context, msg Message, opts ...PublishOpt
 	if err != nil {
 		return fmt.Errorf("publish %s: %w", typeName(msg), err)
 	}
-	if category == "" {
-		return fmt.Errorf("publish %s: empty stream category: %w", typeName(msg), ErrPublish)
+	if category == "" || strings.ContainsAny(category, "{}") {
+		return fmt.Errorf("publish %s: stream category %q is empty or contains '{' or '}': %w", typeName(msg), category, ErrPublish)
 	}
 	key, partitioned, err := partitionKey(msg, p.opts.BackfillSuffix)
 	if err != nil {
@@ -126,6 +135,12 @@ func (p *Publisher) Publish(ctx context.Context, msg Message, opts ...PublishOpt
 		stream = rdb.BackfillStream(category, key, p.opts.BackfillSuffix)
 	}
 	err = rdb.Publish(ctx, p.c, category, key, stream, p.opts.SignalMaxLen, fields)
+	if errors.Is(err, rdb.ErrUnsignalled) {
+		// Published: failing the call would make the caller publish twice.
+		p.opts.Logger.Warn("seqby: published, but waking idle consumers failed; they find the entry at their next re-check",
+			"stream", stream, "err", err)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("publish %s to %s: %w: %w", typeName(msg), stream, ErrPublish, err)
 	}

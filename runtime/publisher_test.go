@@ -16,8 +16,8 @@ func TestPublishRouting(t *testing.T) {
 		opts   []PublishOption
 		stream string
 	}{
-		{"partitioned", ev("client-1", 1), nil, "order:client-1"},
-		{"backfill lane", ev("client-1", 2), []PublishOption{AsBackfill()}, "order:client-1:backfill"},
+		{"partitioned", ev("client-1", 1), nil, "order:{client-1}"},
+		{"backfill lane", ev("client-1", 2), []PublishOption{AsBackfill()}, "order:{client-1}:backfill"},
 		{"unpartitioned", &testNote{Text: "hi"}, nil, "note"},
 		{"unpartitioned ignores backfill", &testNote{Text: "x"}, []PublishOption{AsBackfill()}, "note"},
 	}
@@ -57,6 +57,7 @@ func TestPublishBadKeyWritesNothing(t *testing.T) {
 	}{
 		{"", ErrEmptyKey},
 		{"a:b", ErrKeyColon},
+		{"{a}", ErrKeyBrace},
 		{"dlq", ErrReservedKey},
 		{"late", ErrReservedKey},
 		{"__partitions__", ErrSentinelKey},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 )
 
@@ -117,6 +118,8 @@ func (r *Registry) check(reg Registration, names map[string]bool, keys map[strin
 		switch {
 		case rt.Category == "" || rt.Type == "":
 			return fmt.Errorf("handler %s has a route without Category or Type", reg.Name)
+		case strings.ContainsAny(rt.Category, "{}"):
+			return fmt.Errorf("handler %s route %s/%s: a category may not contain '{' or '}' (it is the Redis Cluster hash tag of its index); seqgen refuses it too", reg.Name, rt.Category, rt.Type)
 		case rt.Decode == nil || rt.Invoke == nil:
 			return fmt.Errorf("handler %s route %s/%s lacks Decode or Invoke; regenerate with seqgen", reg.Name, rt.Category, rt.Type)
 		case keyed && (rt.PartitionField == "" || rt.PartitionKey == nil):

@@ -169,8 +169,8 @@ func xadd(t *testing.T, c *redis.Client, stream, id, note string) {
 // P arrives; the next owner must re-run B before applying P.
 func TestReclaimedBackfillHeadReadFirst(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
-	lanes := []string{"order:a", "order:a:backfill"}
-	ref := rdb.PartitionLease("order:a", "g")
+	lanes := []string{"order:{a}", "order:{a}:backfill"}
+	ref := rdb.PartitionLease("order:{a}", "g")
 	xadd(t, c, lanes[1], "1-1", "B")
 	old, _ := rdb.Acquire(ctx, c, ref, "old", time.Minute)
 	if _, err := rdb.Reclaim(ctx, c, old, "g", lanes); err != nil {
@@ -196,7 +196,7 @@ func TestReclaimedBackfillHeadReadFirst(t *testing.T) {
 // owner comes before a newer primary entry.
 func TestPMReclaimedBackfillHeadReadFirst(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
-	lanes := []string{"order:x", "payment:x", "order:x:backfill", "payment:x:backfill"}
+	lanes := []string{"order:{x}", "payment:{x}", "order:{x}:backfill", "payment:{x}:backfill"}
 	ref := rdb.PMLease("flow", "x")
 	xadd(t, c, lanes[3], "1-1", "B")
 	old, _ := rdb.Acquire(ctx, c, ref, "old", time.Minute)
@@ -224,7 +224,7 @@ func TestPMReclaimedBackfillHeadReadFirst(t *testing.T) {
 // ever pending, so "pending first" never puts a newer entry first.
 func TestPMReadOldestDeliversOnlyWhatItReturns(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
-	lanes := []string{"order:x", "payment:x", "order:x:backfill", "payment:x:backfill"}
+	lanes := []string{"order:{x}", "payment:{x}", "order:{x}:backfill", "payment:{x}:backfill"}
 	xadd(t, c, lanes[1], "1-1", "Q1")
 	xadd(t, c, lanes[1], "2-1", "Q2")
 	xadd(t, c, lanes[0], "3-1", "P1")

@@ -78,7 +78,7 @@ func TestUnkeyedFanFirstBackfillEntryIsRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "the worker inside a/1", func() bool {
-		idle, _, ok := pendingIdle(c, "order:a", "audit")
+		idle, _, ok := pendingIdle(c, "order:{a}", "audit")
 		return ok && idle >= 0
 	})
 	// While the handler holds a/1 the worker reads nothing; once released
@@ -223,7 +223,7 @@ func TestUnkeyedRestartsLeaveOnlyLiveConsumers(t *testing.T) {
 		r.stop()
 	}
 	startEngine(t, c, fastOptions("inc3"), regs...)
-	groups := [][2]string{{"note", "notes"}, {"order:a", "audit"}, {"order:a:" + DefaultBackfillSuffix, "audit"}}
+	groups := [][2]string{{"note", "notes"}, {"order:{a}", "audit"}, {"order:{a}:" + DefaultBackfillSuffix, "audit"}}
 	eventually(t, 15*time.Second, "only the live consumer in each group", func() bool {
 		for _, g := range groups {
 			cs, err := c.XInfoConsumers(ctx, g[0], g[1]).Result()
@@ -252,7 +252,7 @@ func TestUnkeyedFanFailedReadIsRetried(t *testing.T) {
 		seen[e.Seq].Store(true)
 		return nil
 	})}}
-	lane := "order:a:" + DefaultBackfillSuffix
+	lane := "order:{a}:" + DefaultBackfillSuffix
 	if err := c.Set(ctx, lane, "not a stream", 0).Err(); err != nil {
 		t.Fatal(err)
 	}

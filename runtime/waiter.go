@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"maps"
 	"sync"
 	"time"
 
@@ -10,12 +9,12 @@ import (
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
-// waiter wakes idle partitions without polling them: one XREAD BLOCK per
-// instance across the categories' signal streams, which the publish script
-// appends the key to atomically with the entry. A worker takes mark()
-// before its fenced read and, when the read finds nothing, waits for a
-// signal counted after that mark: a signal seen before the mark was for an
-// entry the read already saw, so no entry is missed.
+// waiter wakes idle partitions without polling them: blocking XREADs on
+// the categories' signal streams, to which the publisher appends the key
+// after the entry. A worker takes mark() before its fenced read and, when
+// the read finds nothing, waits for a signal counted after that mark: an
+// entry the read missed was appended after it, so its signal is read after
+// the mark, and no entry is missed.
 //
 // Its state stays bounded however long idle partitions wait and however
 // many keys are signalled: a key has at most one wake-up channel, shared by
@@ -137,20 +136,42 @@ func (w *waiter) prune() {
 	}
 }
 
-// run reads signals until ctx ends.
+// run reads signals until ctx ends, for the categories watched before it
+// started. On a single Redis one blocking XREAD covers every category; on a
+// cluster each category's signal stream lives in its own slot (XREAD over
+// several keys must be single-slot), so each gets its own reader.
 func (w *waiter) run(ctx context.Context, onErr func(error)) {
+	w.mu.Lock()
+	var groups [][]string
+	for sig := range w.cursors {
+		if _, cluster := w.c.(*redis.ClusterClient); cluster || len(groups) == 0 {
+			groups = append(groups, nil)
+		}
+		groups[len(groups)-1] = append(groups[len(groups)-1], sig)
+	}
+	w.mu.Unlock()
+	if len(groups) == 0 {
+		<-ctx.Done()
+		return
+	}
+	var wg sync.WaitGroup
+	for _, g := range groups {
+		wg.Add(1)
+		go func() { defer wg.Done(); w.follow(ctx, g, onErr) }()
+	}
+	wg.Wait()
+}
+
+// follow reads the signals of the signal streams sigs until ctx ends.
+func (w *waiter) follow(ctx context.Context, sigs []string, onErr func(error)) {
+	cursors := make(map[string]string, len(sigs))
 	for ctx.Err() == nil {
 		w.mu.Lock()
-		cursors := maps.Clone(w.cursors)
-		w.mu.Unlock()
-		if len(cursors) == 0 {
-			select {
-			case <-ctx.Done():
-			case <-time.After(w.block):
-			}
-			continue
+		for _, sig := range sigs {
+			cursors[sig] = w.cursors[sig]
 		}
-		sigs, err := rdb.ReadSignals(ctx, w.c, cursors, w.block)
+		w.mu.Unlock()
+		got, err := rdb.ReadSignals(ctx, w.c, cursors, w.block)
 		if err != nil {
 			if ctx.Err() != nil {
 				continue
@@ -163,7 +184,7 @@ func (w *waiter) run(ctx context.Context, onErr func(error)) {
 			continue
 		}
 		w.mu.Lock()
-		for _, sg := range sigs {
+		for _, sg := range got {
 			w.cursors[sg.Stream] = sg.ID
 			w.signal(w.cats[sg.Stream], sg.Key)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/internal/redistest"
 	"github.com/seqby/seqby/runtime"
+	"github.com/seqby/seqby/runtime/inspect"
 )
 
 // placed is a message of the partitioned category "shop".
@@ -111,8 +112,8 @@ func TestRunUsage(t *testing.T) {
 		{"unknown flag", []string{"-bogus", "halted"}, 2, "", "flag provided but not defined"},
 		{"no redis", []string{"halted"}, 2, "", "pass -redis URL or set REDIS_URL"},
 		{"bad redis url", []string{"-redis", "http://x", "halted"}, 2, "", "invalid URL scheme"},
-		{"inspect without handler", []string{"-redis", "redis://127.0.0.1:1", "inspect", "-stream", "shop:a"}, 2, "", "missing -handler"},
-		{"skip without id", []string{"-redis", "redis://127.0.0.1:1", "skip", "-handler", "ops", "-stream", "shop:a"}, 2, "", "missing -id"},
+		{"inspect without handler", []string{"-redis", "redis://127.0.0.1:1", "inspect", "-stream", "shop:{a}"}, 2, "", "missing -handler"},
+		{"skip without id", []string{"-redis", "redis://127.0.0.1:1", "skip", "-handler", "ops", "-stream", "shop:{a}"}, 2, "", "missing -id"},
 		{"dlq without anything", []string{"-redis", "redis://127.0.0.1:1", "dlq"}, 2, "", "missing -handler, -stream, -id"},
 		{"stray argument", []string{"-redis", "redis://127.0.0.1:1", "halted", "ops"}, 2, "", "unexpected arguments"},
 		{"halted takes no -id", []string{"-redis", "redis://127.0.0.1:1", "halted", "-id", "1-0"}, 2, "", "flag provided but not defined: -id"},
@@ -159,10 +160,10 @@ func TestRunOnHaltedPartition(t *testing.T) {
 		}
 		return out
 	}
-	aIDs, bIDs := ids("shop:a"), ids("shop:b")
+	aIDs, bIDs := ids("shop:{a}"), ids("shop:{b}")
 	eventually(t, 20*time.Second, "two halts recorded", func() bool {
-		n, _ := c.HLen(ctx, "seqby:__halts__:ops").Result()
-		return n == 2
+		hs, _ := inspect.New(c).Halts(ctx, "ops")
+		return len(hs) == 2
 	})
 
 	steps := []struct {
@@ -172,17 +173,17 @@ func TestRunOnHaltedPartition(t *testing.T) {
 		wantOut []string
 		wantErr string
 	}{
-		{"list all", []string{"halted"}, 0, []string{"shop:a", aIDs[0], "shop:b", bIDs[0], "poison"}, ""},
+		{"list all", []string{"halted"}, 0, []string{"shop:{a}", aIDs[0], "shop:{b}", bIDs[0], "poison"}, ""},
 		{"list other handler", []string{"halted", "-handler", "nobody"}, 0, []string{"no halted partitions"}, ""},
-		{"inspect", []string{"inspect", "-handler", "ops", "-stream", "shop:a"}, 0,
+		{"inspect", []string{"inspect", "-handler", "ops", "-stream", "shop:{a}"}, 0,
 			[]string{"halted     yes", "w1:", "length 3, 1 pending", "head       " + aIDs[0], `"poison":true`}, ""},
-		{"inspect as json", []string{"-json", "inspect", "-handler", "ops", "-stream", "shop:a"}, 0, []string{`"entry_id"`, `"lease_key"`}, ""},
-		{"skip a non-head", []string{"skip", "-handler", "ops", "-stream", "shop:a", "-id", aIDs[1]}, 1, nil, "not the halted partition's head"},
-		{"skip unknown partition", []string{"skip", "-handler", "ops", "-stream", "shop:zz", "-id", aIDs[0]}, 1, nil, "not halted"},
-		{"skip the head", []string{"skip", "-handler", "ops", "-stream", "shop:a", "-id", aIDs[0]}, 0, []string{"skipped " + aIDs[0] + " on shop:a"}, ""},
-		{"skip it again", []string{"skip", "-handler", "ops", "-stream", "shop:a", "-id", aIDs[0]}, 1, nil, "not halted"},
-		{"inspect a resolved partition", []string{"inspect", "-handler", "ops", "-stream", "shop:a"}, 0, []string{"halted     no"}, ""},
-		{"dlq the other head", []string{"dlq", "-handler", "ops", "-stream", "shop:b", "-id", bIDs[0]}, 0, []string{"to shop:b:dlq as"}, ""},
+		{"inspect as json", []string{"-json", "inspect", "-handler", "ops", "-stream", "shop:{a}"}, 0, []string{`"entry_id"`, `"lease_key"`}, ""},
+		{"skip a non-head", []string{"skip", "-handler", "ops", "-stream", "shop:{a}", "-id", aIDs[1]}, 1, nil, "not the halted partition's head"},
+		{"skip unknown partition", []string{"skip", "-handler", "ops", "-stream", "shop:{zz}", "-id", aIDs[0]}, 1, nil, "not halted"},
+		{"skip the head", []string{"skip", "-handler", "ops", "-stream", "shop:{a}", "-id", aIDs[0]}, 0, []string{"skipped " + aIDs[0] + " on shop:{a}"}, ""},
+		{"skip it again", []string{"skip", "-handler", "ops", "-stream", "shop:{a}", "-id", aIDs[0]}, 1, nil, "not halted"},
+		{"inspect a resolved partition", []string{"inspect", "-handler", "ops", "-stream", "shop:{a}"}, 0, []string{"halted     no"}, ""},
+		{"dlq the other head", []string{"dlq", "-handler", "ops", "-stream", "shop:{b}", "-id", bIDs[0]}, 0, []string{"to shop:{b}:dlq as"}, ""},
 	}
 	for _, s := range steps {
 		var out, errb bytes.Buffer
@@ -207,7 +208,7 @@ func TestRunOnHaltedPartition(t *testing.T) {
 	if code := run([]string{"-json", "halted"}, &out, io.Discard); code != 0 || strings.TrimSpace(out.String()) != "null" {
 		t.Fatalf("halted after resolving: exit %d, %s", code, out.String())
 	}
-	if n, _ := c.XLen(ctx, "shop:b:dlq").Result(); n != 1 {
-		t.Fatalf("shop:b:dlq has %d entries, want the moved head", n)
+	if n, _ := c.XLen(ctx, "shop:{b}:dlq").Result(); n != 1 {
+		t.Fatalf("shop:{b}:dlq has %d entries, want the moved head", n)
 	}
 }

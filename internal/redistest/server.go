@@ -6,8 +6,10 @@ package redistest
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -24,15 +26,36 @@ var ErrNoRedis = errors.New("redis-server not found on PATH; install it (apt-get
 type Server struct {
 	// Addr is host:port of the server (127.0.0.1:N).
 	Addr string
-	cmd  *exec.Cmd
+	cfg  Config
+	bin  string
+	port int
 	dir  string
+	cmd  *exec.Cmd
 	done chan struct{}
+	out  *strings.Builder
+}
+
+// Config shapes a server. The zero value is a plain server with
+// persistence off.
+type Config struct {
+	// Args are extra redis-server arguments.
+	Args []string
+	// TLS, when set, makes the server listen with TLS only (the plain port
+	// is off); it is the client configuration the readiness check dials
+	// with. Args must then carry --tls-cert-file and its friends.
+	TLS *tls.Config
+	// Persist turns the append-only file on with an fsync per write, so a
+	// Restart after Kill comes back with every acknowledged write.
+	Persist bool
 }
 
 // Start launches redis-server on a free loopback port with persistence
 // off, and returns once it answers PING. Stop it with Close. It needs no
 // *testing.T so a multi-process harness can use it too.
-func Start(ctx context.Context) (*Server, error) {
+func Start(ctx context.Context) (*Server, error) { return StartConfig(ctx, Config{}) }
+
+// StartConfig is Start with a Config.
+func StartConfig(ctx context.Context, cfg Config) (*Server, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, ErrNoRedis
@@ -40,10 +63,19 @@ func Start(ctx context.Context) (*Server, error) {
 	var last error
 	// A free port can be taken between probing and binding; try a few.
 	for range 5 {
-		s, err := start(ctx, bin)
-		if err == nil {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		dir, err := os.MkdirTemp("", "redistest-")
+		if err != nil {
+			return nil, err
+		}
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cfg: cfg, bin: bin, port: port, dir: dir}
+		if err = s.launch(ctx); err == nil {
 			return s, nil
 		}
+		os.RemoveAll(dir)
 		last = err
 		if ctx.Err() != nil {
 			break
@@ -52,56 +84,66 @@ func Start(ctx context.Context) (*Server, error) {
 	return nil, fmt.Errorf("redistest: start redis-server: %w", last)
 }
 
-func start(ctx context.Context, bin string) (*Server, error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
+// launch runs the server on s.port in s.dir and waits for PING.
+func (s *Server) launch(ctx context.Context) error {
+	args := []string{"--bind", "127.0.0.1", "--dir", s.dir, "--save", "",
+		"--protected-mode", "no", "--loglevel", "warning"}
+	if s.cfg.TLS != nil {
+		args = append(args, "--port", "0", "--tls-port", strconv.Itoa(s.port))
+	} else {
+		args = append(args, "--port", strconv.Itoa(s.port))
 	}
-	dir, err := os.MkdirTemp("", "redistest-")
-	if err != nil {
-		return nil, err
+	if s.cfg.Persist {
+		args = append(args, "--appendonly", "yes", "--appendfsync", "always")
+	} else {
+		args = append(args, "--appendonly", "no")
 	}
-	cmd := exec.Command(bin,
-		"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", dir,
-		"--protected-mode", "no", "--loglevel", "warning")
+	cmd := exec.Command(s.bin, append(args, s.cfg.Args...)...)
 	// The server must not outlive a test process that is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
+	out := &strings.Builder{}
+	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
+		return err
 	}
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), cmd: cmd, dir: dir, done: make(chan struct{})}
-	go func() { cmd.Wait(); close(s.done) }()
+	s.cmd, s.out, s.done = cmd, out, make(chan struct{})
+	done := s.done
+	go func() { cmd.Wait(); close(done) }()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if ping(s.Addr) == nil {
-			return s, nil
+		if _, err := s.Do("PING"); err == nil {
+			return nil
 		}
 		select {
-		case <-s.done:
-			os.RemoveAll(dir)
-			return nil, fmt.Errorf("redis-server exited: %s", strings.TrimSpace(out.String()))
+		case <-done:
+			return fmt.Errorf("redis-server exited: %s", strings.TrimSpace(out.String()))
 		case <-ctx.Done():
-			s.Close()
-			return nil, ctx.Err()
+			s.Kill()
+			return ctx.Err()
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			s.Close()
-			return nil, fmt.Errorf("redis-server on %s did not answer PING within 10s", s.Addr)
+			s.Kill()
+			return fmt.Errorf("redis-server on %s did not answer PING within 10s", s.Addr)
 		}
 	}
 }
 
+// Kill stops the server at once (SIGKILL), keeping its directory, so
+// Restart can bring it back with its data (with Config.Persist).
+func (s *Server) Kill() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+// Restart starts a killed server again on the same port and directory.
+func (s *Server) Restart(ctx context.Context) error { return s.launch(ctx) }
+
 // Close kills the server and removes its directory.
 func (s *Server) Close() error {
-	if s.cmd.Process != nil {
-		s.cmd.Process.Kill()
-	}
-	<-s.done
+	s.Kill()
 	return os.RemoveAll(s.dir)
 }
 
@@ -114,23 +156,52 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// ping speaks RESP directly so the helper needs no client library.
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
+// Do sends one command and returns its reply as text: a status or bulk
+// string, or an integer; an error reply as an error. It speaks RESP
+// directly so the helper needs no client library.
+func (s *Server) Do(args ...string) (string, error) {
+	var c net.Conn
+	var err error
+	d := &net.Dialer{Timeout: time.Second}
+	if s.cfg.TLS != nil {
+		c, err = tls.DialWithDialer(d, "tcp", s.Addr, s.cfg.TLS)
+	} else {
+		c, err = d.Dial("tcp", s.Addr)
+	}
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	var req strings.Builder
+	fmt.Fprintf(&req, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&req, "$%d\r\n%s\r\n", len(a), a)
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
+	if _, err := io.WriteString(c, req.String()); err != nil {
+		return "", err
+	}
+	r := bufio.NewReader(c)
+	line, err := r.ReadString('\n')
 	if err != nil {
-		return err
+		return "", err
 	}
-	if !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("unexpected PING reply %q", line)
+	line = strings.TrimRight(line, "\r\n")
+	switch {
+	case strings.HasPrefix(line, "+"), strings.HasPrefix(line, ":"):
+		return line[1:], nil
+	case strings.HasPrefix(line, "-"):
+		return "", errors.New(line[1:])
+	case strings.HasPrefix(line, "$"):
+		n, err := strconv.Atoi(line[1:])
+		if err != nil || n < 0 {
+			return "", err
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
 	}
-	return nil
+	return "", fmt.Errorf("unexpected reply %q", line)
 }

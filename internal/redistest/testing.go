@@ -20,3 +20,17 @@ func New(t testing.TB) *Server {
 	t.Cleanup(func() { s.Close() })
 	return s
 }
+
+// NewCluster starts a cluster of masters for the test and stops it in
+// t.Cleanup.
+func NewCluster(t testing.TB, masters int) *Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := StartCluster(ctx, masters, Config{})
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}

@@ -175,7 +175,7 @@ func TestPoisonHaltsOnlyItsPartition(t *testing.T) {
 	if err != nil || len(pend) != 1 || pend[0].ID != halt[2] {
 		t.Errorf("pending entries of %s: %+v (%v), want only the poison head %s", stream, pend, err, halt[2])
 	}
-	if dlq := c.rdb.Keys(c.ctx, "*dlq*").Val(); len(dlq) > 0 {
+	if dlq, _ := keys(c.ctx, c.rdb, "*dlq*"); len(dlq) > 0 {
 		t.Errorf("a poison event was moved to a DLQ: %v", dlq)
 	}
 	if n := c.rdb.XLen(c.ctx, stream).Val(); n != 5 {

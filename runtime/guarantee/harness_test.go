@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/seqby/seqby/internal/redistest"
 	"github.com/seqby/seqby/runtime"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
@@ -49,10 +48,10 @@ func TestMain(m *testing.M) {
 // the tests read; status snapshots carry the owned lease tokens.
 func childMain() int {
 	return runChild("child",
-		func(c *redis.Client, inst string) runtime.Registration {
+		func(c redis.UniversalClient, inst string) runtime.Registration {
 			return (&Recorder{Redis: c, Instance: inst}).SeqbyRegistration()
 		},
-		func(c *redis.Client, inst string) func(runtime.Halt) {
+		func(c redis.UniversalClient, inst string) func(runtime.Halt) {
 			return func(h runtime.Halt) {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
@@ -68,8 +67,8 @@ func childMain() int {
 // numbered snapshots of what it owns ("n|item,item", each item from
 // describe) so a test can wait for a snapshot taken after an event (a
 // resume) instead of sleeping. onHalt may be nil.
-func runChild(role string, reg func(c *redis.Client, inst string) runtime.Registration,
-	onHalt func(c *redis.Client, inst string) func(runtime.Halt), describe func(runtime.PartitionStatus) string) int {
+func runChild(role string, reg func(c redis.UniversalClient, inst string) runtime.Registration,
+	onHalt func(c redis.UniversalClient, inst string) func(runtime.Halt), describe func(runtime.PartitionStatus) string) int {
 	inst, addr := os.Getenv(envInstance), os.Getenv(envRedis)
 	ttl, err := time.ParseDuration(os.Getenv(envLeaseTTL))
 	if inst == "" || addr == "" || err != nil {
@@ -86,7 +85,7 @@ func runChild(role string, reg func(c *redis.Client, inst string) runtime.Regist
 			}
 		}
 	}()
-	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	c := newClient(addr)
 	defer c.Close()
 	opts := runtime.Options{
 		OwnerID:           inst,
@@ -147,7 +146,7 @@ func runChild(role string, reg func(c *redis.Client, inst string) runtime.Regist
 type cluster struct {
 	t        *testing.T
 	ctx      context.Context
-	rdb      *redis.Client
+	rdb      redis.UniversalClient
 	addr     string
 	leaseTTL time.Duration
 	pub      *runtime.Publisher
@@ -170,14 +169,14 @@ type child struct {
 // start use leaseTTL.
 func newCluster(t *testing.T, leaseTTL time.Duration) *cluster {
 	t.Helper()
-	srv := redistest.New(t)
+	addr := startRedis(t)
 	// Made before the cleanup below is registered, so the logs outlive it.
 	logDir := t.TempDir()
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	rdb := newClient(addr)
 	t.Cleanup(func() { rdb.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	c := &cluster{t: t, ctx: ctx, rdb: rdb, addr: srv.Addr, leaseTTL: leaseTTL,
+	c := &cluster{t: t, ctx: ctx, rdb: rdb, addr: addr, leaseTTL: leaseTTL,
 		pub: runtime.NewPublisher(rdb, runtime.PublisherOptions{}), logDir: logDir, procs: map[string]*child{}}
 	// Registered after the server's cleanup, so it runs before it: every
 	// child dies before its Redis does.

@@ -152,7 +152,7 @@ func flowRegistration(r pmRecorder) runtime.Registration {
 // status snapshots carry "value=token" for each owned correlation value.
 func pmChildMain() int {
 	return runChild("pm child",
-		func(c *redis.Client, inst string) runtime.Registration {
+		func(c redis.UniversalClient, inst string) runtime.Registration {
 			return flowRegistration(pmRecorder{rdb: c, inst: inst})
 		},
 		nil,

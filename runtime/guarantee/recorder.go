@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/runtime"
-	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // ErrCommitFenced is returned by the Recorder when its commit found the
@@ -68,7 +67,7 @@ func (h *Recorder) On(ctx context.Context, e Step) error {
 	lease, check := li.LeaseKey, "1"
 	if !leased {
 		// The inline broker has no leases: nothing to fence against.
-		lease, check = noLeaseKey, "0"
+		lease, check = noLeaseKey(e.ClientID), "0"
 	}
 	ok, err := scriptCommit.Run(rctx, h.Redis, []string{lease, appliedKey(e.ClientID), rejectedKey(e.ClientID), stateKey(e.ClientID)},
 		li.Token, e.Seq, h.Instance+"|"+li.Token, check).Int()
@@ -81,9 +80,10 @@ func (h *Recorder) On(ctx context.Context, e Step) error {
 	return nil
 }
 
-// The suite's Redis keys. A key's records share its partition stream's hash
-// tag, like the lease they are fenced by.
-func tag(key string) string            { return "{" + rdb.PartitionStream(Category, key) + "}" }
+// The suite's Redis keys. A key's records share its partition's hash tag
+// (the key), like the lease they are fenced by, so the scripts work on a
+// Redis Cluster too.
+func tag(key string) string            { return "{" + key + "}" }
 func markerKey(key string) string      { return tag(key) + ":guarantee:inprogress" }
 func overlapsKey(key string) string    { return tag(key) + ":guarantee:overlaps" }
 func entriesKey(key string) string     { return tag(key) + ":guarantee:entries" }
@@ -94,7 +94,7 @@ func haltsKey() string                 { return "guarantee:halts" }
 func statusKey(instance string) string { return "guarantee:status:" + instance }
 
 // noLeaseKey stands in for the lease key when there is none (inline broker).
-const noLeaseKey = "guarantee:nolease"
+func noLeaseKey(key string) string { return tag(key) + ":guarantee:nolease" }
 
 // The scripts take keys in KEYS and values in ARGV. Times are Redis TIME in
 // microseconds, one clock for every instance.

@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/generator"
-	"github.com/seqby/seqby/internal/redistest"
 	"github.com/seqby/seqby/runtime"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
@@ -20,10 +19,9 @@ import (
 // These tests need no engine process: registration and publishing fail in
 // the caller, against a real private redis-server.
 
-func newRedis(t *testing.T) (*redis.Client, context.Context) {
+func newRedis(t *testing.T) (redis.UniversalClient, context.Context) {
 	t.Helper()
-	srv := redistest.New(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	rdb := newClient(startRedis(t))
 	t.Cleanup(func() { rdb.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
@@ -125,8 +123,8 @@ func (H) OnNote(context.Context, Note) error { return nil }
 				t.Fatalf("the refused registration was kept (%d registrations)", n)
 			}
 			// Refused before anything ran or was published.
-			if keys := rdb.Keys(ctx, "*").Val(); len(keys) > 0 {
-				t.Fatalf("Redis holds %v after a refused registration", keys)
+			if ks, _ := keys(ctx, rdb, "*"); len(ks) > 0 {
+				t.Fatalf("Redis holds %v after a refused registration", ks)
 			}
 		})
 	}
@@ -283,6 +281,7 @@ func TestUnsafeKeysFailPublish(t *testing.T) {
 		{"empty", Step{ClientID: "", Seq: 1}, runtime.PublisherOptions{}, runtime.ErrEmptyKey},
 		{"empty through a pointer", Tagged{TagID: str("")}, runtime.PublisherOptions{}, runtime.ErrEmptyKey},
 		{"colon", Step{ClientID: "client:A", Seq: 1}, runtime.PublisherOptions{}, runtime.ErrKeyColon},
+		{"brace", Step{ClientID: "{client-A}", Seq: 1}, runtime.PublisherOptions{}, runtime.ErrKeyBrace},
 		{"dlq", Step{ClientID: "dlq", Seq: 1}, runtime.PublisherOptions{}, runtime.ErrReservedKey},
 		{"backfill", Step{ClientID: "backfill", Seq: 1}, runtime.PublisherOptions{}, runtime.ErrReservedKey},
 		{"configured backfill suffix", Step{ClientID: "replay", Seq: 1}, runtime.PublisherOptions{BackfillSuffix: "replay"}, runtime.ErrReservedKey},
@@ -303,8 +302,8 @@ func TestUnsafeKeysFailPublish(t *testing.T) {
 					t.Errorf("%s exists after a refused publish", k)
 				}
 			}
-			if keys := client.Keys(ctx, "*").Val(); len(keys) > 0 {
-				t.Fatalf("Redis holds %v after a refused publish", keys)
+			if ks, _ := keys(ctx, client, "*"); len(ks) > 0 {
+				t.Fatalf("Redis holds %v after a refused publish", ks)
 			}
 		})
 	}
@@ -323,8 +322,8 @@ func TestUnsafeKeysFailPublish(t *testing.T) {
 				t.Errorf("inline Publish of %s key: %v, want ErrInvalidKey", tc.name, err)
 			}
 		}
-		if keys := client.Keys(ctx, "*").Val(); len(keys) > 0 {
-			t.Fatalf("the handler ran for a refused key: Redis holds %v", keys)
+		if ks, _ := keys(ctx, client, "*"); len(ks) > 0 {
+			t.Fatalf("the handler ran for a refused key: Redis holds %v", ks)
 		}
 	})
 }

@@ -72,12 +72,14 @@ func (i *Inspector) Halts(ctx context.Context, handler string) ([]HaltRecord, er
 // findHalt resolves partition (a record's field, or the stream holding
 // its head) to its halt record and the record's raw value.
 func (i *Inspector) findHalt(ctx context.Context, handler, partition string) (rdb.HaltRecord, string, error) {
-	r, raw, found, err := rdb.GetHalt(ctx, i.c, handler, partition)
-	if err != nil {
-		return rdb.HaltRecord{}, "", err
-	}
-	if found {
-		return r, raw, nil
+	for _, key := range []string{rdb.HaltKey(partition, handler), rdb.PMHaltKey(handler, partition)} {
+		r, raw, found, err := rdb.GetHalt(ctx, i.c, key)
+		if err != nil {
+			return rdb.HaltRecord{}, "", err
+		}
+		if found && r.Handler == handler && r.Partition == partition {
+			return r, raw, nil
+		}
 	}
 	all, err := rdb.Halts(ctx, i.c, handler)
 	if err != nil {
@@ -110,7 +112,7 @@ func (i *Inspector) Inspect(ctx context.Context, handler, partition string) (Ins
 			hr := HaltRecord(r)
 			in.Halt = &hr
 		} else {
-			rdb.ClearHalt(ctx, c, handler, r.Partition, raw)
+			rdb.ClearHalt(ctx, c, handler, r.RecordKey(), raw)
 			in.Stale = true
 		}
 		in.Partition, in.LeaseKey = r.Partition, r.LeaseKey
@@ -219,7 +221,7 @@ func (i *Inspector) resolveHead(ctx context.Context, handler, partition, id stri
 	case !errors.As(err, &refused):
 		return res, fmt.Errorf("%s %s on %s: %w", what, id, r.Partition, err)
 	case errors.Is(err, rdb.ErrResolveStale):
-		rdb.ClearHalt(ctx, i.c, handler, r.Partition, raw)
+		rdb.ClearHalt(ctx, i.c, handler, r.RecordKey(), raw)
 		return res, fmt.Errorf("%s %s on %s: the entry is no longer pending, the partition moved past it (stale halt record removed): %w", what, id, r.Partition, ErrNotHalted)
 	case errors.Is(err, rdb.ErrResolveNotHalted):
 		return res, fmt.Errorf("%s %s on %s: the halt record changed since it was read (the partition moved on or halted again): %w", what, id, r.Partition, ErrNotHalted)

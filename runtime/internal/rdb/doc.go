@@ -6,29 +6,36 @@
 //
 // # Key layout
 //
-// Every name is built by the functions in keys.go and nowhere else.
+// Every name is built by the functions in keys.go and nowhere else. Braces
+// are Redis Cluster hash tags: every key one script touches shares one, so
+// the same layout works on a single Redis and on a cluster.
 //
-//	key                                        type        content
-//	{category}:{key}                           stream      a partition's entries (fields type, id, payload, published_at)
-//	{category}:{key}:{suffix}                  stream      its backfill lane ("backfill" by default)
-//	{category}                                 stream      an unpartitioned category
-//	{category}:__partitions__                  set         the category's partition keys (the index)
-//	{category}:__signal__                      stream      wake-up signals: field k = partition key (capped, approximate)
-//	{<category>:<key>}:__lease__:<handler>     string      a partition's lease: "{owner_id}:{generation}", PX TTL
-//	{<category>:<key>}:__gen__:<handler>       string      its generation counter (never deleted)
-//	seqby:__members__:<handler>                sorted set  live instances, score = last announcement (Redis ms)
-//	{<value>}:__pmlease__:<pm>                 string      a sequential pm's lease on correlation value <value>
-//	{<value>}:__pmgen__:<pm>                   string      its generation counter (never deleted)
-//	{<value>}:__pmstate__:<pm>                 hash        pm state: version, data (JSON), applied:<stream> (last entry included)
-//	seqby:__halts__:<handler>                  hash        halt records: field = partition stream (or pm value), value = JSON HaltRecord
-//	{category}:{key}:dlq                       stream      dead-letter stream a halted head is moved to by an operator
+//	key                                  type        content
+//	category:{key}                       stream      a partition's entries (fields type, id, payload, published_at)
+//	category:{key}:backfill              stream      its backfill lane (the suffix is configurable)
+//	category:{key}:dlq                   stream      its dead-letter stream, where an operator moves a halted head
+//	category:{key}:__lease__:handler     string      the partition's lease: "{owner_id}:{generation}", PX TTL
+//	category:{key}:__gen__:handler       string      its generation counter (never deleted)
+//	category:{key}:__halt__:handler      string      its halt record (JSON) while halted
+//	category                             stream      an unpartitioned category
+//	{category}:__partitions__            set         the category's partition keys (the index)
+//	{category}:__signal__                stream      wake-up signals: field k = partition key (capped, approximate)
+//	{value}:__pmlease__:pm               string      a sequential pm's lease on correlation value <value>
+//	{value}:__pmgen__:pm                 string      its generation counter (never deleted)
+//	{value}:__pmstate__:pm               hash        pm state: version, data (JSON), applied:<stream> (last entry included)
+//	{value}:__pmhalt__:pm                string      its halt record (JSON) while halted
+//	seqby:__members__:handler            sorted set  live instances, score = last announcement (Redis ms)
+//	seqby:__halted__:handler             set         the handler's halt record keys, for operators
 //
-// Consumer groups are named after the handler (Registration.Name); a keyed
-// owner's consumer name is its lease token, an unkeyed one's its owner id.
-// A partition's lease and counter carry the partition stream as their hash
-// tag, so they share its Redis Cluster slot; a pm's lease, counter and
-// state carry the correlation value. docs/runtime.md and the README hold
-// the same table.
+// A partition's keys are tagged with its key, so a key's streams in every
+// category, their lanes, lease, counter and halt record share a slot, and a
+// pm correlated by that key reads all its streams in one script with its
+// lease ({value} is the same tag). A category's index and signals are
+// tagged with the category. Keys and categories may therefore not contain
+// braces. Consumer groups are named after the handler
+// (Registration.Name); a keyed owner's consumer name is its lease token, an
+// unkeyed one's its owner id. docs/runtime.md and the README hold the same
+// table, and a test keeps the three and the functions in agreement.
 //
 // # Scripts
 //

@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// HaltRecord is the JSON value of a halted partition's field in
-// HaltsKey(handler). The engine writes it when a partition halts; the
+// HaltRecord is the JSON value of a halted partition's record
+// (RecordKey). The engine writes it when a partition halts; the
 // operator package reads it. It describes the head; the halt itself is
 // the head staying pending, so a record is trusted only together with the
 // group's pending list (IsPending).
@@ -41,6 +41,25 @@ type HaltRecord struct {
 	At          time.Time `json:"at"`
 }
 
+// RecordKey is the key holding r: HaltKey of its partition stream, or
+// PMHaltKey of its correlation value for a pm.
+func (r HaltRecord) RecordKey() string {
+	if r.PM {
+		return PMHaltKey(r.Handler, r.Key)
+	}
+	return HaltKey(r.Partition, r.Handler)
+}
+
+// A halt is kept in two places: the record, in the partition's slot next
+// to its lease and streams (so writing it is fenced and resolving it is one
+// script), and the handler's index of record keys (HaltedKey), in its own
+// slot, which operators list. The record is the truth; the index is kept
+// a superset of the records that exist: a writer indexes before and after
+// it writes, and whoever removes a record unindexes it and then indexes it
+// again if a record reappeared meanwhile (unindex), so no interleaving
+// leaves a record out of the index. Index members without a record are
+// dropped by the listing.
+
 // ErrBadRecord means a halt record could not be encoded: nothing was
 // written, and trying again will not help.
 var ErrBadRecord = errors.New("halt record cannot be encoded")
@@ -52,17 +71,23 @@ func RecordHalt(ctx context.Context, c redis.UniversalClient, l Lease, r HaltRec
 	if err != nil {
 		return fmt.Errorf("halt of %s: %w: %w", r.Partition, ErrBadRecord, err)
 	}
-	err = scriptRecordHalt.Run(ctx, c, []string{l.Ref.Key, HaltsKey(r.Handler)}, l.Token(), r.Partition, string(raw)).Err()
-	if err != nil {
+	key, index := r.RecordKey(), HaltedKey(r.Handler)
+	if err := c.SAdd(ctx, index, key).Err(); err != nil {
+		return fmt.Errorf("index halt of %s: %w", r.Partition, err)
+	}
+	if err := scriptRecordHalt.Run(ctx, c, []string{l.Ref.Key, key}, l.Token(), string(raw)).Err(); err != nil {
 		return fmt.Errorf("record halt of %s: %w", r.Partition, fenced(err, l))
+	}
+	if err := c.SAdd(ctx, index, key).Err(); err != nil {
+		return fmt.Errorf("index halt of %s: %w", r.Partition, err)
 	}
 	return nil
 }
 
-// GetHalt reads and decodes handler's record for partition, with its raw
+// GetHalt reads and decodes the record at key (a RecordKey), with its raw
 // value for ClearHalt; found is false when there is none.
-func GetHalt(ctx context.Context, c redis.UniversalClient, handler, partition string) (r HaltRecord, raw string, found bool, err error) {
-	raw, err = c.HGet(ctx, HaltsKey(handler), partition).Result()
+func GetHalt(ctx context.Context, c redis.UniversalClient, key string) (r HaltRecord, raw string, found bool, err error) {
+	raw, err = c.Get(ctx, key).Result()
 	if errors.Is(err, redis.Nil) {
 		return HaltRecord{}, "", false, nil
 	}
@@ -70,7 +95,7 @@ func GetHalt(ctx context.Context, c redis.UniversalClient, handler, partition st
 		return HaltRecord{}, "", false, err
 	}
 	if err := json.Unmarshal([]byte(raw), &r); err != nil {
-		return HaltRecord{}, raw, true, fmt.Errorf("halt record %s of %s: %w", partition, handler, err)
+		return HaltRecord{}, raw, true, fmt.Errorf("halt record %s is not valid JSON (delete it with DEL %s): %w", key, key, err)
 	}
 	return r, raw, true, nil
 }
@@ -83,33 +108,39 @@ type RawHalt struct {
 	Err error
 }
 
-// Halts returns every halt record of handler, keyed by field.
+// Halts returns every halt record of handler, keyed by record key. Index
+// members whose record is gone are dropped from the index.
 func Halts(ctx context.Context, c redis.UniversalClient, handler string) (map[string]RawHalt, error) {
-	all, err := c.HGetAll(ctx, HaltsKey(handler)).Result()
+	keys, err := c.SMembers(ctx, HaltedKey(handler)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("list halts of %s: %w", handler, err)
 	}
-	out := make(map[string]RawHalt, len(all))
-	for field, raw := range all {
-		var r HaltRecord
-		if err := json.Unmarshal([]byte(raw), &r); err != nil {
-			out[field] = RawHalt{Raw: raw, Err: fmt.Errorf("halt record %s of %s is not valid JSON (delete the field with HDEL %s %s): %w", field, handler, HaltsKey(handler), field, err)}
-			continue
+	out := make(map[string]RawHalt, len(keys))
+	for _, key := range keys {
+		r, raw, found, err := GetHalt(ctx, c, key)
+		switch {
+		case !found && err == nil:
+			if err := unindex(ctx, c, handler, key); err != nil {
+				return nil, err
+			}
+		case err != nil && raw == "":
+			return nil, fmt.Errorf("list halts of %s: %w", handler, err)
+		default:
+			out[key] = RawHalt{HaltRecord: r, Raw: raw, Err: err}
 		}
-		out[field] = RawHalt{HaltRecord: r, Raw: raw}
 	}
 	return out, nil
 }
 
-// HaltedHandlers finds the handlers with a halts hash. It scans the
+// HaltedHandlers finds the handlers with a halt index. It scans the
 // keyspace (on every primary of a cluster): an operator command, never on
 // the consumer's path.
 func HaltedHandlers(ctx context.Context, c redis.UniversalClient) ([]string, error) {
 	seen := map[string]bool{}
 	scan := func(ctx context.Context, c redis.Cmdable) error {
-		it := c.Scan(ctx, 0, HaltsKey("*"), 1000).Iterator()
+		it := c.Scan(ctx, 0, HaltedKey("*"), 1000).Iterator()
 		for it.Next(ctx) {
-			seen[strings.TrimPrefix(it.Val(), HaltsKey(""))] = true
+			seen[strings.TrimPrefix(it.Val(), HaltedKey(""))] = true
 		}
 		return it.Err()
 	}
@@ -143,15 +174,35 @@ func IsPending(ctx context.Context, c redis.UniversalClient, stream, group, id s
 	return len(ps) == 1 && ps[0].ID == id, nil
 }
 
-// ClearHalt deletes handler's record for partition only if it is still
-// raw, so a newer halt of the same partition is never removed by mistake.
-// It reports whether it deleted.
-func ClearHalt(ctx context.Context, c redis.UniversalClient, handler, partition, raw string) (bool, error) {
-	n, err := scriptClearHalt.Run(ctx, c, []string{HaltsKey(handler)}, partition, raw).Int64()
+// ClearHalt deletes handler's record at key only if it is still raw, so a
+// newer halt of the same partition is never removed by mistake, and
+// unindexes it. It reports whether it deleted.
+func ClearHalt(ctx context.Context, c redis.UniversalClient, handler, key, raw string) (bool, error) {
+	n, err := scriptClearHalt.Run(ctx, c, []string{key}, raw).Int64()
 	if err != nil {
-		return false, fmt.Errorf("remove halt record %s of %s: %w", partition, handler, err)
+		return false, fmt.Errorf("remove halt record %s: %w", key, err)
 	}
-	return n == 1, nil
+	if n == 1 {
+		return true, unindex(ctx, c, handler, key)
+	}
+	return false, nil
+}
+
+// unindex removes key from handler's halt index unless a record exists at
+// key once it has (a new halt of the partition recorded meanwhile).
+func unindex(ctx context.Context, c redis.UniversalClient, handler, key string) error {
+	index := HaltedKey(handler)
+	if err := c.SRem(ctx, index, key).Err(); err != nil {
+		return fmt.Errorf("unindex halt record %s: %w", key, err)
+	}
+	n, err := c.Exists(ctx, key).Result()
+	if err == nil && n == 1 {
+		err = c.SAdd(ctx, index, key).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("unindex halt record %s: %w", key, err)
+	}
+	return nil
 }
 
 // The refusals of ResolveHead; each carries the script's detail.
@@ -173,14 +224,15 @@ func (e *ResolveError) Error() string { return e.Code.Error() + " " + e.Detail }
 func (e *ResolveError) Unwrap() error { return e.Code }
 
 // ResolveHead is the operator's compare-and-skip of the head r describes
-// (raw is the record as read from handler's halts): unless the record changed, another owner
+// (raw is the record as read): unless the record changed, another owner
 // is retrying, or the entry is no longer the pending head (a *ResolveError),
 // it copies the entry to dlq (when dlq is not "", followed by the
 // dlqFields pairs), acks it, deletes the lease and removes the record, in
 // one script. It returns the dead-letter entry id ("" without dlq).
 func ResolveHead(ctx context.Context, c redis.UniversalClient, handler string, r HaltRecord, raw, dlq string, dlqFields []any) (string, error) {
-	keys := []string{HaltsKey(handler), r.Stream, r.LeaseKey}
-	args := []any{r.Partition, raw, r.Token, handler, r.EntryID}
+	key := r.RecordKey()
+	keys := []string{key, r.Stream, r.LeaseKey}
+	args := []any{raw, r.Token, handler, r.EntryID}
 	if dlq != "" {
 		keys = append(keys, dlq)
 		args = append(args, dlqFields...)
@@ -200,5 +252,8 @@ func ResolveHead(ctx context.Context, c redis.UniversalClient, handler string, r
 	if reply[0] != "OK" {
 		return "", fmt.Errorf("unexpected reply %v", reply)
 	}
+	// Resolved; a failed unindex leaves a member without a record, which
+	// the next listing drops.
+	unindex(ctx, c, handler, key)
 	return reply[1], nil
 }

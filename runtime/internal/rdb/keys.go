@@ -1,45 +1,59 @@
 package rdb
 
-// DLQSuffix is the dead-letter lane token: {category}:{key}:dlq. The key
+// DLQSuffix is the dead-letter lane token: category:{key}:dlq. The key
 // rules reserve it as a key, so it never collides with a partition or a
 // lane.
 const DLQSuffix = "dlq"
 
-// PartitionStream is the stream of one key of a partitioned category.
-func PartitionStream(category, key string) string { return category + ":" + key }
+// Every key one script touches shares one Redis Cluster hash tag (the
+// text between the first "{" and the next "}"), so every deployment may be
+// a cluster: a partition's keys are tagged with its partition key, a pm's
+// with its correlation value, a category's index and signals with the
+// category. Keys and categories may therefore not contain braces.
 
-// BackfillStream is a partition's backfill lane.
+// PartitionStream is the stream of one key of a partitioned category:
+// "category:{key}". The tag is the key alone, so the streams of one key in
+// every category (a pm's, read together) share a slot.
+func PartitionStream(category, key string) string { return category + ":{" + key + "}" }
+
+// BackfillStream is a partition's backfill lane: "category:{key}:suffix".
 func BackfillStream(category, key, suffix string) string {
 	return SubStream(PartitionStream(category, key), suffix)
 }
 
-// SubStream is the lane of a partition stream named by suffix: its backfill
-// lane, or its dead-letter stream with DLQSuffix.
+// SubStream is the key named by suffix next to a partition stream: its
+// backfill lane, its dead-letter stream (DLQSuffix), or its bookkeeping.
+// It shares the stream's slot.
 func SubStream(stream, suffix string) string { return stream + ":" + suffix }
 
-// DLQStream is a partition's dead-letter stream.
+// DLQStream is a partition's dead-letter stream: "category:{key}:dlq".
 func DLQStream(category, key string) string {
 	return SubStream(PartitionStream(category, key), DLQSuffix)
 }
 
-// IndexKey is the set of a partitioned category's keys.
-func IndexKey(category string) string { return category + ":__partitions__" }
+// IndexKey is the set of a partitioned category's keys, in the category's
+// slot: "{category}:__partitions__".
+func IndexKey(category string) string { return "{" + category + "}:__partitions__" }
 
-// SignalKey is the category's wake-up stream: the publish script appends
-// the key of every partition it writes to, so idle consumers block on one
-// stream per category instead of polling partitions.
-func SignalKey(category string) string { return category + ":__signal__" }
+// SignalKey is the category's wake-up stream, in the category's slot: the
+// publisher appends the key of every partition it writes to, so idle
+// consumers block on one stream per category instead of polling
+// partitions: "{category}:__signal__".
+func SignalKey(category string) string { return "{" + category + "}:__signal__" }
 
 // LeaseKey holds "{owner_id}:{generation}" while group's partition stream
-// is owned. The hash tag is the whole flat stream name, so the lease shares
-// the stream's Redis Cluster slot (a key without braces hashes as a whole,
-// and only the first {...} of a key counts).
-func LeaseKey(stream, group string) string { return "{" + stream + "}:__lease__:" + group }
+// is owned: "category:{key}:__lease__:group", in the stream's slot.
+func LeaseKey(stream, group string) string { return SubStream(stream, "__lease__:"+group) }
 
 // GenerationKey is the counter a fresh partition lease takes its generation
-// from. It is never deleted with the lease, so generations never go
-// backwards.
-func GenerationKey(stream, group string) string { return "{" + stream + "}:__gen__:" + group }
+// from: "category:{key}:__gen__:group". It is never deleted with the lease,
+// so generations never go backwards.
+func GenerationKey(stream, group string) string { return SubStream(stream, "__gen__:"+group) }
+
+// HaltKey holds the halt record (JSON) of group's halted partition
+// stream: "category:{key}:__halt__:group", in the stream's slot, so the
+// operator's script checks it with the head, the lease and the DLQ.
+func HaltKey(stream, group string) string { return SubStream(stream, "__halt__:"+group) }
 
 // MembersKey is the sorted set of live engine instances consuming for
 // group, scored by their last heartbeat (Redis time, ms).
@@ -60,6 +74,10 @@ func PMLeaseKey(pm, correlation string) string { return "{" + correlation + "}:_
 // lease (never deleted).
 func PMGenerationKey(pm, correlation string) string { return "{" + correlation + "}:__pmgen__:" + pm }
 
+// PMHaltKey holds the halt record (JSON) of pm's halted correlation value:
+// "{value}:__pmhalt__:pm".
+func PMHaltKey(pm, correlation string) string { return "{" + correlation + "}:__pmhalt__:" + pm }
+
 // StateKey is the hash holding a pm instance's state: fields "version",
 // "data" and one AppliedField per stream.
 func StateKey(pm, correlation string) string { return "{" + correlation + "}:__pmstate__:" + pm }
@@ -68,11 +86,10 @@ func StateKey(pm, correlation string) string { return "{" + correlation + "}:__p
 // that the saved state includes.
 func AppliedField(stream string) string { return "applied:" + stream }
 
-// HaltsKey is the hash of a handler's halted partitions, written by the
-// engine when a partition halts so operators see halts across processes:
-// field = the partition (a keyed handler's partition stream, or a pm's
-// correlation value), value = a JSON HaltRecord.
-func HaltsKey(group string) string { return "seqby:__halts__:" + group }
+// HaltedKey is the set of group's halt record keys (HaltKey, PMHaltKey):
+// the index operators list halts from, in its own slot:
+// "seqby:__halted__:group".
+func HaltedKey(group string) string { return "seqby:__halted__:" + group }
 
 // Field names of a stream entry written by the publisher.
 const (

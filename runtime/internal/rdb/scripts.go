@@ -28,7 +28,6 @@ func script(name string) *redis.Script {
 var allScripts []*redis.Script
 
 var (
-	scriptPublish         = script("publish")
 	scriptAcquire         = script("acquire")
 	scriptRenew           = script("renew")
 	scriptRelease         = script("release")
