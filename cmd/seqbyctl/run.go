@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime"
 	"github.com/seqby/seqby/runtime/inspect"
 )
 
@@ -91,17 +92,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "seqbyctl: no Redis: pass -redis URL or set REDIS_URL")
 		return 2
 	}
-	ropts, err := redis.ParseURL(*url)
-	if err != nil {
+	if _, err := redis.ParseURL(*url); err != nil {
 		// The URL itself is not echoed: it may carry a password.
-		fmt.Fprintf(stderr, "seqbyctl: bad -redis URL (want redis://[user:password@]host:port[/db]): %v\n", err)
+		fmt.Fprintf(stderr, "seqbyctl: bad -redis URL (want redis://[user:password@]host:port[/db] or rediss://...): %v\n", err)
 		return 2
 	}
-	ropts.ContextTimeoutEnabled = true
-	client := redis.NewClient(ropts)
-	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
+	client, err := runtime.Connect(ctx, *url)
+	if err != nil {
+		fmt.Fprintf(stderr, "seqbyctl %s: %v\n", cmd, err)
+		return 1
+	}
+	defer client.Close()
 	if err := c.do(ctx, inspect.New(client), o); err != nil {
 		fmt.Fprintf(stderr, "seqbyctl %s: %v\n", cmd, err)
 		return 1

@@ -135,12 +135,26 @@ func TestRunUsage(t *testing.T) {
 // An engine halts shop:a on a poison head; the commands run in order
 // against it, as an operator would: list, inspect, a refused skip, the
 // skip, then the partition continues.
+// It runs on a single Redis and on a three-master cluster, where REDIS_URL
+// names one node.
 func TestRunOnHaltedPartition(t *testing.T) {
-	srv := redistest.New(t)
-	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { c.Close() })
+	t.Run("standalone", func(t *testing.T) {
+		srv := redistest.New(t)
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+		t.Cleanup(func() { c.Close() })
+		runOnHaltedPartition(t, c, "redis://"+srv.Addr)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cl := redistest.NewCluster(t, 3)
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
+		t.Cleanup(func() { c.Close() })
+		runOnHaltedPartition(t, c, "redis://"+cl.Nodes[2].Addr)
+	})
+}
+
+func runOnHaltedPartition(t *testing.T, c redis.UniversalClient, url string) {
 	ctx := context.Background()
-	t.Setenv("REDIS_URL", "redis://"+srv.Addr)
+	t.Setenv("REDIS_URL", url)
 	a := startHalting(t, c)
 	pub := runtime.NewPublisher(c)
 	for _, m := range []*placed{{Client: "a", Seq: 1, Poison: true}, {Client: "a", Seq: 2}, {Client: "a", Seq: 3},

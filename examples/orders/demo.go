@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/seqby/seqby/examples/orders/billing"
 	"github.com/seqby/seqby/examples/orders/events"
@@ -31,26 +30,22 @@ func run(redisURL string, stdout, stderr io.Writer) int {
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
-	opts := &redis.Options{Addr: "", ContextTimeoutEnabled: true}
-	if redisURL != "" {
-		parsed, err := redis.ParseURL(redisURL)
-		if err != nil {
-			fmt.Fprintf(stderr, "orders: REDIS_URL: %v\n", err)
-			return 2
-		}
-		opts = parsed
-		opts.ContextTimeoutEnabled = true
-	} else {
+	if redisURL == "" {
 		mr, err := miniredis.Run()
 		if err != nil {
 			fmt.Fprintf(stderr, "orders: embedded redis: %v\n", err)
 			return 1
 		}
 		defer mr.Close()
-		opts.Addr = mr.Addr()
+		redisURL = "redis://" + mr.Addr()
 		fmt.Fprintln(stdout, "using an embedded Redis (miniredis); set REDIS_URL to use a real one")
 	}
-	rdb := redis.NewClient(opts)
+	// A single Redis or, when the URL names a cluster node, the cluster.
+	rdb, err := runtime.Connect(ctx, redisURL)
+	if err != nil {
+		fmt.Fprintf(stderr, "orders: REDIS_URL: %v\n", err)
+		return 2
+	}
 	defer rdb.Close()
 
 	// One ledger shared by both instances, so the output shows one applied

@@ -8,8 +8,9 @@ import (
 	"github.com/seqby/seqby/internal/redistest"
 )
 
-// TestDemo runs the README's demo to completion, on the embedded Redis and
-// on a private real redis-server.
+// TestDemo runs the README's demo to completion, on the embedded Redis, on
+// a private real redis-server and on a private three-master cluster (the
+// URL names one node).
 func TestDemo(t *testing.T) {
 	tests := []struct {
 		name string
@@ -17,6 +18,7 @@ func TestDemo(t *testing.T) {
 	}{
 		{"embedded", func(*testing.T) string { return "" }},
 		{"redis-server", func(t *testing.T) string { return "redis://" + redistest.New(t).Addr + "/0" }},
+		{"cluster", func(t *testing.T) string { return "redis://" + redistest.NewCluster(t, 3).Nodes[0].Addr }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

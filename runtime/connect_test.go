@@ -1,0 +1,54 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/internal/redistest"
+)
+
+// One URL names a single Redis or a cluster: Connect asks the node.
+func TestConnect(t *testing.T) {
+	single := redistest.New(t)
+	cluster := redistest.NewCluster(t, 3)
+	tests := []struct {
+		name, url   string
+		wantCluster bool
+		wantErr     string // "" for success
+	}{
+		{"single", "redis://" + single.Addr, false, ""},
+		{"single db 2", "redis://" + single.Addr + "/2", false, ""},
+		{"cluster node", "redis://" + cluster.Nodes[1].Addr, true, ""},
+		{"cluster node with a db", "redis://" + cluster.Nodes[1].Addr + "/2", false, "only database 0"},
+		{"not a URL", "127.0.0.1:6379", false, "parse the Redis URL"},
+		{"nobody there", "redis://127.0.0.1:1", false, "whether it is a cluster node"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Connect(ctxT(t), tt.url)
+			if tt.wantErr != "" {
+				if !errors.Is(err, ErrConnect) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("Connect: %v, want ErrConnect saying %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, isCluster := c.(*redis.ClusterClient); isCluster != tt.wantCluster {
+				t.Fatalf("got %T, want a cluster client: %v", c, tt.wantCluster)
+			}
+			// A write to keys in other slots than the seed's works only
+			// through a real cluster client.
+			for _, k := range []string{"a", "b", "c", "d"} {
+				if err := c.Set(context.Background(), k, "v", 0).Err(); err != nil {
+					t.Fatalf("SET %s: %v", k, err)
+				}
+			}
+		})
+	}
+}
