@@ -169,7 +169,13 @@ type child struct {
 // start use leaseTTL.
 func newCluster(t *testing.T, leaseTTL time.Duration) *cluster {
 	t.Helper()
-	addr := startRedis(t)
+	return newClusterAt(t, leaseTTL, startRedis(t))
+}
+
+// newClusterAt is newCluster on a Redis the test started (addr as
+// startRedis returns it).
+func newClusterAt(t *testing.T, leaseTTL time.Duration, addr string) *cluster {
+	t.Helper()
 	// Made before the cleanup below is registered, so the logs outlive it.
 	logDir := t.TempDir()
 	rdb := newClient(addr)
