@@ -9,7 +9,7 @@ import (
 )
 
 // DefaultBackfillSuffix is the name of a partition's backfill lane
-// ({category}:{key}:backfill) unless the engine is configured otherwise.
+// (category:{key}:backfill) unless the engine is configured otherwise.
 // Generated PartitionKey methods check keys against this default; the
 // publisher checks again against the suffix it is configured with.
 const DefaultBackfillSuffix = "backfill"

@@ -76,7 +76,7 @@ type PublishOption func(*publishConfig)
 type publishConfig struct{ backfill bool }
 
 // AsBackfill publishes to the partition's backfill lane
-// ({category}:{key}:{suffix}), which its owner reads after the primary
+// (category:{key}:suffix), which its owner reads after the primary
 // stream is drained. It is ignored for unpartitioned categories.
 func AsBackfill() PublishOption { return func(c *publishConfig) { c.backfill = true } }
 
@@ -85,10 +85,12 @@ func AsBackfill() PublishOption { return func(c *publishConfig) { c.backfill = t
 var ErrPublish = errors.New("publish failed")
 
 // Publish validates msg's partition key, encodes it and writes it. A
-// Partitioned message goes to {category}:{key} (or its backfill lane) and
-// its key is recorded in {category}:__partitions__ in the same atomic
-// script; any other message goes to {category}. A bad key fails with a
-// *KeyError (errors.Is ErrInvalidKey) before anything is written.
+// Partitioned message goes to its partition's stream, category:{key} (or
+// its backfill lane), after its key is recorded in the category's index,
+// and a wake-up signal follows it; any other message goes to the stream
+// named by its category. A bad key fails with a *KeyError (errors.Is
+// ErrInvalidKey) before anything is written. When only the wake-up fails,
+// the message is published: Publish logs a warning and returns nil.
 func (p *Publisher) Publish(ctx context.Context, msg Message, opts ...PublishOption) error {
 	var cfg publishConfig
 	for _, o := range opts {

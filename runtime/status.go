@@ -31,7 +31,7 @@ type PartitionStatus struct {
 	Category   string // for a pm, its categories joined by ","
 	Key        string // partition key, or a pm's correlation value
 	Stream     string // the partition stream (for a pm, its first stream)
-	Token      string // lease token, the consumer name: {owner_id}:{generation}
+	Token      string // lease token, the consumer name: <owner_id>:<generation>
 	Generation int64
 	Halted     bool
 	Halt       *Halt // set when Halted
@@ -66,7 +66,7 @@ type LeaseInfo struct {
 	Handler  string // Registration.Name (for a pm, its name)
 	Category string // the partition's category (for a pm, its categories joined by ",")
 	Key      string // the partition key (for a pm, the correlation value)
-	Token    string // {owner_id}:{generation}
+	Token    string // <owner_id>:<generation>
 	// Generation increases each time the partition is acquired afresh;
 	// pass it (or Token) to a store that must refuse a stale owner's write.
 	Generation int64

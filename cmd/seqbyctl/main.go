@@ -4,9 +4,9 @@
 // correlation value) halts on a message it cannot process: the message
 // stays pending as the partition's head and nothing later for that key is
 // applied, until an operator inspects the head and skips it or moves it to
-// the dead-letter stream. The engine records every halt in Redis
-// (seqby:__halts__:<handler>), so seqbyctl sees the halts of every engine
-// process.
+// the dead-letter stream. The engine records every halt in Redis (a record
+// per partition, indexed in seqby:__halted__:<handler>), so seqbyctl sees
+// the halts of every engine process.
 //
 // Usage:
 //
@@ -29,14 +29,15 @@
 //
 //	seqbyctl dlq -handler NAME -stream STREAM -id ID
 //	    Copy the head ID to the partition's dead-letter stream
-//	    ({category}:{key}:dlq, fields of the entry plus dlq_stream,
+//	    (category:{key}:dlq, fields of the entry plus dlq_stream,
 //	    dlq_entry_id, dlq_handler, dlq_partition, dlq_reason, dlq_error),
 //	    then acknowledge it.
 //
 // NAME is the handler's registration name (its consumer group; for a pm,
 // the pm's name). STREAM names the partition: a keyed handler's partition
-// stream (order:client-1), a pm's correlation value (o-1), or the stream
-// holding the head as halted lists it (payment:o-1).
+// stream (order:{client-1}: the braces are part of the name), a pm's
+// correlation value (o-1), or the stream holding the head as halted lists
+// it (payment:{o-1}).
 //
 // skip and dlq are compare-and-skip: one Redis script checks that the
 // partition is still halted with the same record, that no other owner is
@@ -56,8 +57,10 @@
 // then runs after everything published before). Halts of unkeyed handlers
 // (no order, the consumer moves on) are not recorded.
 //
-// -redis defaults to $REDIS_URL (redis://[user:password@]host:port[/db]).
-// Redis Cluster is not supported, like the engine's partitions.
+// -redis defaults to $REDIS_URL (redis://[user:password@]host:port[/db],
+// or rediss://... for TLS). When the URL names a node of a Redis Cluster,
+// seqbyctl works on the whole cluster. Run it as a user with the seqbyctl
+// ACL rules of the README.
 //
 // Exit status: 0 on success, 1 when an operation is refused or fails
 // (including Redis errors), 2 on a usage error.

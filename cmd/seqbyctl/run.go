@@ -24,7 +24,7 @@ commands:
   halted  [-handler NAME]                      list halted partitions
   inspect -handler NAME -stream STREAM         show a partition's head, lease and pending entries
   skip    -handler NAME -stream STREAM -id ID  acknowledge the halted head ID without applying it
-  dlq     -handler NAME -stream STREAM -id ID  copy the halted head ID to {category}:{key}:dlq, then acknowledge it
+  dlq     -handler NAME -stream STREAM -id ID  copy the halted head ID to category:{key}:dlq, then acknowledge it
 
 STREAM: the partition stream, a pm's correlation value, or the stream holding the head.
 -redis defaults to $REDIS_URL. Exit 0 ok, 1 refused or failed, 2 usage.

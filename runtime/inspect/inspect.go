@@ -186,7 +186,7 @@ func (i *Inspector) Skip(ctx context.Context, handler, partition, id string) (Re
 }
 
 // MoveToDLQ is Skip that first appends a copy of the head to the
-// partition's dead-letter stream (HaltRecord.DLQ, "{category}:{key}:dlq"
+// partition's dead-letter stream (HaltRecord.DLQ, "category:{key}:dlq"
 // of the head's category): the entry's fields, then dlq_stream,
 // dlq_entry_id, dlq_handler, dlq_partition, dlq_reason and dlq_error. The
 // copy, the ack and the lease deletion are one atomic step.

@@ -14,7 +14,7 @@
 //	category:{key}                       stream      a partition's entries (fields type, id, payload, published_at)
 //	category:{key}:backfill              stream      its backfill lane (the suffix is configurable)
 //	category:{key}:dlq                   stream      its dead-letter stream, where an operator moves a halted head
-//	category:{key}:__lease__:handler     string      the partition's lease: "{owner_id}:{generation}", PX TTL
+//	category:{key}:__lease__:handler     string      the partition's lease: "<owner_id>:<generation>", PX TTL
 //	category:{key}:__gen__:handler       string      its generation counter (never deleted)
 //	category:{key}:__halt__:handler      string      its halt record (JSON) while halted
 //	category                             stream      an unpartitioned category

@@ -22,7 +22,7 @@ type HaltRecord struct {
 	// PM is true for a sequential process manager's correlation value.
 	PM bool `json:"pm,omitempty"`
 	// Partition is the field name: a keyed handler's partition stream
-	// ({category}:{key}) or a pm's correlation value.
+	// (category:{key}) or a pm's correlation value.
 	Partition string `json:"partition"`
 	Category  string `json:"category"` // category of the head's stream
 	Key       string `json:"key"`      // partition key or correlation value

@@ -41,7 +41,7 @@ func IndexKey(category string) string { return "{" + category + "}:__partitions_
 // partitions: "{category}:__signal__".
 func SignalKey(category string) string { return "{" + category + "}:__signal__" }
 
-// LeaseKey holds "{owner_id}:{generation}" while group's partition stream
+// LeaseKey holds "<owner_id>:<generation>" while group's partition stream
 // is owned: "category:{key}:__lease__:group", in the stream's slot.
 func LeaseKey(stream, group string) string { return SubStream(stream, "__lease__:"+group) }
 
@@ -66,7 +66,7 @@ func MembersKey(group string) string { return "seqby:__members__:" + group }
 // other. Their hash tag is the correlation value, so the lease, counter
 // and state of one value share a Redis Cluster slot.
 
-// PMLeaseKey holds "{owner_id}:{generation}" while a sequential pm's
+// PMLeaseKey holds "<owner_id>:<generation>" while a sequential pm's
 // correlation value is owned.
 func PMLeaseKey(pm, correlation string) string { return "{" + correlation + "}:__pmlease__:" + pm }
 

@@ -14,7 +14,7 @@ import (
 // covers whatever its owner reads under it: one partition's lanes for a
 // keyed handler, every stream of a correlation value for a pm.
 type LeaseRef struct {
-	Key        string // holds "{owner_id}:{generation}" while owned
+	Key        string // holds "<owner_id>:<generation>" while owned
 	Generation string // counter that never goes backwards
 }
 
@@ -37,7 +37,7 @@ type Lease struct {
 	Generation int64
 }
 
-// Token is "{owner_id}:{generation}": the value of the lease key and the
+// Token is "<owner_id>:<generation>": the value of the lease key and the
 // owner's consumer name in the group.
 func (l Lease) Token() string { return l.Owner + ":" + strconv.FormatInt(l.Generation, 10) }
 
@@ -107,7 +107,7 @@ func (l Lease) Release(ctx context.Context, c redis.UniversalClient) error {
 	return nil
 }
 
-// ParseToken splits "{owner_id}:{generation}" at its last colon.
+// ParseToken splits "<owner_id>:<generation>" at its last colon.
 func ParseToken(token string) (owner string, generation int64, err error) {
 	i := strings.LastIndexByte(token, ':')
 	if i < 0 {

@@ -1,0 +1,178 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/internal/redistest"
+	"github.com/seqby/seqby/runtime/inspect"
+)
+
+// aclRules reads the README's ACL SETUSER line for user, with PASSWORD and
+// the "~CATEGORY ~CATEGORY:*" pair expanded for each of categories: the
+// test runs under exactly the documented rules.
+func aclRules(t *testing.T, user, password string, categories ...string) []string {
+	t.Helper()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^ACL SETUSER ` + regexp.QuoteMeta(user) + ` (.*)$`).FindSubmatch(readme)
+	if m == nil {
+		t.Fatalf("README has no line ACL SETUSER %s ...", user)
+	}
+	var rules []string
+	for _, r := range strings.Fields(string(m[1])) {
+		switch r {
+		case ">PASSWORD":
+			rules = append(rules, ">"+password)
+		case "~CATEGORY":
+			for _, c := range categories {
+				rules = append(rules, "~"+c)
+			}
+		case "~CATEGORY:*":
+			for _, c := range categories {
+				rules = append(rules, "~"+c+":*")
+			}
+		default:
+			rules = append(rules, r)
+		}
+	}
+	return rules
+}
+
+// syncBuffer is a log sink the engines write to from many goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The engine and seqbyctl's operations run under the least-privilege ACL
+// users the README documents: every path (keyed, unkeyed, pm, a halt and
+// its resolution) works, and no command or key is refused (NOPERM) in any
+// log or result.
+func TestUnderDocumentedACL(t *testing.T) {
+	srv := redistest.New(t)
+	ctx := ctxT(t)
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { admin.Close() })
+	cats := []string{"order", "note", "pmorder", "pmpayment"}
+	for _, u := range []string{"seqby-engine", "seqbyctl"} {
+		args := []any{"ACL", "SETUSER", u}
+		for _, r := range aclRules(t, u, u+"-secret", cats...) {
+			args = append(args, r)
+		}
+		if err := admin.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("ACL SETUSER %s: %v", u, err)
+		}
+	}
+	// The default user is switched off, so nothing runs unauthenticated.
+	if err := admin.Do(ctx, "ACL", "SETUSER", "default", "off").Err(); err != nil {
+		t.Fatal(err)
+	}
+	as := func(user string) redis.UniversalClient {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: user, Password: user + "-secret", ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	engine, ctl := as("seqby-engine"), as("seqbyctl")
+
+	var logs syncBuffer
+	j := newJournal()
+	var poisoned atomic.Bool
+	keyed := keyedHandler("orders", func(_ context.Context, e *testEvent) error {
+		if e.Poison && !poisoned.Load() {
+			return errPoison
+		}
+		j.enter(e.Client, seqKey(e.Client, e.Seq))
+		j.leave(e.Client, seqKey(e.Client, e.Seq), e.Seq, true)
+		return nil
+	})
+	var noted atomic.Int32
+	notes := noteHandler("notes", func(context.Context, *testNote) error { noted.Add(1); return nil })
+	flows := flowPM("flow", func(context.Context, string, string, *pmPayment) error { return nil })
+	opts := fastOptions("acl1")
+	opts.MaxRetries = -1
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	r := startEngine(t, engine, opts, keyed, notes, flows)
+
+	p := NewPublisher(engine, PublisherOptions{Logger: opts.Logger})
+	const n = 5
+	for i := 1; i <= n; i++ {
+		for _, m := range []Message{&testEvent{Client: "a", Seq: i}, &testEvent{Client: "b", Seq: i, Poison: i == 1},
+			&testNote{Text: "n"}, &pmOrder{OrderID: "o-1", Seq: i}, &pmPayment{OrderID: "o-1", Seq: i}} {
+			if err := p.Publish(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	eventually(t, 20*time.Second, "a applied, notes handled, o-1 complete", func() bool {
+		f, _ := loadFlow(t, NewRedisStateStore(engine), "flow", "o-1")
+		return j.count("a") == n && noted.Load() == n && len(f.Orders) == n && len(f.Payments) == n
+	})
+
+	in := inspect.New(ctl)
+	var hs []inspect.HaltRecord
+	eventually(t, 20*time.Second, "b halted", func() bool {
+		var err error
+		hs, err = in.Halts(ctx, "")
+		if err != nil {
+			t.Fatalf("halts as seqbyctl: %v", err)
+		}
+		return len(hs) == 1
+	})
+	if _, err := in.Inspect(ctx, "orders", hs[0].Partition); err != nil {
+		t.Fatalf("inspect as seqbyctl: %v", err)
+	}
+	if _, err := in.MoveToDLQ(ctx, "orders", hs[0].Partition, hs[0].EntryID); err != nil {
+		t.Fatalf("dlq as seqbyctl: %v", err)
+	}
+	eventually(t, 20*time.Second, "b continues", func() bool { return j.count("b") == n-1 })
+	if got := j.seqs("b"); !slices.Equal(got, seq(n)[1:]) {
+		t.Errorf("b applied %v, want 2..%d", got, n)
+	}
+	r.stop()
+	if strings.Contains(logs.String(), "NOPERM") {
+		t.Fatalf("a command or key was refused under the documented ACL:\n%s", grepLines(logs.String(), "NOPERM"))
+	}
+	// The users really are restricted: another key is refused.
+	if err := engine.Set(ctx, "elsewhere", "x", 0).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("SET elsewhere as seqby-engine: %v, want NOPERM", err)
+	}
+	if err := ctl.Set(ctx, "order:{a}:__lease__:orders", "ctl:1", 0).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+		t.Fatalf("taking a lease as seqbyctl: %v, want NOPERM", err)
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return fmt.Sprint(strings.Join(out, "\n"))
+}
