@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -89,4 +90,86 @@ func (c *Cluster) Close() {
 	for _, n := range c.Nodes {
 		n.Close()
 	}
+}
+
+// MoveSlot migrates the hash slot holding key, with its keys, to node to
+// (an index into Nodes), the way redis-cli --cluster reshard does: mark
+// the slot importing and migrating, MIGRATE its keys in batches, then
+// assign it on every node. Clients see ASK and MOVED redirects and
+// TRYAGAIN while it runs. It returns the index of the node that held it.
+func (c *Cluster) MoveSlot(ctx context.Context, key string, to int) (from int, err error) {
+	slot, err := c.Nodes[0].Do("CLUSTER", "KEYSLOT", key)
+	if err != nil {
+		return 0, err
+	}
+	ids := make([]string, len(c.Nodes))
+	from = -1
+	for i, n := range c.Nodes {
+		if ids[i], err = n.Do("CLUSTER", "MYID"); err != nil {
+			return 0, err
+		}
+	}
+	owner, err := c.Nodes[0].Do("CLUSTER", "NODES")
+	if err != nil {
+		return 0, err
+	}
+	s, _ := strconv.Atoi(slot)
+	for _, line := range strings.Split(owner, "\n") {
+		f := strings.Fields(line)
+		for _, r := range f[min(len(f), 8):] {
+			lo, hi, _ := strings.Cut(r, "-")
+			l, err1 := strconv.Atoi(lo)
+			h, err2 := strconv.Atoi(hi)
+			if err2 != nil {
+				h = l
+			}
+			if err1 == nil && l <= s && s <= h {
+				for i := range ids {
+					if ids[i] == f[0] {
+						from = i
+					}
+				}
+			}
+		}
+	}
+	if from < 0 || from == to {
+		return from, fmt.Errorf("redistest: slot %s of %q is on node %d; cannot move it to %d", slot, key, from, to)
+	}
+	src, dst := c.Nodes[from], c.Nodes[to]
+	if _, err := dst.Do("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[from]); err != nil {
+		return from, err
+	}
+	if _, err := src.Do("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[to]); err != nil {
+		return from, err
+	}
+	host, port, _ := strings.Cut(dst.Addr, ":")
+	for {
+		keys, err := src.Do("CLUSTER", "GETKEYSINSLOT", slot, "10")
+		if err != nil {
+			return from, err
+		}
+		if keys == "" {
+			break
+		}
+		args := append([]string{"MIGRATE", host, port, "", "0", "5000", "KEYS"}, strings.Split(keys, "\n")...)
+		if _, err := src.Do(args...); err != nil {
+			return from, fmt.Errorf("redistest: migrate slot %s: %w", slot, err)
+		}
+		if ctx.Err() != nil {
+			return from, ctx.Err()
+		}
+	}
+	for _, n := range []*Server{dst, src} {
+		if _, err := n.Do("CLUSTER", "SETSLOT", slot, "NODE", ids[to]); err != nil {
+			return from, err
+		}
+	}
+	for i, n := range c.Nodes {
+		if i != from && i != to {
+			if _, err := n.Do("CLUSTER", "SETSLOT", slot, "NODE", ids[to]); err != nil {
+				return from, err
+			}
+		}
+	}
+	return from, nil
 }

@@ -157,7 +157,8 @@ func freePort() (int, error) {
 }
 
 // Do sends one command and returns its reply as text: a status or bulk
-// string, or an integer; an error reply as an error. It speaks RESP
+// string, an integer, or an array of bulk strings one per line; an error
+// reply as an error. It speaks RESP
 // directly so the helper needs no client library.
 func (s *Server) Do(args ...string) (string, error) {
 	var c net.Conn
@@ -193,15 +194,39 @@ func (s *Server) Do(args ...string) (string, error) {
 	case strings.HasPrefix(line, "-"):
 		return "", errors.New(line[1:])
 	case strings.HasPrefix(line, "$"):
+		return readBulk(r, line)
+	case strings.HasPrefix(line, "*"):
+		// An array of bulk strings (CLUSTER GETKEYSINSLOT): one per line.
 		n, err := strconv.Atoi(line[1:])
-		if err != nil || n < 0 {
+		if err != nil {
 			return "", err
 		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return "", err
+		items := make([]string, 0, max(n, 0))
+		for range n {
+			l, err := r.ReadString('\n')
+			if err != nil {
+				return "", err
+			}
+			item, err := readBulk(r, strings.TrimRight(l, "\r\n"))
+			if err != nil {
+				return "", err
+			}
+			items = append(items, item)
 		}
-		return string(buf[:n]), nil
+		return strings.Join(items, "\n"), nil
 	}
 	return "", fmt.Errorf("unexpected reply %q", line)
+}
+
+// readBulk reads the body of the bulk string whose header is line ("$n").
+func readBulk(r *bufio.Reader, line string) (string, error) {
+	n, err := strconv.Atoi(strings.TrimPrefix(line, "$"))
+	if err != nil || n < 0 {
+		return "", err
+	}
+	buf := make([]byte, n+2)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
 }
