@@ -7,6 +7,7 @@
 //
 //	go run ./examples/orders                  # embedded Redis (miniredis)
 //	REDIS_URL=redis://127.0.0.1:6379/0 go run ./examples/orders
+//	REDIS_URL=redis://127.0.0.1:7001 go run ./examples/orders   # any node of a cluster
 //
 // It prints each client's applied events and each order's pm state, and
 // exits 1 if any client's order differs from its publish order.
