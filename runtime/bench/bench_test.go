@@ -27,10 +27,20 @@ func newClient(b *testing.B) *redis.Client {
 	return c
 }
 
-// BenchmarkPublish publishes keyed events one at a time (one Lua script
-// call each: entry, index and wake-up signal).
+// BenchmarkPublish publishes keyed events one at a time: index, entry and
+// wake-up signal in one pipeline on a single Redis, one after the other on
+// a three-master cluster (each step on its slot's node).
 func BenchmarkPublish(b *testing.B) {
-	c := newClient(b)
+	b.Run("single", func(b *testing.B) { benchPublish(b, newClient(b)) })
+	b.Run("cluster", func(b *testing.B) {
+		cl := redistest.NewCluster(b, 3)
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+		b.Cleanup(func() { c.Close() })
+		benchPublish(b, c)
+	})
+}
+
+func benchPublish(b *testing.B, c redis.UniversalClient) {
 	pub := runtime.NewPublisher(c, runtime.PublisherOptions{})
 	ctx := context.Background()
 	b.ResetTimer()

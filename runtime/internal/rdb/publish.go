@@ -23,19 +23,46 @@ import (
 //     consumer finds it. A publisher that dies before this step leaves the
 //     entry to the consumers' periodic re-check.
 //
-// A step that fails stops the publish with its error: the entry was
-// appended only if step 2 succeeded, which an error matching ErrUnsignalled
-// (step 3 failed) says.
+// On a cluster a step that fails stops the publish; on a single Redis the
+// three go in one pipeline, which the server runs in order. Either way
+// the error names the first step that failed, and only an error matching
+// ErrUnsignalled (step 3 failed) says the entry was appended.
 func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream string, signalMaxLen int64, fields []any) error {
-	if err := c.SAdd(ctx, IndexKey(category), key).Err(); err != nil {
-		return fmt.Errorf("index the partition: %w", err)
+	index := func(c redis.Cmdable) *redis.IntCmd { return c.SAdd(ctx, IndexKey(category), key) }
+	entry := func(c redis.Cmdable) *redis.StringCmd {
+		return c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: fields})
 	}
-	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: fields}).Err(); err != nil {
-		return fmt.Errorf("append the entry: %w", err)
+	signal := func(c redis.Cmdable) *redis.StringCmd {
+		return c.XAdd(ctx, &redis.XAddArgs{Stream: SignalKey(category), MaxLen: signalMaxLen, Approx: true,
+			Values: []any{"k", key}})
 	}
-	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: SignalKey(category), MaxLen: signalMaxLen, Approx: true,
-		Values: []any{"k", key}}).Err(); err != nil {
-		return fmt.Errorf("%w: %w", ErrUnsignalled, err)
+	var steps [3]error
+	if single, ok := c.(*redis.Client); ok {
+		// One connection to one server runs a pipeline's commands in
+		// order, and a publisher that dies mid-pipeline leaves a prefix of
+		// them: the three steps in one round trip keep their order.
+		pipe := single.Pipeline()
+		cmds := [3]redis.Cmder{index(pipe), entry(pipe), signal(pipe)}
+		pipe.Exec(ctx)
+		for i, cmd := range cmds {
+			steps[i] = cmd.Err()
+		}
+	} else {
+		// A cluster routes each step to its own node: one after the other,
+		// each only once the previous one succeeded.
+		if steps[0] = index(c).Err(); steps[0] == nil {
+			if steps[1] = entry(c).Err(); steps[1] == nil {
+				steps[2] = signal(c).Err()
+			}
+		}
+	}
+	switch {
+	case steps[0] != nil:
+		return fmt.Errorf("index the partition: %w", steps[0])
+	case steps[1] != nil:
+		return fmt.Errorf("append the entry: %w", steps[1])
+	case steps[2] != nil:
+		return fmt.Errorf("%w: %w", ErrUnsignalled, steps[2])
 	}
 	return nil
 }
