@@ -71,34 +71,46 @@ func (s *syncBuffer) String() string {
 }
 
 // The engine and seqbyctl's operations run under the least-privilege ACL
-// users the README documents: every path (keyed, unkeyed, pm, a halt and
-// its resolution) works, and no command or key is refused (NOPERM) in any
-// log or result.
+// users the README documents, on a single Redis and on a cluster: every
+// path (keyed, unkeyed, pm, a halt and its resolution) works, and nothing
+// is refused: no NOPERM in the engine's logs or results, and an empty ACL
+// LOG on every server (go-redis's own calls, such as a cluster client's
+// COMMAND, show only there).
 func TestUnderDocumentedACL(t *testing.T) {
-	srv := redistest.New(t)
+	t.Run("standalone", func(t *testing.T) {
+		s := redistest.New(t)
+		underDocumentedACL(t, []*redistest.Server{s}, func(user string) redis.UniversalClient {
+			return redis.NewClient(&redis.Options{Addr: s.Addr, Username: user, Password: user + "-secret", ContextTimeoutEnabled: true})
+		})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cl := redistest.NewCluster(t, 3)
+		underDocumentedACL(t, cl.Nodes, func(user string) redis.UniversalClient {
+			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), Username: user, Password: user + "-secret", ContextTimeoutEnabled: true})
+		})
+	})
+}
+
+func underDocumentedACL(t *testing.T, servers []*redistest.Server, as func(user string) redis.UniversalClient) {
 	ctx := ctxT(t)
-	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	t.Cleanup(func() { admin.Close() })
 	cats := []string{"order", "note", "pmorder", "pmpayment"}
-	for _, u := range []string{"seqby-engine", "seqbyctl"} {
-		args := []any{"ACL", "SETUSER", u}
-		for _, r := range aclRules(t, u, u+"-secret", cats...) {
-			args = append(args, r)
+	for _, s := range servers {
+		for _, u := range []string{"seqby-engine", "seqbyctl"} {
+			args := append([]string{"ACL", "SETUSER", u}, aclRules(t, u, u+"-secret", cats...)...)
+			if _, err := s.Do(args...); err != nil {
+				t.Fatalf("ACL SETUSER %s: %v", u, err)
+			}
 		}
-		if err := admin.Do(ctx, args...).Err(); err != nil {
-			t.Fatalf("ACL SETUSER %s: %v", u, err)
+		if _, err := s.Do("ACL", "LOG", "RESET"); err != nil {
+			t.Fatal(err)
 		}
 	}
-	// The default user is switched off, so nothing runs unauthenticated.
-	if err := admin.Do(ctx, "ACL", "SETUSER", "default", "off").Err(); err != nil {
-		t.Fatal(err)
-	}
-	as := func(user string) redis.UniversalClient {
-		c := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: user, Password: user + "-secret", ContextTimeoutEnabled: true})
+	client := func(user string) redis.UniversalClient {
+		c := as(user)
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
-	engine, ctl := as("seqby-engine"), as("seqbyctl")
+	engine, ctl := client("seqby-engine"), client("seqbyctl")
 
 	var logs syncBuffer
 	j := newJournal()
@@ -129,9 +141,12 @@ func TestUnderDocumentedACL(t *testing.T) {
 			}
 		}
 	}
+	if err := p.Publish(ctx, &testEvent{Client: "a", Seq: n + 1}, AsBackfill()); err != nil {
+		t.Fatal(err)
+	}
 	eventually(t, 20*time.Second, "a applied, notes handled, o-1 complete", func() bool {
 		f, _ := loadFlow(t, NewRedisStateStore(engine), "flow", "o-1")
-		return j.count("a") == n && noted.Load() == n && len(f.Orders) == n && len(f.Payments) == n
+		return j.count("a") == n+1 && noted.Load() == n && len(f.Orders) == n && len(f.Payments) == n
 	})
 
 	in := inspect.New(ctl)
@@ -158,7 +173,16 @@ func TestUnderDocumentedACL(t *testing.T) {
 	if strings.Contains(logs.String(), "NOPERM") {
 		t.Fatalf("a command or key was refused under the documented ACL:\n%s", grepLines(logs.String(), "NOPERM"))
 	}
-	// The users really are restricted: another key is refused.
+	for _, s := range servers {
+		admin := redis.NewClient(&redis.Options{Addr: s.Addr})
+		log, err := admin.Do(ctx, "ACL", "LOG").Slice()
+		admin.Close()
+		if err != nil || len(log) > 0 {
+			t.Fatalf("ACL LOG of %s: %v, %v; want nothing refused", s.Addr, log, err)
+		}
+	}
+	// The users really are restricted: another key is refused, and
+	// seqbyctl cannot take a lease.
 	if err := engine.Set(ctx, "elsewhere", "x", 0).Err(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
 		t.Fatalf("SET elsewhere as seqby-engine: %v, want NOPERM", err)
 	}

@@ -32,28 +32,55 @@ func Connect(ctx context.Context, url string) (redis.UniversalClient, error) {
 	probeOpts := *opts
 	probeOpts.DB = 0
 	probe := redis.NewClient(&probeOpts)
+	defer probe.Close()
+	if err := probe.Ping(ctx).Err(); err != nil {
+		return nil, fmt.Errorf("reach %s: %w: %w", opts.Addr, ErrConnect, err)
+	}
 	info, err := probe.Info(ctx, "cluster").Result()
-	probe.Close()
-	var reply redis.Error
 	switch {
 	case err != nil && strings.HasPrefix(err.Error(), "NOPERM"):
 		return nil, fmt.Errorf("ask %s whether it is a cluster node: grant the user +info: %w: %w", opts.Addr, ErrConnect, err)
-	case err != nil && !errors.As(err, &reply):
+	case err != nil && !isReply(err):
 		return nil, fmt.Errorf("ask %s whether it is a cluster node: %w: %w", opts.Addr, ErrConnect, err)
-	}
-	// A server that answers but has no cluster section (an embedded test
-	// server) is not a cluster node either.
-	if err != nil || !strings.Contains(info, "cluster_enabled:1") {
+	case err != nil || !strings.Contains(info, "cluster_enabled:1"):
+		// A server that answers PING but has no cluster section in INFO (an
+		// embedded test server) is not a cluster node either.
 		return redis.NewClient(opts), nil
 	}
 	if opts.DB != 0 {
 		return nil, fmt.Errorf("%s is a Redis Cluster node, which has only database 0; drop /%d from the URL: %w", opts.Addr, opts.DB, ErrConnect)
 	}
+	// The URL's settings apply to every node (pool_size is per node). TLS
+	// checks every node's certificate against the seed's host name, as
+	// go-redis's cluster URLs do: give the nodes certificates valid for it.
 	return redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs:                 []string{opts.Addr},
+		ClientName:            opts.ClientName,
+		Protocol:              opts.Protocol,
 		Username:              opts.Username,
 		Password:              opts.Password,
-		TLSConfig:             opts.TLSConfig,
+		MaxRetries:            opts.MaxRetries,
+		MinRetryBackoff:       opts.MinRetryBackoff,
+		MaxRetryBackoff:       opts.MaxRetryBackoff,
+		DialTimeout:           opts.DialTimeout,
+		ReadTimeout:           opts.ReadTimeout,
+		WriteTimeout:          opts.WriteTimeout,
 		ContextTimeoutEnabled: true,
+		PoolFIFO:              opts.PoolFIFO,
+		PoolSize:              opts.PoolSize,
+		PoolTimeout:           opts.PoolTimeout,
+		MinIdleConns:          opts.MinIdleConns,
+		MaxIdleConns:          opts.MaxIdleConns,
+		MaxActiveConns:        opts.MaxActiveConns,
+		ConnMaxIdleTime:       opts.ConnMaxIdleTime,
+		ConnMaxLifetime:       opts.ConnMaxLifetime,
+		TLSConfig:             opts.TLSConfig,
 	}), nil
+}
+
+// isReply reports an error reply from the server, as opposed to a
+// network or protocol failure.
+func isReply(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply)
 }

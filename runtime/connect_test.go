@@ -14,6 +14,10 @@ import (
 func TestConnect(t *testing.T) {
 	single := redistest.New(t)
 	cluster := redistest.NewCluster(t, 3)
+	locked := redistest.New(t)
+	if _, err := locked.Do("ACL", "SETUSER", "default", "resetpass", ">secret"); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name, url   string
 		wantCluster bool
@@ -24,7 +28,10 @@ func TestConnect(t *testing.T) {
 		{"cluster node", "redis://" + cluster.Nodes[1].Addr, true, ""},
 		{"cluster node with a db", "redis://" + cluster.Nodes[1].Addr + "/2", false, "only database 0"},
 		{"not a URL", "127.0.0.1:6379", false, "parse the Redis URL"},
-		{"nobody there", "redis://127.0.0.1:1", false, "whether it is a cluster node"},
+		{"nobody there", "redis://127.0.0.1:1", false, "reach 127.0.0.1:1"},
+		{"wrong password", "redis://default:wrong@" + locked.Addr, false, "WRONGPASS"},
+		{"right password", "redis://default:secret@" + locked.Addr, false, ""},
+		{"cluster pool size kept", "redis://" + cluster.Nodes[0].Addr + "?pool_size=7", true, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -39,8 +46,12 @@ func TestConnect(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			if _, isCluster := c.(*redis.ClusterClient); isCluster != tt.wantCluster {
+			cc, isCluster := c.(*redis.ClusterClient)
+			if isCluster != tt.wantCluster {
 				t.Fatalf("got %T, want a cluster client: %v", c, tt.wantCluster)
+			}
+			if isCluster && strings.Contains(tt.url, "pool_size=7") && cc.Options().PoolSize != 7 {
+				t.Fatalf("cluster PoolSize %d, want the URL's 7", cc.Options().PoolSize)
 			}
 			// A write to keys in other slots than the seed's works only
 			// through a real cluster client.

@@ -90,6 +90,9 @@ func (p *partition) checkHaltRecord() {
 	}
 	if pending {
 		p.prior = &priorHalt{stream: r.Stream, id: r.EntryID, raw: raw}
+		if err := rdb.Index(ctx, e.c, p.reg.Name, p.haltKey()); err != nil {
+			e.log.Warn("seqby: indexing a halt record failed; seqbyctl may not list it until the partition halts again", "partition", p.haltField(), "err", err)
+		}
 		return
 	}
 	p.clearHalt(ctx, raw)

@@ -17,7 +17,7 @@ import (
 
 // A sequential process manager is consumed per correlation value: one
 // engine instance leases (pm, X) and is the sole processor of X's streams
-// in every category the pm handles ({category}:X and its backfill lane),
+// in every category the pm handles (category:{X} and its backfill lane),
 // applying their entries one at a time, oldest first. The lease, its
 // fence and failover are the keyed handlers' (internal/rdb,
 // partition.go); only the scope differs: a correlation value instead of

@@ -2,6 +2,7 @@ package guarantee
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -157,4 +158,24 @@ func TestClusterSlotMigration(t *testing.T) {
 		}
 		c.checkExclusive(k, nil)
 	}
+	// The clients did meet the move: the servers answered with redirects.
+	redirects := 0
+	for _, s := range nodes.Nodes {
+		stats, err := s.Do("INFO", "errorstats")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(stats, "\n") {
+			for _, e := range []string{"errorstat_MOVED:count=", "errorstat_ASK:count=", "errorstat_TRYAGAIN:count="} {
+				if v, ok := strings.CutPrefix(strings.TrimSpace(line), e); ok {
+					n, _ := strconv.Atoi(v)
+					redirects += n
+				}
+			}
+		}
+	}
+	if redirects == 0 {
+		t.Fatal("no MOVED, ASK or TRYAGAIN reply while the slot moved: the test did not exercise a resharding")
+	}
+	t.Logf("%d redirect replies during the migration", redirects)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -39,6 +40,14 @@ type HaltRecord struct {
 	Token       string    `json:"token"` // lease token of the halting owner
 	LeaseKey    string    `json:"lease_key"`
 	At          time.Time `json:"at"`
+}
+
+// Index adds the record key to handler's halt index: the next owner of a
+// halted partition calls it when it finds the record, so a halt whose
+// index entry was lost (a remover that failed between its steps) is listed
+// again.
+func Index(ctx context.Context, c redis.UniversalClient, handler, key string) error {
+	return c.SAdd(ctx, HaltedKey(handler), key).Err()
 }
 
 // RecordKey is the key holding r: HaltKey of its partition stream, or
@@ -136,11 +145,14 @@ func Halts(ctx context.Context, c redis.UniversalClient, handler string) (map[st
 // keyspace (on every primary of a cluster): an operator command, never on
 // the consumer's path.
 func HaltedHandlers(ctx context.Context, c redis.UniversalClient) ([]string, error) {
+	var mu sync.Mutex // a cluster scans its masters concurrently
 	seen := map[string]bool{}
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		it := c.Scan(ctx, 0, HaltedKey("*"), 1000).Iterator()
 		for it.Next(ctx) {
+			mu.Lock()
 			seen[strings.TrimPrefix(it.Val(), HaltedKey(""))] = true
+			mu.Unlock()
 		}
 		return it.Err()
 	}
@@ -189,8 +201,12 @@ func ClearHalt(ctx context.Context, c redis.UniversalClient, handler, key, raw s
 }
 
 // unindex removes key from handler's halt index unless a record exists at
-// key once it has (a new halt of the partition recorded meanwhile).
+// key once it has (a new halt of the partition recorded meanwhile). It
+// runs to the end even when ctx is cancelled: stopping between its steps
+// could leave a record out of the index.
 func unindex(ctx context.Context, c redis.UniversalClient, handler, key string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	index := HaltedKey(handler)
 	if err := c.SRem(ctx, index, key).Err(); err != nil {
 		return fmt.Errorf("unindex halt record %s: %w", key, err)

@@ -24,9 +24,10 @@ import (
 //     entry to the consumers' periodic re-check.
 //
 // On a cluster a step that fails stops the publish; on a single Redis the
-// three go in one pipeline, which the server runs in order. Either way
-// the error names the first step that failed, and only an error matching
-// ErrUnsignalled (step 3 failed) says the entry was appended.
+// three go in one MULTI/EXEC transaction, which runs them in order and runs
+// none when one is refused. Either way the error names the first step that
+// failed, and only an error matching ErrUnsignalled (step 3 failed) says
+// the entry was appended.
 func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream string, signalMaxLen int64, fields []any) error {
 	index := func(c redis.Cmdable) *redis.IntCmd { return c.SAdd(ctx, IndexKey(category), key) }
 	entry := func(c redis.Cmdable) *redis.StringCmd {
@@ -38,14 +39,17 @@ func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream
 	}
 	var steps [3]error
 	if single, ok := c.(*redis.Client); ok {
-		// One connection to one server runs a pipeline's commands in
-		// order, and a publisher that dies mid-pipeline leaves a prefix of
-		// them: the three steps in one round trip keep their order.
-		pipe := single.Pipeline()
+		// On one server the three steps go in one MULTI/EXEC round trip:
+		// they run in order, and a step refused when queued (NOPERM, or
+		// MOVED/CROSSSLOT when the server is a cluster node) aborts them
+		// all, so the entry is never written unindexed.
+		pipe := single.TxPipeline()
 		cmds := [3]redis.Cmder{index(pipe), entry(pipe), signal(pipe)}
-		pipe.Exec(ctx)
+		_, err := pipe.Exec(ctx)
 		for i, cmd := range cmds {
-			steps[i] = cmd.Err()
+			if steps[i] = cmd.Err(); steps[i] == nil && err != nil && i == 0 {
+				steps[i] = err // the transaction as a whole failed
+			}
 		}
 	} else {
 		// A cluster routes each step to its own node: one after the other,
