@@ -154,18 +154,39 @@ func (e *Engine) leaveMembers(ctx context.Context, leased []consumer) {
 	}
 }
 
+// sizeWarnEvery is how often the warning about a category with too many
+// partitions repeats while it stays above the threshold.
+const sizeWarnEvery = 10 * time.Minute
+
+// warnSize records a category's partition count at discovery and warns
+// when it crosses PartitionWarnThreshold, then every sizeWarnEvery while
+// it stays above; Status shows the categories above it. The map is bounded
+// by the registered categories.
 func (e *Engine) warnSize(category string, n int) {
+	e.mu.Lock()
 	if n <= e.o.PartitionWarnThreshold {
+		delete(e.large, category)
+		e.mu.Unlock()
 		return
 	}
-	e.mu.Lock()
-	warned := e.warned[category]
-	e.warned[category] = true
+	l, ok := e.large[category]
+	warn := !ok || time.Since(l.warned) >= sizeWarnEvery
+	if warn {
+		l.warned = time.Now()
+	}
+	l.partitions = n
+	e.large[category] = l
 	e.mu.Unlock()
-	if !warned {
+	if warn {
 		e.log.Warn("seqby: category has many partitions; partitioned streams suit bounded key sets (tenants, accounts), not per-entity ids",
 			"category", category, "partitions", n, "threshold", e.o.PartitionWarnThreshold)
 	}
+}
+
+// largeCategory is a category above PartitionWarnThreshold.
+type largeCategory struct {
+	partitions int
+	warned     time.Time
 }
 
 // acquireLogEvery rate-limits the warning about failed lease acquires,

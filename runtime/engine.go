@@ -29,11 +29,11 @@ type Engine struct {
 
 	mu       sync.Mutex
 	running  bool
-	parts    map[string]*partition // owned partitions by id
-	halts    []Halt                // unpartitioned halts
-	warned   map[string]bool       // categories warned about size
-	handlers []string              // keyed handlers, announced as members
-	leaving  atomic.Bool           // stop announcing: graceful stop began
+	parts    map[string]*partition    // owned partitions by id
+	halts    []Halt                   // unpartitioned halts
+	large    map[string]largeCategory // categories above PartitionWarnThreshold
+	handlers []string                 // keyed handlers, announced as members
+	leaving  atomic.Bool              // stop announcing: graceful stop began
 	// acquireLogs rate-limits the failed-acquire warning per handler.
 	acquireLogs map[string]*acquireLog
 
@@ -64,11 +64,11 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	return &Engine{
 		reg: NewRegistry("redis", StreamPartitioning|ConsumerGroups),
 		c:   c, o: o,
-		log:    o.Logger.With("owner", o.OwnerID),
-		sem:    make(chan struct{}, o.Concurrency),
-		wake:   newWaiter(c, o.BlockTimeout),
-		parts:  map[string]*partition{},
-		warned: map[string]bool{},
+		log:   o.Logger.With("owner", o.OwnerID),
+		sem:   make(chan struct{}, o.Concurrency),
+		wake:  newWaiter(c, o.BlockTimeout),
+		parts: map[string]*partition{},
+		large: map[string]largeCategory{},
 	}, nil
 }
 
@@ -160,6 +160,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("seqby engine: load scripts (is Redis reachable?): %w", err)
 	}
+	if err := e.checkMemoryPolicy(ctx); err != nil {
+		return err
+	}
 	cs := e.consumers()
 	if len(cs) == 0 {
 		return fmt.Errorf("seqby engine: nothing registered; call Register before Run")
@@ -226,6 +229,12 @@ func (e *Engine) Status() Status {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := Status{OwnerID: e.o.OwnerID, Running: e.running, Halts: append([]Halt(nil), e.halts...)}
+	for c, l := range e.large {
+		if s.LargeCategories == nil {
+			s.LargeCategories = map[string]int{}
+		}
+		s.LargeCategories[c] = l.partitions
+	}
 	for _, p := range e.parts {
 		s.Partitions = append(s.Partitions, p.status())
 	}

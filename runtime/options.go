@@ -54,6 +54,12 @@ type Options struct {
 	// OnHalt is called (from an engine goroutine) when a partition halts
 	// on a message it cannot process. Optional.
 	OnHalt func(Halt)
+	// AllowEviction lets Run start when a server's maxmemory-policy is not
+	// noeviction, with a warning. By default Run refuses (ErrEvictionPolicy):
+	// under any other policy Redis may evict seqby's keys, a lease (then two
+	// owners), a stream or a generation counter. Set it only for a Redis
+	// that never reaches maxmemory. Default false.
+	AllowEviction bool
 	// PartitionWarnThreshold logs a warning when a category has more
 	// partitions than this (Redis partitions are for bounded key sets).
 	// Default 2000.

@@ -47,6 +47,10 @@ type Status struct {
 	// category); a keyed partition's or sequential pm value's halt is in
 	// Partitions.
 	Halts []Halt
+	// LargeCategories are the categories whose partition count exceeded
+	// Options.PartitionWarnThreshold at their last discovery, with that
+	// count: partitioned streams suit bounded key sets. Nil when none.
+	LargeCategories map[string]int
 }
 
 // Halted returns the owned partitions that are halted.

@@ -1,0 +1,47 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
+)
+
+// ErrEvictionPolicy is returned by Run when a server's maxmemory-policy is
+// not noeviction: under any other policy Redis may evict seqby's keys when
+// it fills up (a lease, and two owners process one key; a stream, and its
+// entries are gone). Set maxmemory-policy noeviction (or, for a Redis that
+// never reaches maxmemory, Options.AllowEviction).
+var ErrEvictionPolicy = errors.New("redis may evict seqby's keys: set maxmemory-policy to noeviction")
+
+// checkMemoryPolicy refuses to start (or warns, with AllowEviction) when a
+// server may evict keys. A server that does not let the engine read its
+// configuration (managed services often refuse CONFIG) is logged as
+// unchecked, not refused.
+func (e *Engine) checkMemoryPolicy(ctx context.Context) error {
+	policies, err := rdb.MemoryPolicies(ctx, e.c)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		e.log.Warn("seqby: could not check Redis's maxmemory-policy; make sure it is noeviction, or Redis may evict seqby's leases and streams",
+			"err", err)
+	}
+	var bad []string
+	for addr, p := range policies {
+		if p != "noeviction" {
+			bad = append(bad, fmt.Sprintf("%s has %s", addr, p))
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	sort.Strings(bad)
+	if e.o.AllowEviction {
+		e.log.Warn("seqby: Redis may evict seqby's keys (Options.AllowEviction is set); use maxmemory-policy noeviction", "servers", bad)
+		return nil
+	}
+	return fmt.Errorf("seqby engine: %v: %w", bad, ErrEvictionPolicy)
+}
