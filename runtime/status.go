@@ -71,8 +71,14 @@ type LeaseInfo struct {
 	Category string // the partition's category (for a pm, its categories joined by ",")
 	Key      string // the partition key (for a pm, the correlation value)
 	Token    string // <owner_id>:<generation>
-	// Generation increases each time the partition is acquired afresh;
-	// pass it (or Token) to a store that must refuse a stale owner's write.
+	// Generation is larger for every later owner of the partition: each
+	// acquire takes max(stored + 1, Redis time in microseconds), so it
+	// keeps increasing across a Redis restart without persistence, from an
+	// older snapshot, or a failover that lost writes (only the Redis
+	// server's clock set back further than the time between two acquires
+	// could repeat one). Pass it (or Token) to a store that must refuse a
+	// stale owner's write: keep the highest generation seen per partition
+	// and refuse lower ones.
 	Generation int64
 	// LeaseKey holds Token while the lease lasts: an effect committed in
 	// Redis can be fenced with a script that first checks

@@ -15,13 +15,13 @@
 //	category:{key}:backfill              stream      its backfill lane (the suffix is configurable)
 //	category:{key}:dlq                   stream      its dead-letter stream, where an operator moves a halted head
 //	category:{key}:__lease__:handler     string      the partition's lease: "<owner_id>:<generation>", PX TTL
-//	category:{key}:__gen__:handler       string      its generation counter (never deleted)
+//	category:{key}:__gen__:handler       string      its generation counter: max(stored + 1, Redis time in µs) per acquire
 //	category:{key}:__halt__:handler      string      its halt record (JSON) while halted
 //	category                             stream      an unpartitioned category
 //	{category}:__partitions__            set         the category's partition keys (the index)
 //	{category}:__signal__                stream      wake-up signals: field k = partition key (capped, approximate)
 //	{value}:__pmlease__:pm               string      a sequential pm's lease on correlation value <value>
-//	{value}:__pmgen__:pm                 string      its generation counter (never deleted)
+//	{value}:__pmgen__:pm                 string      its generation counter: max(stored + 1, Redis time in µs) per acquire
 //	{value}:__pmstate__:pm               hash        pm state: version, data (JSON), applied:<stream> (last entry included)
 //	{value}:__pmhalt__:pm                string      its halt record (JSON) while halted
 //	seqby:__members__:handler            sorted set  live instances, score = last announcement (Redis ms)

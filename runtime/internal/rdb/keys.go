@@ -45,9 +45,10 @@ func SignalKey(category string) string { return "{" + category + "}:__signal__" 
 // is owned: "category:{key}:__lease__:group", in the stream's slot.
 func LeaseKey(stream, group string) string { return SubStream(stream, "__lease__:"+group) }
 
-// GenerationKey is the counter a fresh partition lease takes its generation
-// from: "category:{key}:__gen__:group". It is never deleted with the lease,
-// so generations never go backwards.
+// GenerationKey is the last generation of group's partition lease:
+// "category:{key}:__gen__:group". A fresh lease takes max(stored + 1, Redis
+// time in microseconds), so generations keep increasing even if the key is
+// lost.
 func GenerationKey(stream, group string) string { return SubStream(stream, "__gen__:"+group) }
 
 // HaltKey holds the halt record (JSON) of group's halted partition

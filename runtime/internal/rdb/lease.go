@@ -15,7 +15,7 @@ import (
 // keyed handler, every stream of a correlation value for a pm.
 type LeaseRef struct {
 	Key        string // holds "<owner_id>:<generation>" while owned
-	Generation string // counter that never goes backwards
+	Generation string // the last generation (see acquire.lua)
 }
 
 // PartitionLease returns the LeaseRef of group's lease on a stream.
@@ -30,7 +30,8 @@ func PMLease(pm, correlation string) LeaseRef {
 
 // Lease is a held lease, the fencing token of its owner. Like an etcd
 // concurrency.Mutex revision, the generation strictly increases each time
-// the lease is acquired afresh.
+// the lease is acquired afresh: it is at least the Redis time of the
+// acquire in microseconds (acquire.lua), so it survives the counter's loss.
 type Lease struct {
 	Ref        LeaseRef
 	Owner      string
@@ -42,7 +43,8 @@ type Lease struct {
 func (l Lease) Token() string { return l.Owner + ":" + strconv.FormatInt(l.Generation, 10) }
 
 // Acquire takes ref for owner with a TTL (SET NX PX in one script with the
-// generation INCR). It returns ErrLeaseHeld when another token holds it.
+// next generation, max(stored + 1, Redis time in microseconds)). It returns
+// ErrLeaseHeld when another token holds it.
 func Acquire(ctx context.Context, c redis.UniversalClient, ref LeaseRef, owner string, ttl time.Duration) (Lease, error) {
 	res, err := scriptAcquire.Run(ctx, c, []string{ref.Key, ref.Generation}, owner, ttl.Milliseconds()).Slice()
 	if err != nil {
@@ -54,7 +56,10 @@ func Acquire(ctx context.Context, c redis.UniversalClient, ref LeaseRef, owner s
 	if ok, _ := res[0].(int64); ok != 1 {
 		return Lease{}, fmt.Errorf("acquire lease %s (held by %v): %w", ref.Key, res[1], ErrLeaseHeld)
 	}
-	gen, _ := res[1].(int64)
+	gen, err := strconv.ParseInt(fmt.Sprint(res[1]), 10, 64)
+	if err != nil {
+		return Lease{}, fmt.Errorf("acquire lease %s: generation %v: %w", ref.Key, res[1], err)
+	}
 	return Lease{Ref: ref, Owner: owner, Generation: gen}, nil
 }
 
