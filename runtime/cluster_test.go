@@ -51,9 +51,9 @@ func TestOnRedisCluster(t *testing.T) {
 	flows := flowPM("flow", func(context.Context, string, string, *pmPayment) error { return nil })
 	opts := fastOptions("c1")
 	opts.MaxRetries = 1
-	startEngine(t, c, opts, keyed, audit, notes, flows)
+	e1 := startEngine(t, c, opts, keyed, audit, notes, flows)
 	opts.OwnerID = "c2"
-	startEngine(t, c, opts, keyed, audit, notes, flows)
+	e2 := startEngine(t, c, opts, keyed, audit, notes, flows)
 
 	p := NewPublisher(c)
 	keys := []string{"a", "b", "c", "d", "e", "f"}
@@ -124,5 +124,16 @@ func TestOnRedisCluster(t *testing.T) {
 	}
 	if len(j.overlap) > 0 {
 		t.Fatalf("same-key events overlapped: %v", j.overlap)
+	}
+	// Idle partitions were woken by signals read from every category's
+	// signal stream (one blocking reader per category on a cluster), not
+	// only by the periodic re-check.
+	for _, e := range []*running{e1, e2} {
+		e.wake.mu.Lock()
+		signals := e.wake.total
+		e.wake.mu.Unlock()
+		if signals == 0 {
+			t.Errorf("engine %s read no wake-up signal", e.OwnerID())
+		}
 	}
 }
