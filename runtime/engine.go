@@ -32,6 +32,7 @@ type Engine struct {
 	parts    map[string]*partition    // owned partitions by id
 	halts    []Halt                   // unpartitioned halts
 	large    map[string]largeCategory // categories above PartitionWarnThreshold
+	starts   map[string]string        // each group's start id by category (retention.go)
 	handlers []string                 // keyed handlers, announced as members
 	leaving  atomic.Bool              // stop announcing: graceful stop began
 	// acquireLogs rate-limits the failed-acquire warning per handler.
@@ -167,6 +168,14 @@ func (e *Engine) Run(ctx context.Context) error {
 	if len(cs) == 0 {
 		return fmt.Errorf("seqby engine: nothing registered; call Register before Run")
 	}
+	starts, err := e.registerGroups(ctx, cs)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("seqby engine: %w", err)
+	}
+	e.starts = starts // read-only while this Run's workers run
 	for _, c := range cs {
 		if c.mode != modePlain {
 			if err := e.wake.watch(ctx, c.category); err != nil {

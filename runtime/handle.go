@@ -96,6 +96,9 @@ func (e *Engine) decodeEntry(reg Registration, category string, en rdb.Entry) (r
 		e.log.Warn("seqby: pending entry was deleted from the stream; acking it", "stream", en.Stream, "entry", en.ID, "handler", reg.Name)
 		return rt, nil, true, nil
 	}
+	if e.beforeStart(reg, category, en.ID) {
+		return rt, nil, true, nil // published before this handler first started
+	}
 	typ := en.Fields[rdb.FieldType]
 	rt, ok := routeFor(reg, category, typ)
 	if !ok && e.reg.KnownType(category, typ) {

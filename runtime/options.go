@@ -54,6 +54,11 @@ type Options struct {
 	// OnHalt is called (from an engine goroutine) when a partition halts
 	// on a message it cannot process. Optional.
 	OnHalt func(Halt)
+	// NewHandlerStart is where a handler that has never run (its group
+	// unknown to Redis) starts reading: StartFromRetained (default), the
+	// first entry retention kept, or StartFromNew, only entries published
+	// after it first starts. A handler's start is fixed at its first Run.
+	NewHandlerStart GroupStart
 	// AllowEviction lets Run start when a server's maxmemory-policy is not
 	// noeviction, with a warning. By default Run refuses (ErrEvictionPolicy):
 	// under any other policy Redis may evict seqby's keys, a lease (then two

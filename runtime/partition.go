@@ -47,6 +47,8 @@ type partition struct {
 	// stopped timer nor reports the lease it is releasing as lost.
 	done bool
 
+	trims trimmer // acks since the lanes were last trimmed (retention.go)
+
 	// prior is a halt record found at claim whose head is still pending;
 	// it is removed once this owner acks that head (haltrecord.go). Only
 	// the partition's own goroutine touches it.
@@ -153,6 +155,7 @@ func (p *partition) run() {
 			continue
 		}
 		if !ok {
+			p.trimIf(true)
 			select {
 			case <-e.wake.wait(p.category, p.key, seq):
 			case <-p.release:
@@ -164,7 +167,21 @@ func (p *partition) run() {
 		if out, h := e.handle(p.ctx, p.release, p.reg, p.category, en); !p.settle(en, out, h) {
 			return
 		}
+		p.trimIf(false)
 	}
+}
+
+// trimIf runs retention on p's lanes when it is due (drained: the last
+// read found them empty).
+func (p *partition) trimIf(drained bool) {
+	if !p.trims.due(drained) {
+		return
+	}
+	cats := p.laneCats
+	if cats == nil {
+		cats = []string{p.category, p.category}
+	}
+	p.e.trim(p.ctx, &p.trims, cats, p.lanes)
 }
 
 // begin reclaims the past owners' pending entries, so they are applied
@@ -222,6 +239,7 @@ func (p *partition) settle(en rdb.Entry, out outcome, h *Halt) bool {
 		}
 	}
 	p.acked(en)
+	p.trims.acked()
 	return true
 }
 

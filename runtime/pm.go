@@ -69,6 +69,7 @@ func (p *partition) runPM() {
 			continue
 		}
 		if !ok {
+			p.trimIf(true)
 			p.idle(marks)
 			continue
 		}
@@ -76,6 +77,7 @@ func (p *partition) runPM() {
 		if out, h := e.handlePM(p, category, en); !p.settle(en, out, h) {
 			return
 		}
+		p.trimIf(false)
 	}
 }
 

@@ -65,13 +65,28 @@ func (e *Engine) runPlain(base context.Context, stop <-chan struct{}, c consumer
 			continue
 		}
 		if len(ens) == 0 {
+			u.trimIf(true)
 			continue
 		}
 		backoff = e.o.RetryBackoff
 		for _, en := range ens {
 			u.process(en)
 		}
+		u.trimIf(false)
 	}
+}
+
+// trimIf runs retention on u's lanes when it is due (drained: the last
+// reads found them empty).
+func (u *unfenced) trimIf(drained bool) {
+	if !u.trims.due(drained) {
+		return
+	}
+	cats := make([]string, len(u.lanes))
+	for i := range cats {
+		cats[i] = u.c.category
+	}
+	u.e.trim(u.base, &u.trims, cats, u.lanes)
 }
 
 // startFans starts a worker for every partition of a category that an
@@ -105,6 +120,7 @@ func (e *Engine) startFans(base context.Context, stop <-chan struct{}, c consume
 }
 
 type unfenced struct {
+	trims trimmer // acks since the lanes were last trimmed (retention.go)
 	e     *Engine
 	base  context.Context
 	stop  <-chan struct{}
@@ -174,6 +190,7 @@ func (u *unfenced) runFan() {
 		}
 		if got {
 			backoff = e.o.RetryBackoff
+			u.trimIf(false)
 			continue
 		}
 		if failed {
@@ -186,6 +203,7 @@ func (u *unfenced) runFan() {
 			continue
 		}
 		backoff = e.o.RetryBackoff
+		u.trimIf(true)
 		wait := min(idleRecheck, max(time.Until(lastClaim.Add(u.fanClaimInterval())), time.Millisecond))
 		t := time.NewTimer(wait)
 		select {
@@ -371,6 +389,8 @@ func (u *unfenced) process(en rdb.Entry) {
 		ctx, cancel := context.WithTimeout(u.base, 5*time.Second)
 		if err := rdb.Ack(ctx, e.c, en.Stream, u.group, en.ID); err != nil {
 			e.log.Warn("seqby: ack failed; the entry will be re-run", "stream", en.Stream, "entry", en.ID, "err", err)
+		} else {
+			u.trims.acked()
 		}
 		cancel()
 	case outHalt:

@@ -178,8 +178,10 @@ func TestPoisonHaltsOnlyItsPartition(t *testing.T) {
 	if dlq, _ := keys(c.ctx, c.rdb, "*dlq*"); len(dlq) > 0 {
 		t.Errorf("a poison event was moved to a DLQ: %v", dlq)
 	}
-	if n := c.rdb.XLen(c.ctx, stream).Val(); n != 5 {
-		t.Errorf("%s holds %d entries, want all 5 (nothing removed)", stream, n)
+	// Retention may have trimmed event 1 (acked by then); nothing from the
+	// head on may be gone.
+	if n := len(c.rdb.XRange(c.ctx, stream, halt[2], "+").Val()); n != 4 {
+		t.Errorf("%s holds %d entries from its head on, want all 4 (nothing removed)", stream, n)
 	}
 	c.checkExclusive("client-A", nil)
 }

@@ -20,6 +20,7 @@
 //	category                             stream      an unpartitioned category
 //	{category}:__partitions__            set         the category's partition keys (the index)
 //	{category}:__signal__                stream      wake-up signals: field k = partition key (capped, approximate)
+//	{category}:__groups__                hash        the category's handlers (consumer groups) and where each new one starts
 //	{value}:__pmlease__:pm               string      a sequential pm's lease on correlation value <value>
 //	{value}:__pmgen__:pm                 string      its generation counter: max(stored + 1, Redis time in µs) per acquire
 //	{value}:__pmstate__:pm               hash        pm state: version, data (JSON), applied:<stream> (last entry included)

@@ -23,6 +23,7 @@ func layout() []string {
 		"category", // an unpartitioned category's stream is its name
 		IndexKey("category"),
 		SignalKey("category"),
+		GroupsKey("category"),
 		PMLeaseKey("pm", "value"),
 		PMGenerationKey("pm", "value"),
 		StateKey("pm", "value"),

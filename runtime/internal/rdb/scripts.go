@@ -42,6 +42,8 @@ var (
 	scriptRecordHalt      = script("record_halt")
 	scriptClearHalt       = script("clear_halt")
 	scriptResolveHead     = script("resolve_head")
+	scriptRegisterGroup   = script("register_group")
+	scriptTrim            = script("trim")
 )
 
 // LoadScripts loads every script into the server's script cache. Engines

@@ -1,0 +1,49 @@
+package rdb
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// GroupsKey is the hash of a category's consumer groups (its handlers),
+// each with the id its new groups start reading from:
+// "{category}:__groups__", in the category's slot.
+func GroupsKey(category string) string { return "{" + category + "}:__groups__" }
+
+// RegisterGroup records group as a consumer of category and returns its
+// start id ("0", or the Redis time of its first registration with
+// onlyNew). A group registered before keeps its start.
+func RegisterGroup(ctx context.Context, c redis.UniversalClient, category, group string, onlyNew bool) (string, error) {
+	mode := "retained"
+	if onlyNew {
+		mode = "new"
+	}
+	start, err := scriptRegisterGroup.Run(ctx, c, []string{GroupsKey(category)}, group, mode).Text()
+	if err != nil {
+		return "", fmt.Errorf("register group %s of %s: %w", group, category, err)
+	}
+	return start, nil
+}
+
+// Trim removes the entries of stream that every consumer group has acked,
+// creating category's registered groups that are missing on it first (from
+// id 0, so they keep everything), and returns how many it removed. Never
+// call it on a dead-letter stream: its entries stay until an operator
+// removes them.
+func Trim(ctx context.Context, c redis.UniversalClient, category, stream string) (int64, error) {
+	groups, err := c.HKeys(ctx, GroupsKey(category)).Result()
+	if err != nil {
+		return 0, fmt.Errorf("trim %s: read the groups of %s: %w", stream, category, err)
+	}
+	args := make([]any, len(groups))
+	for i, g := range groups {
+		args[i] = g
+	}
+	n, err := scriptTrim.Run(ctx, c, []string{stream}, args...).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("trim %s: %w", stream, err)
+	}
+	return n, nil
+}

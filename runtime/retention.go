@@ -1,0 +1,80 @@
+package runtime
+
+import (
+	"context"
+	"time"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
+)
+
+// Retention: a stream keeps only what some consumer group of its category
+// has not acked (rdb.Trim), so an idle, fully handled partition ends
+// empty. Every worker that acks trims its own lanes, batched: after
+// trimEvery acks, and when it finds its lanes drained. Dead-letter streams
+// are never trimmed.
+
+// trimEvery is how many acks a worker makes before it trims while busy.
+const trimEvery = 100
+
+// trimmer counts a worker's acks since its last trim.
+type trimmer struct{ acks int }
+
+// acked counts one ack.
+func (t *trimmer) acked() { t.acks++ }
+
+// due reports whether the worker should trim now: it acked trimEvery
+// entries, or it found its lanes drained after acking any.
+func (t *trimmer) due(drained bool) bool { return t.acks >= trimEvery || drained && t.acks > 0 }
+
+// trim runs retention on lanes (the category of each in cats) and resets
+// t. A failure is logged and tried again at the next due trim: retention
+// lagging behind loses nothing.
+func (e *Engine) trim(ctx context.Context, t *trimmer, cats, lanes []string) {
+	t.acks = 0
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	for i, lane := range lanes {
+		if _, err := rdb.Trim(ctx, e.c, cats[i], lane); err != nil {
+			e.log.Warn("seqby: trimming acked entries failed; retried at the next trim", "stream", lane, "err", err)
+		}
+	}
+}
+
+// GroupStart says where a handler that has never run starts reading its
+// categories.
+type GroupStart int
+
+const (
+	// StartFromRetained reads from the first entry retention kept: what
+	// some other handler of the category has not acked yet (everything,
+	// on a category no handler read before).
+	StartFromRetained GroupStart = iota
+	// StartFromNew reads only entries published after the handler first
+	// started (its first registration in Redis).
+	StartFromNew
+)
+
+// registerGroups records every registration's group with each category it
+// reads, so retention keeps what a group has not read even on streams
+// where it does not exist yet, and returns each group's start id by
+// category and group. A group registered before keeps its start.
+func (e *Engine) registerGroups(ctx context.Context, cs []consumer) (map[string]string, error) {
+	starts := map[string]string{}
+	for _, c := range cs {
+		start, err := rdb.RegisterGroup(ctx, e.c, c.category, c.reg.Name, e.o.NewHandlerStart == StartFromNew)
+		if err != nil {
+			return nil, err
+		}
+		starts[startKey(c.category, c.reg.Name)] = start
+	}
+	return starts, nil
+}
+
+func startKey(category, group string) string { return category + "\x00" + group }
+
+// beforeStart reports whether entry id predates where reg's group starts
+// on category (StartFromNew): such an entry is acked unread.
+func (e *Engine) beforeStart(reg Registration, category, id string) bool {
+	start := e.starts[startKey(category, reg.Name)]
+	return start != "" && start != "0" && entryAfter(start, id)
+}

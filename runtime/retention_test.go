@@ -1,0 +1,121 @@
+package runtime
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
+)
+
+// Retention: once every handler of a category has acked an entry, it is
+// trimmed, on partition streams, backfill lanes and unpartitioned streams
+// alike, so idle handled streams end empty; an entry a slow handler has
+// not acked is kept, with everything after it.
+func TestRetentionTrimsWhatEveryHandlerAcked(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	j := newJournal()
+	orders := keyedHandler("orders", func(_ context.Context, e *testEvent) error {
+		j.enter(e.Client, seqKey(e.Client, e.Seq))
+		j.leave(e.Client, seqKey(e.Client, e.Seq), e.Seq, true)
+		return nil
+	})
+	// slow does not finish a's third event until the test ends.
+	inside, release := make(chan struct{}), make(chan struct{})
+	slow := keyedHandler("slow", func(ctx context.Context, e *testEvent) error {
+		if e.Client == "a" && e.Seq == 3 {
+			close(inside)
+			<-release
+		}
+		return nil
+	})
+	var mu sync.Mutex
+	audited, noted := 0, 0
+	audit := Registration{Name: "audit", Kind: EventHandler, Routes: []Route{orderRoute("Client", func(context.Context, *testEvent) error {
+		mu.Lock()
+		audited++
+		mu.Unlock()
+		return nil
+	})}}
+	notes := noteHandler("notes", func(context.Context, *testNote) error { mu.Lock(); noted++; mu.Unlock(); return nil })
+	startEngine(t, c, fastOptions("r1"), orders, slow, audit, notes)
+	t.Cleanup(func() { close(release) }) // runs before the engine's stop
+
+	p := NewPublisher(c)
+	const n = 10
+	for i := 1; i <= n; i++ {
+		for _, m := range []Message{ev("a", i), ev("b", i), &testNote{Text: "n"}} {
+			if err := p.Publish(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := p.Publish(ctx, ev("b", n+1), AsBackfill()); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "everything handled", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return j.count("a") == n && j.count("b") == n+1 && audited == 2*n+1 && noted == n
+	})
+	streamA := rdb.PartitionStream("order", "a")
+	for _, s := range []string{rdb.PartitionStream("order", "b"), rdb.BackfillStream("order", "b", DefaultBackfillSuffix), "note"} {
+		eventually(t, 20*time.Second, s+" trimmed empty", func() bool { return c.XLen(ctx, s).Val() == 0 })
+		if c.Exists(ctx, s).Val() != 1 {
+			t.Fatalf("%s was deleted: a trimmed stream keeps its groups", s)
+		}
+	}
+	// Retention runs when a handler acks: one more event of a, handled by
+	// orders and audit while slow holds its third, trims a up to it.
+	<-inside
+	if err := p.Publish(ctx, ev("a", n+1)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "a/11 handled", func() bool { return j.count("a") == n+1 })
+	// Left: events 3 (slow's pending head) to 11.
+	eventually(t, 20*time.Second, "a trimmed up to slow's pending entry", func() bool {
+		left := c.XRange(ctx, streamA, "-", "+").Val()
+		return len(left) == n-1 && strings.Contains(left[0].Values[rdb.FieldPayload].(string), `"seq":3`)
+	})
+}
+
+// A handler that has never run starts from the entries retention kept
+// (default), or with StartFromNew only from what is published after its
+// first start.
+func TestNewHandlerStart(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	p := NewPublisher(c)
+	for i := 1; i <= 3; i++ {
+		if err := p.Publish(ctx, ev("a", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jOld, jNew := newJournal(), newJournal()
+	record := func(j *journal) func(context.Context, *testEvent) error {
+		return func(_ context.Context, e *testEvent) error {
+			j.enter(e.Client, seqKey(e.Client, e.Seq))
+			j.leave(e.Client, seqKey(e.Client, e.Seq), e.Seq, true)
+			return nil
+		}
+	}
+	startEngine(t, c, fastOptions("s1"), keyedHandler("retained", record(jOld)))
+	opts := fastOptions("s2")
+	opts.NewHandlerStart = StartFromNew
+	r := startEngine(t, c, opts, keyedHandler("fresh", record(jNew)))
+	eventually(t, 10*time.Second, "fresh registered", func() bool { return r.Status().Running })
+	for i := 4; i <= 5; i++ {
+		if err := p.Publish(ctx, ev("a", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 20*time.Second, "both handlers caught up", func() bool { return jOld.count("a") == 5 && jNew.count("a") == 2 })
+	if got := jNew.seqs("a"); !slices.Equal(got, []int{4, 5}) {
+		t.Fatalf("the StartFromNew handler applied %v, want [4 5]", got)
+	}
+	if got := jOld.seqs("a"); !slices.Equal(got, seq(5)) {
+		t.Fatalf("the default handler applied %v, want 1..5", got)
+	}
+}
