@@ -46,4 +46,5 @@ stress-cluster:
 
 # Throughput against a private redis-server; results go in docs/benchmarks.md.
 bench: redis
-	$(GO) test ./runtime/bench -run '^$$' -bench . -benchtime 5000x -count 3
+	$(GO) test ./runtime/bench -run '^$$' -bench 'Publish|KeyedEndToEnd' -benchtime 5000x -count 3
+	$(GO) test ./runtime/bench -run '^$$' -bench Storage -benchtime 20000x -count 1

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -110,4 +112,62 @@ func BenchmarkKeyedEndToEnd(b *testing.B) {
 			wg.Wait()
 		})
 	}
+}
+
+// BenchmarkStorage is the storage run of issue #10: b.N events (20,000 in
+// make bench) over 1,000 keys, handled by two engines; it reports Redis's
+// used_memory before publishing, with everything published, and once
+// retention has trimmed every handled stream, and the entries left.
+func BenchmarkStorage(b *testing.B) {
+	const keys = 1000
+	c := newClient(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	used := func() float64 {
+		info := c.Info(ctx, "memory").Val()
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+				n, _ := strconv.ParseFloat(v, 64)
+				return n / 1e6
+			}
+		}
+		return 0
+	}
+	streams := func() (n int64) {
+		for k := range keys {
+			n += c.XLen(ctx, fmt.Sprintf("cart:{c-%d}", k)).Val()
+		}
+		return n
+	}
+	before := used()
+	pub := runtime.NewPublisher(c, runtime.PublisherOptions{})
+	for i := 0; i < b.N; i++ {
+		if err := pub.Publish(ctx, events.ItemAdded{ClientID: fmt.Sprintf("c-%d", i%keys), Seq: i}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	published := used()
+	h := &counter{}
+	var wg sync.WaitGroup
+	for i := range 2 {
+		eng, err := runtime.NewEngine(c, runtime.Options{OwnerID: fmt.Sprintf("bench-%d", i),
+			DiscoveryInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := eng.Register(h.registration()); err != nil {
+			b.Fatal(err)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = eng.Run(ctx) }()
+	}
+	for h.n.Load() < int64(b.N) || streams() > 0 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.ReportMetric(before, "MB-before")
+	b.ReportMetric(published, "MB-published")
+	b.ReportMetric(used(), "MB-handled")
+	b.ReportMetric(float64(streams()), "entries-left")
+	cancel()
+	wg.Wait()
 }
