@@ -41,7 +41,8 @@
 // # Scripts
 //
 // Each script in lua/ starts with a comment giving its KEYS, its ARGV and
-// its reply. Keys go in KEYS and values in ARGV, never built into the
+// its reply; helpers several scripts need (entry id comparison) live in
+// lua/lib/ and are prepended to them when they load. Keys go in KEYS and values in ARGV, never built into the
 // script text, so Redis Cluster sees every key a script touches. A script
 // that acts for a lease holder checks the lease first and fails with the
 // error prefix SEQBY_FENCED when the token no longer holds; the Go side

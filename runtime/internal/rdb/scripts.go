@@ -9,19 +9,33 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-//go:embed lua/*.lua
+//go:embed lua/*.lua lua/lib/*.lua
 var luaFiles embed.FS
 
-// script reads lua/<name>.lua. The files are embedded, so a missing one
-// is a build defect and panics at package init, never at run time.
-func script(name string) *redis.Script {
-	src, err := luaFiles.ReadFile("lua/" + name + ".lua")
-	if err != nil {
-		panic(fmt.Sprintf("seqby: embedded script %s: %v", name, err))
+// script reads lua/<name>.lua, after the helpers lua/lib/<lib>.lua it
+// uses (a script cannot load another, so shared functions are prepended).
+// The files are embedded, so a missing one is a build defect and panics at
+// package init, never at run time.
+func script(name string, libs ...string) *redis.Script {
+	var src []byte
+	for _, f := range append(prefixed("lib/", libs), name) {
+		b, err := luaFiles.ReadFile("lua/" + f + ".lua")
+		if err != nil {
+			panic(fmt.Sprintf("seqby: embedded script %s: %v", f, err))
+		}
+		src = append(src, b...)
 	}
 	s := redis.NewScript(string(src))
 	allScripts = append(allScripts, s)
 	return s
+}
+
+func prefixed(dir string, names []string) []string {
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = dir + n
+	}
+	return out
 }
 
 // allScripts is every script, for LoadScripts; filled by script.
@@ -32,7 +46,7 @@ var (
 	scriptRenew           = script("renew")
 	scriptRelease         = script("release")
 	scriptRead            = script("read")
-	scriptReadOldest      = script("read_oldest")
+	scriptReadOldest      = script("read_oldest", "ids")
 	scriptAck             = script("ack")
 	scriptReclaim         = script("reclaim")
 	scriptMember          = script("member")
@@ -43,7 +57,7 @@ var (
 	scriptClearHalt       = script("clear_halt")
 	scriptResolveHead     = script("resolve_head")
 	scriptRegisterGroup   = script("register_group")
-	scriptTrim            = script("trim")
+	scriptTrim            = script("trim", "ids")
 )
 
 // LoadScripts loads every script into the server's script cache. Engines

@@ -1,6 +1,8 @@
 -- read_oldest: the fenced read of a process manager's owner, which reads
 -- every stream of its correlation value and applies the oldest entry first.
 --
+-- Uses older() from lib/ids.lua.
+--
 -- KEYS[1] lease
 -- KEYS[2..] lanes: the primary streams first (ARGV[3] of them), then the
 --           backfill lanes
@@ -50,13 +52,6 @@ local function peek(s)
   end
   local r = redis.call('XRANGE', s, '(' .. last, '+', 'COUNT', 1)
   return r[1]
-end
-local function older(a, b)
-  local ams, aseq = string.match(a, '^(%d+)-(%d+)$')
-  local bms, bseq = string.match(b, '^(%d+)-(%d+)$')
-  ams, bms = tonumber(ams), tonumber(bms)
-  if ams ~= bms then return ams < bms end
-  return tonumber(aseq) < tonumber(bseq)
 end
 local function pick(from, to, get)
   local best, at

@@ -1,6 +1,8 @@
 -- trim: retention of one stream: remove the entries every consumer group
 -- has acked.
 --
+-- Uses older() from lib/ids.lua.
+--
 -- KEYS[1] stream (a partition stream, a backfill lane or an unpartitioned
 --         category's stream; never a dead-letter stream)
 -- ARGV[1..] the groups registered for the stream's category
@@ -21,13 +23,6 @@ for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
 end
 for i = 1, #ARGV do
   if not have[ARGV[i]] then redis.call('XGROUP', 'CREATE', KEYS[1], ARGV[i], '0') end
-end
-local function older(a, b)
-  local ams, aseq = string.match(a, '^(%d+)-(%d+)$')
-  local bms, bseq = string.match(b, '^(%d+)-(%d+)$')
-  ams, bms = tonumber(ams), tonumber(bms)
-  if ams ~= bms then return ams < bms end
-  return tonumber(aseq) < tonumber(bseq)
 end
 local min
 for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
