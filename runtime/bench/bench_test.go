@@ -87,22 +87,8 @@ func BenchmarkKeyedEndToEnd(b *testing.B) {
 				}
 			}
 			h := &counter{}
-			var wg sync.WaitGroup
 			b.ResetTimer()
-			for i := range 2 {
-				eng, err := runtime.NewEngine(c, runtime.Options{
-					OwnerID: fmt.Sprintf("bench-%d", i), DiscoveryInterval: 100 * time.Millisecond,
-					Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-				})
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := eng.Register(h.registration()); err != nil {
-					b.Fatal(err)
-				}
-				wg.Add(1)
-				go func() { defer wg.Done(); _ = eng.Run(ctx) }()
-			}
+			wg := startEngines(ctx, b, c, h)
 			for h.n.Load() < int64(b.N) {
 				time.Sleep(time.Millisecond)
 			}
@@ -148,6 +134,21 @@ func BenchmarkStorage(b *testing.B) {
 	}
 	published := used()
 	h := &counter{}
+	wg := startEngines(ctx, b, c, h)
+	for h.n.Load() < int64(b.N) || streams() > 0 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.ReportMetric(before, "MB-before")
+	b.ReportMetric(published, "MB-published")
+	b.ReportMetric(used(), "MB-handled")
+	b.ReportMetric(float64(streams()), "entries-left")
+	cancel()
+	wg.Wait()
+}
+
+// startEngines runs two engine instances (in this process) with h's
+// registration until ctx ends; wait on the returned group for them.
+func startEngines(ctx context.Context, b *testing.B, c redis.UniversalClient, h *counter) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for i := range 2 {
 		eng, err := runtime.NewEngine(c, runtime.Options{OwnerID: fmt.Sprintf("bench-%d", i),
@@ -161,13 +162,5 @@ func BenchmarkStorage(b *testing.B) {
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = eng.Run(ctx) }()
 	}
-	for h.n.Load() < int64(b.N) || streams() > 0 {
-		time.Sleep(50 * time.Millisecond)
-	}
-	b.ReportMetric(before, "MB-before")
-	b.ReportMetric(published, "MB-published")
-	b.ReportMetric(used(), "MB-handled")
-	b.ReportMetric(float64(streams()), "entries-left")
-	cancel()
-	wg.Wait()
+	return &wg
 }
