@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/internal/redistest"
 	"github.com/seqby/seqby/runtime/inspect"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // aclRules reads the README's ACL SETUSER line for user, with PASSWORD and
@@ -128,6 +129,7 @@ func underDocumentedACL(t *testing.T, servers []*redistest.Server, as func(user 
 	flows := flowPM("flow", func(context.Context, string, string, *pmPayment) error { return nil })
 	opts := fastOptions("acl1")
 	opts.MaxRetries = -1
+	opts.ReapAfter = 500 * time.Millisecond // the reaper runs under the ACL too
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	r := startEngine(t, engine, opts, keyed, notes, flows)
 
@@ -168,6 +170,12 @@ func underDocumentedACL(t *testing.T, servers []*redistest.Server, as func(user 
 	eventually(t, 20*time.Second, "b continues", func() bool { return j.count("b") == n-1 })
 	if got := j.seqs("b"); !slices.Equal(got, seq(n)[1:]) {
 		t.Errorf("b applied %v, want 2..%d", got, n)
+	}
+	for _, cat := range []string{"order", "pmorder", "pmpayment"} {
+		eventually(t, 20*time.Second, cat+" reaped", func() bool {
+			ks, err := rdb.Partitions(ctx, engine, cat)
+			return err == nil && len(ks) == 0
+		})
 	}
 	r.stop()
 	if strings.Contains(logs.String(), "NOPERM") {

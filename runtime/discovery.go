@@ -27,7 +27,7 @@ func (e *Engine) discoveryLoop(base context.Context, stop <-chan struct{}, all, 
 		}
 		byHandler[c.reg.Name] = append(byHandler[c.reg.Name], c)
 	}
-	fanRunning := map[string]bool{}
+	fanRunning := map[string]*fanWorker{}
 	t := time.NewTicker(e.o.DiscoveryInterval)
 	defer t.Stop()
 	// Announce first and claim one cycle later, so instances started
@@ -46,6 +46,7 @@ func (e *Engine) discoveryLoop(base context.Context, stop <-chan struct{}, all, 
 			}
 		}
 		settled = true
+		e.pruneCold()
 		for _, c := range fans {
 			e.startFans(base, stop, c, fanRunning, wg)
 		}
@@ -108,7 +109,8 @@ func (e *Engine) balance(base context.Context, stop <-chan struct{}, handler str
 		default:
 		}
 		stream := rdb.PartitionStream(cd.c.category, cd.key)
-		if e.tryClaim(ctx, wg, partitionID(handler, stream), rdb.PartitionLease(stream, handler), handler, stream,
+		lanes := []string{stream, rdb.BackfillStream(cd.c.category, cd.key, e.o.BackfillSuffix)}
+		if e.tryClaim(ctx, wg, partitionID(handler, stream), rdb.PartitionLease(stream, handler), handler, cd.key, []string{cd.c.category}, lanes,
 			func(l rdb.Lease, sent time.Time) *partition { return e.newPartition(base, cd.c, cd.key, l, sent) },
 			(*partition).run) {
 			need--
@@ -117,27 +119,38 @@ func (e *Engine) balance(base context.Context, stop <-chan struct{}, handler str
 }
 
 // tryClaim leases one partition (or pm correlation value) that this
-// instance does not own yet and starts its worker. False when it is owned
-// already, its lease is held by another instance, or acquiring failed.
-func (e *Engine) tryClaim(ctx context.Context, wg *sync.WaitGroup, id string, ref rdb.LeaseRef, handler, what string,
+// instance does not own yet and starts its worker. key is the partition
+// key (or correlation value) in categories cats, and lanes the streams the
+// lease covers. False when it is owned already, its lease is held by
+// another instance, it is cold (reaper.go), or acquiring failed.
+func (e *Engine) tryClaim(ctx context.Context, wg *sync.WaitGroup, id string, ref rdb.LeaseRef, handler, key string, cats, lanes []string,
 	build func(rdb.Lease, time.Time) *partition, work func(*partition)) bool {
 	e.mu.Lock()
 	_, have := e.parts[id]
 	e.mu.Unlock()
-	if have {
+	if have || !e.claimable(id) {
 		return false
 	}
+	mark := e.wake.mark(cats[0], key)
 	sent := time.Now()
-	l, err := rdb.Acquire(ctx, e.c, ref, e.o.OwnerID, e.o.LeaseTTL)
+	var idle time.Duration
+	if e.reaping() {
+		idle = e.o.ReapAfter
+	}
+	l, err := rdb.AcquireWarm(ctx, e.c, ref, e.o.OwnerID, e.o.LeaseTTL, idle, lanes)
+	if errors.Is(err, rdb.ErrCold) {
+		e.markCold(id, cats, key, mark)
+		return false
+	}
 	if err != nil {
-		e.acquireFailed(handler, what, err)
+		e.acquireFailed(handler, lanes[0], err)
 		return false
 	}
 	p := build(l, sent)
 	e.mu.Lock()
 	e.parts[id] = p
 	e.mu.Unlock()
-	e.log.Info("seqby: acquired", "handler", handler, "partition", what, "token", l.Token())
+	e.log.Info("seqby: acquired", "handler", handler, "partition", key, "stream", lanes[0], "token", l.Token())
 	wg.Add(1)
 	go func() { defer wg.Done(); work(p) }()
 	return true

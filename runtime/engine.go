@@ -37,6 +37,8 @@ type Engine struct {
 	leaving  atomic.Bool              // stop announcing: graceful stop began
 	// acquireLogs rate-limits the failed-acquire warning per handler.
 	acquireLogs map[string]*acquireLog
+	// cold holds the partitions an acquire found cold lately (reaper.go).
+	cold map[string]coldMark
 
 	// unkeyed holds, per unkeyed handler with running workers, the member
 	// announcer and the entries halted on (unkeyed_members.go); its own
@@ -140,6 +142,18 @@ func (e *Engine) consumers() []consumer {
 	return out
 }
 
+// partitionedCategories lists the partitioned categories cs read, once
+// each.
+func partitionedCategories(cs []consumer) []string {
+	var cats []string
+	for _, c := range cs {
+		if c.mode != modePlain && !slices.Contains(cats, c.category) {
+			cats = append(cats, c.category)
+		}
+	}
+	return cats
+}
+
 // Run consumes until ctx is done, then shuts down gracefully: each owned
 // partition finishes its in-flight message, acks it and releases its lease,
 // and the instance leaves the member sets, so others take over at once.
@@ -213,6 +227,10 @@ func (e *Engine) Run(ctx context.Context) error {
 	hbCtx, stopHeartbeat := context.WithCancel(base)
 	wg.Add(1)
 	go func() { defer wg.Done(); e.heartbeatLoop(hbCtx) }()
+	if cats := partitionedCategories(cs); e.reaping() && len(cats) > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); e.reapLoop(base, stop, cats) }()
+	}
 	e.log.Info("seqby engine running", "consumers", len(cs), "lease_ttl", e.o.LeaseTTL)
 	e.discoveryLoop(base, stop, cs, leased, &partsWG)
 

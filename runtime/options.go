@@ -65,6 +65,12 @@ type Options struct {
 	// owners), a stream or a generation counter. Set it only for a Redis
 	// that never reaches maxmemory. Default false.
 	AllowEviction bool
+	// ReapAfter is how long a partition must stay cold (its lanes empty,
+	// nothing pending in any group, nothing published to it) before its
+	// owner lets it go and the category's reaper removes its streams,
+	// groups, generations and index entry; a later publish to the key
+	// recreates it. Default 1h; negative: never reap.
+	ReapAfter time.Duration
 	// PartitionWarnThreshold logs a warning when a category has more
 	// partitions than this (Redis partitions are for bounded key sets).
 	// Default 2000.
@@ -94,7 +100,7 @@ func (o Options) checkDurations() error {
 	}{
 		{"LeaseTTL", o.LeaseTTL}, {"HeartbeatInterval", o.HeartbeatInterval}, {"LeaseMargin", o.LeaseMargin},
 		{"DiscoveryInterval", o.DiscoveryInterval}, {"RetryBackoff", o.RetryBackoff},
-		{"MaxBackoff", o.MaxBackoff}, {"BlockTimeout", o.BlockTimeout},
+		{"MaxBackoff", o.MaxBackoff}, {"BlockTimeout", o.BlockTimeout}, {"ReapAfter", o.ReapAfter},
 	} {
 		if d.v > 0 && d.v < time.Millisecond {
 			return fmt.Errorf("%w: %s is %v (%d ns), under the 1ms Redis resolution: Options durations are time.Duration values, write e.g. 15*time.Second, not 15000 (or leave it zero for the default)",
@@ -126,6 +132,9 @@ func (o Options) withDefaults() (Options, error) {
 	def(&o.RetryBackoff, 100*time.Millisecond)
 	def(&o.MaxBackoff, 5*time.Second)
 	def(&o.BlockTimeout, time.Second)
+	if o.ReapAfter == 0 {
+		o.ReapAfter = time.Hour
+	}
 	if o.MaxRetries == 0 {
 		o.MaxRetries = 3
 	} else if o.MaxRetries < 0 {

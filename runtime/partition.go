@@ -48,6 +48,10 @@ type partition struct {
 	done bool
 
 	trims trimmer // acks since the lanes were last trimmed (retention.go)
+	// active is when the worker last had work (its claim, or its last
+	// entry): once idle for ReapAfter it asks Redis whether the partition
+	// is cold (reaper.go). Only the partition's own goroutine touches it.
+	active time.Time
 
 	// prior is a halt record found at claim whose head is still pending;
 	// it is removed once this owner acks that head (haltrecord.go). Only
@@ -66,6 +70,7 @@ func (e *Engine) newPartition(base context.Context, c consumer, key string, l rd
 		lanes:   []string{stream, rdb.BackfillStream(c.category, key, e.o.BackfillSuffix)},
 		lease:   l,
 		release: make(chan struct{}),
+		active:  time.Now(),
 	}
 	info := LeaseInfo{Handler: c.reg.Name, Category: c.category, Key: key, Token: l.Token(), Generation: l.Generation, LeaseKey: l.Ref.Key}
 	p.arm(base, info, acquiredAt)
@@ -156,17 +161,23 @@ func (p *partition) run() {
 		}
 		if !ok {
 			p.trimIf(true)
+			if p.releaseCold() {
+				return
+			}
+			t := time.NewTimer(p.idleWait())
 			select {
 			case <-e.wake.wait(p.category, p.key, seq):
 			case <-p.release:
 			case <-p.ctx.Done():
-			case <-time.After(idleRecheck):
+			case <-t.C:
 			}
+			t.Stop()
 			continue
 		}
 		if out, h := e.handle(p.ctx, p.release, p.reg, p.category, en); !p.settle(en, out, h) {
 			return
 		}
+		p.active = time.Now()
 		p.trimIf(false)
 	}
 }

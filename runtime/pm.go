@@ -31,7 +31,7 @@ func pmPartitionID(pm, correlation string) string { return pm + "\x00\x00" + cor
 func (e *Engine) newPMPartition(base context.Context, reg Registration, cats []string, correlation string, l rdb.Lease, acquiredAt time.Time) *partition {
 	p := &partition{
 		e: e, id: pmPartitionID(reg.Name, correlation), reg: reg, key: correlation,
-		cats: cats, primaries: len(cats), lease: l, release: make(chan struct{}),
+		cats: cats, primaries: len(cats), lease: l, release: make(chan struct{}), active: time.Now(),
 	}
 	for _, c := range cats {
 		p.lanes = append(p.lanes, rdb.PartitionStream(c, correlation))
@@ -70,6 +70,9 @@ func (p *partition) runPM() {
 		}
 		if !ok {
 			p.trimIf(true)
+			if p.releaseCold() {
+				return
+			}
 			p.idle(marks)
 			continue
 		}
@@ -77,6 +80,7 @@ func (p *partition) runPM() {
 		if out, h := e.handlePM(p, category, en); !p.settle(en, out, h) {
 			return
 		}
+		p.active = time.Now()
 		p.trimIf(false)
 	}
 }
@@ -88,7 +92,7 @@ func (p *partition) idle(marks []uint64) {
 		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.release)},
 		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.ctx.Done())},
 	}
-	t := time.NewTimer(idleRecheck)
+	t := time.NewTimer(p.idleWait())
 	defer t.Stop()
 	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(t.C)})
 	for i, c := range p.cats {
@@ -285,7 +289,14 @@ func (e *Engine) balancePM(base context.Context, stop <-chan struct{}, name stri
 			return
 		default:
 		}
-		if e.tryClaim(ctx, wg, pmPartitionID(name, corr), rdb.PMLease(name, corr), name, corr,
+		var lanes []string
+		for _, c := range cats {
+			lanes = append(lanes, rdb.PartitionStream(c, corr))
+		}
+		for _, c := range cats {
+			lanes = append(lanes, rdb.BackfillStream(c, corr, e.o.BackfillSuffix))
+		}
+		if e.tryClaim(ctx, wg, pmPartitionID(name, corr), rdb.PMLease(name, corr), name, corr, cats, lanes,
 			func(l rdb.Lease, sent time.Time) *partition { return e.newPMPartition(base, reg, cats, corr, l, sent) },
 			(*partition).runPM) {
 			need--

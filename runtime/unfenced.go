@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -89,9 +90,17 @@ func (u *unfenced) trimIf(drained bool) {
 	u.e.trim(u.base, &u.trims, cats, u.lanes)
 }
 
+// fanWorker is a running worker of an unkeyed handler on one partition.
+type fanWorker struct {
+	quit   chan struct{} // closed when the partition left the index
+	exited chan struct{} // closed when the worker returned
+}
+
 // startFans starts a worker for every partition of a category that an
-// unkeyed handler does not read yet; found through the index.
-func (e *Engine) startFans(base context.Context, stop <-chan struct{}, c consumer, running map[string]bool, wg *sync.WaitGroup) {
+// unkeyed handler does not read yet, found through the index, and stops
+// the workers of partitions no longer in it (reaped), so their number
+// follows the index.
+func (e *Engine) startFans(base context.Context, stop <-chan struct{}, c consumer, running map[string]*fanWorker, wg *sync.WaitGroup) {
 	ctx, cancel := context.WithTimeout(base, max(e.o.DiscoveryInterval, time.Second))
 	keys, err := rdb.Partitions(ctx, e.c, c.category)
 	cancel()
@@ -99,20 +108,56 @@ func (e *Engine) startFans(base context.Context, stop <-chan struct{}, c consume
 		e.log.Warn("seqby: reading the partition index failed", "category", c.category, "err", err)
 		return
 	}
+	present := map[string]bool{}
+	for _, k := range keys {
+		present[partitionID(c.reg.Name, rdb.PartitionStream(c.category, k))] = true
+	}
+	prefix := partitionID(c.reg.Name, c.category+":{")
+	for id, w := range running {
+		if !strings.HasPrefix(id, prefix) {
+			continue // another consumer's
+		}
+		select {
+		case <-w.exited:
+			delete(running, id) // started again below if its key is back
+			continue
+		default:
+		}
+		if !present[id] {
+			select {
+			case <-w.quit:
+			default:
+				close(w.quit)
+			}
+		}
+	}
 	for _, k := range keys {
 		id := partitionID(c.reg.Name, rdb.PartitionStream(c.category, k))
-		if running[id] || checkKeySuffix(c.category, "", k, e.o.BackfillSuffix) != nil {
+		if running[id] != nil || checkKeySuffix(c.category, "", k, e.o.BackfillSuffix) != nil {
 			continue
 		}
-		running[id] = true
-		u := &unfenced{e: e, base: base, stop: stop, c: c, group: c.reg.Name, key: k,
+		w := &fanWorker{quit: make(chan struct{}), exited: make(chan struct{})}
+		running[id] = w
+		halt := make(chan struct{})
+		u := &unfenced{e: e, base: base, stop: halt, c: c, group: c.reg.Name, key: k,
 			lanes: []string{rdb.PartitionStream(c.category, k), rdb.BackfillStream(c.category, k, e.o.BackfillSuffix)}}
 		// Join before the goroutine starts, so the instance is announced
 		// before its first read of the partition.
 		u.st = e.joinUnkeyed(base, u.group)
-		wg.Add(1)
+		wg.Add(2)
+		go func() {
+			// The worker stops on the engine's stop or its own quit.
+			defer wg.Done()
+			select {
+			case <-stop:
+			case <-w.quit:
+			case <-w.exited:
+			}
+			close(halt)
+		}()
 		go func() {
 			defer wg.Done()
+			defer close(w.exited)
 			defer e.leaveUnkeyed(u.group)
 			u.runFan()
 		}()

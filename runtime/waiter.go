@@ -85,7 +85,7 @@ func (w *waiter) wait(category, key string, seq uint64) <-chan struct{} {
 	id := category + "\x00" + key
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if l, ok := w.last[id]; (ok && l > seq) || (!ok && w.floor > seq) {
+	if w.signalled(id, seq) {
 		return closedChan
 	}
 	ch := w.waiting[id]
@@ -94,6 +94,20 @@ func (w *waiter) wait(category, key string, seq uint64) <-chan struct{} {
 		w.waiting[id] = ch
 	}
 	return ch
+}
+
+// since reports whether the key may have been signalled after seq (a
+// signal counted, or one forgotten, after the mark), without waiting.
+func (w *waiter) since(category, key string, seq uint64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.signalled(category+"\x00"+key, seq)
+}
+
+// signalled is since for a key id; w.mu held.
+func (w *waiter) signalled(id string, seq uint64) bool {
+	l, ok := w.last[id]
+	return (ok && l > seq) || (!ok && w.floor > seq)
 }
 
 // forget wakes and drops the key's waiters, so a key nobody waits on any

@@ -15,14 +15,17 @@
 //	category:{key}:backfill              stream      its backfill lane (the suffix is configurable)
 //	category:{key}:dlq                   stream      its dead-letter stream, where an operator moves a halted head
 //	category:{key}:__lease__:handler     string      the partition's lease: "<owner_id>:<generation>", PX TTL
-//	category:{key}:__gen__:handler       string      its generation counter: max(stored + 1, Redis time in µs) per acquire
+//	category:{key}:__gen__:handler       string      its generation counter: max(stored + 1, Redis time in µs) per acquire; reaped
 //	category:{key}:__halt__:handler      string      its halt record (JSON) while halted
 //	category                             stream      an unpartitioned category
 //	{category}:__partitions__            set         the category's partition keys (the index)
 //	{category}:__signal__                stream      wake-up signals: field k = partition key (capped, approximate)
 //	{category}:__groups__                hash        the category's handlers (consumer groups) and where each new one starts
+//	{category}:__reaping__               set         keys being reaped, read with the index (reap.go)
+//	{category}:__reaper__                string      the category reaper's lease, <owner_id>:<generation>
+//	{category}:__reapergen__             string      its generation counter
 //	{value}:__pmlease__:pm               string      a sequential pm's lease on correlation value <value>
-//	{value}:__pmgen__:pm                 string      its generation counter: max(stored + 1, Redis time in µs) per acquire
+//	{value}:__pmgen__:pm                 string      its generation counter: max(stored + 1, Redis time in µs) per acquire; reaped
 //	{value}:__pmstate__:pm               hash        pm state: version, data (JSON), applied:<stream> (last entry included)
 //	{value}:__pmhalt__:pm                string      its halt record (JSON) while halted
 //	seqby:__members__:handler            sorted set  live instances, score = last announcement (Redis ms)
@@ -41,9 +44,10 @@
 // # Scripts
 //
 // Each script in lua/ starts with a comment giving its KEYS, its ARGV and
-// its reply; helpers several scripts need (entry id comparison) live in
-// lua/lib/ and are prepended to them when they load. Keys go in KEYS and values in ARGV, never built into the
-// script text, so Redis Cluster sees every key a script touches. A script
+// its reply; helpers several scripts need (entry id comparison, the cold
+// test) live in lua/lib/ and are prepended to them when they load. Keys go
+// in KEYS and values in ARGV, never built into the script text, so Redis
+// Cluster sees every key a script touches. A script
 // that acts for a lease holder checks the lease first and fails with the
 // error prefix SEQBY_FENCED when the token no longer holds; the Go side
 // maps it to ErrFenced.

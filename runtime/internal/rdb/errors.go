@@ -10,6 +10,11 @@ import (
 // expires or is released.
 var ErrLeaseHeld = errors.New("lease is held by another owner")
 
+// ErrCold means an acquire found the partition cold: nothing to read,
+// nothing pending, and idle past the reap threshold. It is left unowned for
+// the reaper; a publish to it makes it claimable again.
+var ErrCold = errors.New("partition is cold (empty and idle): left for the reaper")
+
 // ErrLeaseLost means a renew found the lease gone or held by another
 // token: the owner must stop working on what the lease covered.
 var ErrLeaseLost = errors.New("lease lost; stop processing the partition and let its new owner continue")

@@ -35,6 +35,20 @@ func DLQStream(category, key string) string {
 // slot: "{category}:__partitions__".
 func IndexKey(category string) string { return "{" + category + "}:__partitions__" }
 
+// ReapingKey is the set of a category's keys being reaped, in the
+// category's slot: "{category}:__reaping__". The reaper moves a key there
+// from the index before it checks the key's lanes, so a key is always in
+// one of the two sets while its partition may hold entries; discovery
+// reads both (Partitions).
+func ReapingKey(category string) string { return "{" + category + "}:__reaping__" }
+
+// ReaperLease is the lease one engine instance at a time holds to reap a
+// category: "{category}:__reaper__", its generation in
+// "{category}:__reapergen__".
+func ReaperLease(category string) LeaseRef {
+	return LeaseRef{Key: "{" + category + "}:__reaper__", Generation: "{" + category + "}:__reapergen__"}
+}
+
 // SignalKey is the category's wake-up stream, in the category's slot: the
 // publisher appends the key of every partition it writes to, so idle
 // consumers block on one stream per category instead of polling

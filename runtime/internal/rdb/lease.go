@@ -46,9 +46,20 @@ func (l Lease) Token() string { return l.Owner + ":" + strconv.FormatInt(l.Gener
 // next generation, max(stored + 1, Redis time in microseconds)). It returns
 // ErrLeaseHeld when another token holds it.
 func Acquire(ctx context.Context, c redis.UniversalClient, ref LeaseRef, owner string, ttl time.Duration) (Lease, error) {
-	res, err := scriptAcquire.Run(ctx, c, []string{ref.Key, ref.Generation}, owner, ttl.Milliseconds()).Slice()
+	return AcquireWarm(ctx, c, ref, owner, ttl, 0, nil)
+}
+
+// AcquireWarm is Acquire for a lease covering lanes, which refuses with
+// ErrCold when the lanes are cold for idle (see lib/cold.lua): such a
+// partition is left to the reaper. An idle of 0 never refuses.
+func AcquireWarm(ctx context.Context, c redis.UniversalClient, ref LeaseRef, owner string, ttl, idle time.Duration, lanes []string) (Lease, error) {
+	keys := append([]string{ref.Key, ref.Generation}, lanes...)
+	res, err := scriptAcquire.Run(ctx, c, keys, owner, ttl.Milliseconds(), idle.Milliseconds()).Slice()
 	if err != nil {
 		return Lease{}, fmt.Errorf("acquire lease %s: %w", ref.Key, err)
+	}
+	if len(res) == 1 && res[0] == int64(2) {
+		return Lease{}, fmt.Errorf("acquire lease %s: %w", ref.Key, ErrCold)
 	}
 	if len(res) != 2 {
 		return Lease{}, fmt.Errorf("acquire lease %s: unexpected reply %v", ref.Key, res)
@@ -61,6 +72,17 @@ func Acquire(ctx context.Context, c redis.UniversalClient, ref LeaseRef, owner s
 		return Lease{}, fmt.Errorf("acquire lease %s: generation %v: %w", ref.Key, res[1], err)
 	}
 	return Lease{Ref: ref, Owner: owner, Generation: gen}, nil
+}
+
+// ReleaseCold deletes the lease when the lanes it covers are cold for idle
+// and reports whether it did; ErrFenced when the lease no longer holds
+// this token.
+func (l Lease) ReleaseCold(ctx context.Context, c redis.UniversalClient, idle time.Duration, lanes []string) (bool, error) {
+	n, err := scriptReleaseCold.Run(ctx, c, append([]string{l.Ref.Key}, lanes...), l.Token(), idle.Milliseconds()).Int64()
+	if err != nil {
+		return false, fmt.Errorf("release cold lease %s: %w", l.Ref.Key, fenced(err, l))
+	}
+	return n == 1, nil
 }
 
 // Renew extends the lease by ttl if it still holds exactly this token,

@@ -11,7 +11,8 @@ import (
 // Publish appends one entry (fields: name/value pairs) to stream, the
 // stream (or backfill lane) of category's partition key. The partition's
 // slot and the category's differ, so it takes three steps, in an order
-// that never lets a consumer miss the entry:
+// that never lets a consumer miss the entry, even while the reaper removes
+// the partition (reap.go):
 //
 //  1. the key joins the category's index, so discovery knows the
 //     partition before it has the entry (an indexed partition without a
@@ -23,11 +24,17 @@ import (
 //     consumer finds it. A publisher that dies before this step leaves the
 //     entry to the consumers' periodic re-check.
 //
-// On a cluster a step that fails stops the publish; on a single Redis the
-// three go in one MULTI/EXEC transaction, which runs them in order and runs
-// none when one is refused. Either way the error names the first step that
-// failed, and only an error matching ErrUnsignalled (step 3 failed) says
-// the entry was appended.
+// On a single Redis the three go in one MULTI/EXEC transaction, which runs
+// them in order and runs none when one is refused, so the reaper sees the
+// key indexed and the entry appended together. On a cluster each is its
+// own step, and one that fails stops the publish; a reap may then run
+// between steps 1 and 2, so step 2 also reads whether the lane was empty
+// (one MULTI/EXEC in the partition's slot) and, when it was, step 3 adds
+// the key to the index again (in the same round trip as the signal): an
+// entry that recreates a reaped partition is indexed before Publish
+// returns. Either way the error names the first step that failed, and only
+// an error matching ErrUnsignalled (step 3 failed) says the entry was
+// appended.
 func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream string, signalMaxLen int64, fields []any) error {
 	index := func(c redis.Cmdable) *redis.IntCmd { return c.SAdd(ctx, IndexKey(category), key) }
 	entry := func(c redis.Cmdable) *redis.StringCmd {
@@ -38,6 +45,7 @@ func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream
 			Values: []any{"k", key}})
 	}
 	var steps [3]error
+	var reindex error
 	if single, ok := c.(*redis.Client); ok {
 		// On one server the three steps go in one MULTI/EXEC round trip:
 		// they run in order, and a step refused when queued (NOPERM, or
@@ -55,8 +63,26 @@ func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream
 		// A cluster routes each step to its own node: one after the other,
 		// each only once the previous one succeeded.
 		if steps[0] = index(c).Err(); steps[0] == nil {
-			if steps[1] = entry(c).Err(); steps[1] == nil {
-				steps[2] = signal(c).Err()
+			var was *redis.IntCmd
+			_, steps[1] = c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				was = p.XLen(ctx, stream)
+				entry(p)
+				return nil
+			})
+			if steps[1] == nil {
+				var again *redis.IntCmd
+				var sig *redis.StringCmd
+				c.Pipelined(ctx, func(p redis.Pipeliner) error {
+					if was.Val() == 0 {
+						again = index(p)
+					}
+					sig = signal(p)
+					return nil
+				})
+				if again != nil && again.Err() != nil {
+					reindex = again.Err()
+				}
+				steps[2] = sig.Err()
 			}
 		}
 	}
@@ -65,6 +91,12 @@ func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream
 		return fmt.Errorf("index the partition: %w", steps[0])
 	case steps[1] != nil:
 		return fmt.Errorf("append the entry: %w", steps[1])
+	case reindex != nil:
+		// Not ErrUnsignalled: a reap may have taken the key out of the
+		// index, so the entry may stay unseen until the key is published
+		// to again. The caller's retry does that (a duplicate, at least
+		// once).
+		return fmt.Errorf("index the partition again after appending to an empty lane (publish again: the entry is stored but may not be discovered): %w", reindex)
 	case steps[2] != nil:
 		return fmt.Errorf("%w: %w", ErrUnsignalled, steps[2])
 	}
@@ -80,7 +112,9 @@ func PublishPlain(ctx context.Context, c redis.UniversalClient, category string,
 	return c.XAdd(ctx, &redis.XAddArgs{Stream: category, Values: fields}).Err()
 }
 
-// Partitions returns the keys in a partitioned category's index.
+// Partitions returns the keys of a partitioned category: those in its
+// index and those the reaper is removing (ReapingKey), which may still
+// hold entries until it has checked.
 func Partitions(ctx context.Context, c redis.UniversalClient, category string) ([]string, error) {
-	return c.SMembers(ctx, IndexKey(category)).Result()
+	return c.SUnion(ctx, IndexKey(category), ReapingKey(category)).Result()
 }

@@ -33,9 +33,9 @@ func RegisterGroup(ctx context.Context, c redis.UniversalClient, category, group
 // call it on a dead-letter stream: its entries stay until an operator
 // removes them.
 func Trim(ctx context.Context, c redis.UniversalClient, category, stream string) (int64, error) {
-	groups, err := c.HKeys(ctx, GroupsKey(category)).Result()
+	groups, err := Groups(ctx, c, category)
 	if err != nil {
-		return 0, fmt.Errorf("trim %s: read the groups of %s: %w", stream, category, err)
+		return 0, fmt.Errorf("trim %s: %w", stream, err)
 	}
 	args := make([]any, len(groups))
 	for i, g := range groups {

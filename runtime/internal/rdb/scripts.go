@@ -42,7 +42,9 @@ func prefixed(dir string, names []string) []string {
 var allScripts []*redis.Script
 
 var (
-	scriptAcquire         = script("acquire")
+	scriptAcquire         = script("acquire", "cold")
+	scriptReleaseCold     = script("release_cold", "cold")
+	scriptReap            = script("reap", "cold")
 	scriptRenew           = script("renew")
 	scriptRelease         = script("release")
 	scriptRead            = script("read")

@@ -1,10 +1,18 @@
--- acquire: take a free lease at the next generation.
+-- acquire: take a free lease at the next generation, unless the partition
+-- it covers is cold.
+--
+-- Uses cold() from lib/cold.lua.
 --
 -- KEYS[1] lease (holds "<owner_id>:<generation>")
 -- KEYS[2] generation counter
+-- KEYS[3..] the lanes the lease covers (optional: only for the cold check)
 -- ARGV[1] owner id
 -- ARGV[2] ttl in milliseconds
--- Returns {1, generation} when acquired, {0, current token} when held.
+-- ARGV[3] idle milliseconds after which the lanes count as cold (optional;
+--         0 or absent: never)
+-- Returns {1, generation} when acquired, {0, current token} when held, {2}
+-- when the lanes are cold: nothing to read, and idle long enough that the
+-- partition is left for the reaper instead of being owned.
 --
 -- The generation is max(stored + 1, Redis TIME in microseconds), so it
 -- never goes backwards even when the counter is lost or older than the
@@ -16,6 +24,12 @@
 -- (microseconds until the year 2255).
 local cur = redis.call('GET', KEYS[1])
 if cur then return {0, cur} end
+local idle = tonumber(ARGV[3] or '0')
+if #KEYS > 2 and idle > 0 then
+  local lanes = {}
+  for i = 3, #KEYS do lanes[#lanes + 1] = KEYS[i] end
+  if cold(lanes, idle) then return {2} end
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local gen = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, now)

@@ -1,0 +1,24 @@
+-- release_cold: the owner lets a cold partition go, so the reaper can
+-- remove it.
+--
+-- Uses cold() from lib/cold.lua.
+--
+-- KEYS[1] lease
+-- KEYS[2..] the lanes the lease covers
+-- ARGV[1] token
+-- ARGV[2] idle milliseconds after which the lanes count as cold
+-- Returns 1 when the lanes were cold and the lease was deleted, 0 when they
+-- are not cold (the owner keeps the lease); the SEQBY_FENCED error when the
+-- lease does not hold the token.
+--
+-- Checked and deleted in one script, so an entry appended before it keeps
+-- the owner, and one appended after it finds the partition unowned, and
+-- warm again for the next acquire.
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  return redis.error_reply('SEQBY_FENCED lease ' .. KEYS[1] .. ' is not held by ' .. ARGV[1])
+end
+local lanes = {}
+for i = 2, #KEYS do lanes[#lanes + 1] = KEYS[i] end
+if not cold(lanes, tonumber(ARGV[2])) then return 0 end
+redis.call('DEL', KEYS[1])
+return 1

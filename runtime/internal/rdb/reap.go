@@ -1,0 +1,120 @@
+package rdb
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Reaping removes a cold partition (ADR-0028 decision 7): its lanes, their
+// groups, generations and a stale halt record go, and its key leaves the
+// category's index. The index lives in the category's slot and the lanes
+// in the key's, so no one script can do both; the steps are ordered so
+// that no entry is ever left in a lane whose key neither the index nor the
+// reaping set holds, even when the reaper dies between two steps:
+//
+//  1. reap.lua, in the partition's slot, checks that the lanes are cold
+//     (empty, nothing pending, idle long enough) and that no lease of any
+//     group is held, and deletes them. A publish that appended before it
+//     keeps the partition.
+//  2. SMOVE takes the key from the index to the reaping set
+//     (ReapingKey); discovery reads both sets, so the partition stays
+//     visible.
+//  3. EXISTS on the lanes: a publish that appended after step 1 recreated
+//     a lane, and the key goes back to the index; otherwise it leaves the
+//     reaping set. A publish appending after this check added the key to
+//     the index after step 2 (its step 1, or, on a cluster, its re-index
+//     after appending to an empty lane; see Publish).
+//
+// A reaper that dies after step 2 leaves the key in the reaping set, still
+// visible; the next reaper of the category settles it (SettleReaping).
+
+// Reap reaps category's partition key when it is cold for idle and no
+// lease of groups (the category's registered groups) is held, and reports
+// whether it did. A group found on a lane but missing from groups is added
+// and its leases checked too.
+func Reap(ctx context.Context, c redis.UniversalClient, category, key, backfillSuffix string, groups []string, idle time.Duration) (bool, error) {
+	stream := PartitionStream(category, key)
+	lanes := []string{stream, BackfillStream(category, key, backfillSuffix)}
+	groups = append([]string(nil), groups...)
+	for range 3 {
+		keys := append([]string(nil), lanes...)
+		args := []any{idle.Milliseconds(), len(lanes)}
+		for _, g := range groups {
+			keys = append(keys, LeaseKey(stream, g), PMLeaseKey(g, key), GenerationKey(stream, g), PMGenerationKey(g, key), HaltKey(stream, g))
+			args = append(args, g)
+		}
+		res, err := scriptReap.Run(ctx, c, keys, args...).Slice()
+		if err != nil {
+			return false, fmt.Errorf("reap %s: %w", stream, err)
+		}
+		if len(res) == 0 {
+			return false, fmt.Errorf("reap %s: empty reply", stream)
+		}
+		switch res[0] {
+		case int64(0):
+			return false, nil
+		case int64(1):
+			if err := c.SMove(ctx, IndexKey(category), ReapingKey(category), key).Err(); err != nil {
+				return true, fmt.Errorf("reap %s: move the key to the reaping set: %w", stream, err)
+			}
+			return true, settle(ctx, c, category, key, lanes)
+		}
+		for _, g := range res[1:] {
+			groups = append(groups, fmt.Sprint(g))
+		}
+	}
+	return false, fmt.Errorf("reap %s: its groups kept changing; try again", stream)
+}
+
+// settle ends a reap after its key is in the reaping set: back to the
+// index when a lane exists (a publish recreated it), else out of the
+// reaping set.
+func settle(ctx context.Context, c redis.UniversalClient, category, key string, lanes []string) error {
+	n, err := c.Exists(ctx, lanes...).Result()
+	if err != nil {
+		return fmt.Errorf("reap %s: check its lanes: %w", lanes[0], err)
+	}
+	if n == 0 {
+		err = c.SRem(ctx, ReapingKey(category), key).Err()
+	} else {
+		// Added before it is removed: a reaper dying in between leaves the
+		// key in both sets, which is harmless.
+		_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.SAdd(ctx, IndexKey(category), key)
+			p.SRem(ctx, ReapingKey(category), key)
+			return nil
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("reap %s: settle the index: %w", lanes[0], err)
+	}
+	return nil
+}
+
+// SettleReaping finishes the reaps of category an earlier reaper left in
+// the reaping set, and returns how many it found.
+func SettleReaping(ctx context.Context, c redis.UniversalClient, category, backfillSuffix string) (int, error) {
+	keys, err := c.SMembers(ctx, ReapingKey(category)).Result()
+	if err != nil {
+		return 0, fmt.Errorf("read the reaping set of %s: %w", category, err)
+	}
+	for _, k := range keys {
+		lanes := []string{PartitionStream(category, k), BackfillStream(category, k, backfillSuffix)}
+		if err := settle(ctx, c, category, k, lanes); err != nil {
+			return 0, err
+		}
+	}
+	return len(keys), nil
+}
+
+// Groups returns the consumer groups registered for category (GroupsKey).
+func Groups(ctx context.Context, c redis.UniversalClient, category string) ([]string, error) {
+	groups, err := c.HKeys(ctx, GroupsKey(category)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read the groups of %s: %w", category, err)
+	}
+	return groups, nil
+}

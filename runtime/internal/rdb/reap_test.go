@@ -1,0 +1,277 @@
+package rdb
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/internal/redistest"
+)
+
+// handled publishes one entry to stream, reads it in group and acks it,
+// then trims the stream: an idle, fully handled lane.
+func handled(t *testing.T, ctx context.Context, c redis.UniversalClient, key, stream, group string) {
+	t.Helper()
+	if err := Publish(ctx, c, "order", key, stream, 100, []any{"n", "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CreateGroup(ctx, c, stream, group, false); err != nil {
+		t.Fatal(err)
+	}
+	ens, err := ReadGroup(ctx, c, stream, group, "o:1", ">", 10, -1)
+	if err != nil || len(ens) != 1 {
+		t.Fatalf("read %v, %v", ens, err)
+	}
+	if err := c.XAck(ctx, stream, group, ens[0].ID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Trim(ctx, c, "order", stream); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Each reaper condition alone keeps the partition; a cold, unowned one
+// loses its lanes, generations and halt record, but never its dead-letter
+// stream nor a pm's state.
+func TestReapConditions(t *testing.T) {
+	c := newRedis(t)
+	ctx := ctxT(t)
+	stream, backfill := PartitionStream("order", "k"), BackfillStream("order", "k", DefaultBackfillSuffix)
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T)
+		idle  time.Duration
+		reap  bool
+	}{
+		{name: "cold and unowned", reap: true, setup: func(t *testing.T) {
+			handled(t, ctx, c, "k", backfill, "h")
+			handled(t, ctx, c, "k", stream, "h")
+		}},
+		{name: "indexed, never appended to", reap: true, setup: func(t *testing.T) {
+			c.SAdd(ctx, IndexKey("order"), "k")
+		}},
+		{name: "entry on the stream", setup: func(t *testing.T) {
+			Publish(ctx, c, "order", "k", stream, 100, []any{"n", "1"})
+		}},
+		{name: "entry on the backfill lane", setup: func(t *testing.T) {
+			handled(t, ctx, c, "k", stream, "h")
+			Publish(ctx, c, "order", "k", backfill, 100, []any{"n", "1"})
+		}},
+		{name: "pending entry trimmed away", setup: func(t *testing.T) {
+			Publish(ctx, c, "order", "k", stream, 100, []any{"n", "1"})
+			CreateGroup(ctx, c, stream, "h", false)
+			ReadGroup(ctx, c, stream, "h", "o:1", ">", 10, -1)
+			c.XTrimMaxLen(ctx, stream, 0)
+		}},
+		{name: "partition lease held", setup: func(t *testing.T) {
+			handled(t, ctx, c, "k", stream, "h")
+			c.Set(ctx, LeaseKey(stream, "h"), "o:1", time.Minute)
+		}},
+		{name: "pm lease held", setup: func(t *testing.T) {
+			handled(t, ctx, c, "k", stream, "h")
+			c.Set(ctx, PMLeaseKey("h", "k"), "o:1", time.Minute)
+		}},
+		{name: "lease of a group not registered", setup: func(t *testing.T) {
+			handled(t, ctx, c, "k", stream, "h")
+			CreateGroup(ctx, c, stream, "retired", false)
+			c.Set(ctx, LeaseKey(stream, "retired"), "o:1", time.Minute)
+		}},
+		{name: "not idle long enough", idle: time.Hour, setup: func(t *testing.T) {
+			handled(t, ctx, c, "k", stream, "h")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c.FlushAll(ctx)
+			c.HSet(ctx, GroupsKey("order"), "h", "0")
+			tc.setup(t)
+			c.SAdd(ctx, IndexKey("order"), "k")
+			c.Set(ctx, GenerationKey(stream, "h"), "7", 0)
+			c.Set(ctx, PMGenerationKey("h", "k"), "7", 0)
+			c.Set(ctx, HaltKey(stream, "h"), "{}", 0)
+			c.XAdd(ctx, &redis.XAddArgs{Stream: DLQStream("order", "k"), Values: []any{"n", "1"}})
+			c.HSet(ctx, StateKey("h", "k"), "version", "1")
+			before, _ := c.XLen(ctx, stream).Result()
+
+			reaped, err := Reap(ctx, c, "order", "k", DefaultBackfillSuffix, []string{"h"}, tc.idle)
+			if err != nil || reaped != tc.reap {
+				t.Fatalf("Reap = %v, %v; want %v", reaped, err, tc.reap)
+			}
+			keys, _ := Partitions(ctx, c, "order")
+			if n, _ := c.Exists(ctx, DLQStream("order", "k"), StateKey("h", "k")).Result(); n != 2 {
+				t.Errorf("the dead-letter stream or the pm state went")
+			}
+			if !tc.reap {
+				after, _ := c.XLen(ctx, stream).Result()
+				if len(keys) != 1 || after != before {
+					t.Errorf("kept partition changed: index %v, %d entries (was %d)", keys, after, before)
+				}
+				return
+			}
+			if len(keys) != 0 {
+				t.Errorf("index after reap: %v", keys)
+			}
+			gone := []string{stream, backfill, GenerationKey(stream, "h"), PMGenerationKey("h", "k"), HaltKey(stream, "h")}
+			if n, _ := c.Exists(ctx, gone...).Result(); n != 0 {
+				t.Errorf("%d of %v left after reap", n, gone)
+			}
+		})
+	}
+}
+
+// A reaper left in the middle (its key in the reaping set) is settled by
+// the next: the key goes back to the index when its stream exists, and
+// stays visible to discovery meanwhile.
+func TestSettleReaping(t *testing.T) {
+	c := newRedis(t)
+	ctx := ctxT(t)
+	c.SAdd(ctx, ReapingKey("order"), "live", "gone")
+	c.XAdd(ctx, &redis.XAddArgs{Stream: PartitionStream("order", "live"), Values: []any{"n", "1"}})
+	keys, _ := Partitions(ctx, c, "order")
+	if len(keys) != 2 {
+		t.Fatalf("partitions while reaping: %v", keys)
+	}
+	if n, err := SettleReaping(ctx, c, "order", DefaultBackfillSuffix); n != 2 || err != nil {
+		t.Fatalf("SettleReaping = %d, %v", n, err)
+	}
+	index, _ := c.SMembers(ctx, IndexKey("order")).Result()
+	reaping, _ := c.SMembers(ctx, ReapingKey("order")).Result()
+	if len(index) != 1 || index[0] != "live" || len(reaping) != 0 {
+		t.Fatalf("index %v, reaping %v", index, reaping)
+	}
+}
+
+// Publishers and a reaper run at once on a few keys while a consumer that
+// finds partitions only through the index drains them: every entry is
+// found, however publishes and reaps interleave. The reaper reaps as soon
+// as a partition is empty (idle 0), the harshest setting.
+func TestReapRacesPublish(t *testing.T) {
+	t.Run("standalone", func(t *testing.T) { reapRace(t, newRedis(t)) })
+	t.Run("cluster", func(t *testing.T) {
+		cl := redistest.NewCluster(t, 3)
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		reapRace(t, c)
+	})
+}
+
+func reapRace(t *testing.T, c redis.UniversalClient) {
+	ctx := ctxT(t)
+	const publishers, each, keys = 4, 250, 8
+	var seen sync.Map // entries the consumer found, marked before it removes them
+	indexed := func(key string) bool {
+		ks, err := Partitions(ctx, c, "order")
+		if err != nil {
+			t.Error(err)
+		}
+		for _, k := range ks {
+			if k == key {
+				return true
+			}
+		}
+		return false
+	}
+	var wg sync.WaitGroup
+	var stranded atomic.Int64
+	for p := range publishers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				key := fmt.Sprintf("k%d", rand.N(keys))
+				n := fmt.Sprintf("%d-%d", p, i)
+				if err := Publish(ctx, c, "order", key, PartitionStream("order", key), 1000, []any{"n", n}); err != nil {
+					t.Error(err)
+					return
+				}
+				// Once Publish returned, the entry is either found already
+				// or findable: its key is indexed. (The index is read first:
+				// the reaper removes the key only after the consumer has
+				// marked the entry.)
+				if !indexed(key) {
+					if _, ok := seen.Load(n); !ok {
+						stranded.Add(1)
+						t.Errorf("entry %s on %s: Publish returned, but the key is not indexed", n, key)
+					}
+				}
+				// Jitter, so partitions go empty and get reaped between
+				// publishes (not a synchronisation).
+				time.Sleep(time.Duration(rand.N(300)) * time.Microsecond)
+			}
+		}()
+	}
+	stop := make(chan struct{})
+	var reaped atomic.Int64
+	var bg sync.WaitGroup
+	bg.Add(2)
+	go func() { // the reaper
+		defer bg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ks, _ := Partitions(ctx, c, "order")
+			for _, k := range ks {
+				if ok, err := Reap(ctx, c, "order", k, DefaultBackfillSuffix, nil, 0); err != nil {
+					t.Error(err)
+				} else if ok {
+					reaped.Add(1)
+				}
+			}
+		}
+	}()
+	found := atomic.Int64{}
+	consume := func() { // handles and removes what it finds through the index
+		ks, err := Partitions(ctx, c, "order")
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		for _, k := range ks {
+			s := PartitionStream("order", k)
+			ens, err := c.XRange(ctx, s, "-", "+").Result()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for _, en := range ens {
+				if _, dup := seen.LoadOrStore(en.Values["n"].(string), true); !dup {
+					found.Add(1)
+				}
+				c.XDel(ctx, s, en.ID)
+			}
+		}
+	}
+	go func() {
+		defer bg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				consume()
+			}
+		}
+	}()
+	wg.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for found.Load() < publishers*each && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // polling a condition with a deadline
+	}
+	close(stop)
+	bg.Wait()
+	if got := found.Load(); got != publishers*each || stranded.Load() > 0 {
+		t.Fatalf("found %d of %d entries through the index; %d publishes left their key unindexed (reaps: %d)",
+			got, publishers*each, stranded.Load(), reaped.Load())
+	}
+	if reaped.Load() == 0 {
+		t.Fatal("the reaper never reaped: the race was not exercised")
+	}
+	t.Logf("%d entries, %d reaps", publishers*each, reaped.Load())
+}

@@ -1,0 +1,214 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
+)
+
+// Reaping (ADR-0028 decision 7) ends a cold partition: one whose lanes are
+// empty, with nothing pending in any group, and to which nothing was
+// published for ReapAfter. It takes three parts:
+//
+//   - its owner lets it go (partition.releaseCold), in one script that
+//     checks it is cold, so a publish either lands before (and the owner
+//     keeps it) or finds it unowned;
+//   - acquires refuse a cold partition (rdb.ErrCold), so nobody owns it
+//     again until something is published to it; discovery then skips it
+//     until a signal for its key arrives, or for coldRecheck;
+//   - one instance at a time per category (the reaper lease) removes the
+//     cold partitions nobody owns: streams, groups, generations and index
+//     entry (rdb.Reap, whose doc shows why a concurrent publish is never
+//     lost).
+
+// coldRecheck is how long discovery skips a partition found cold, unless
+// a signal for its key comes first (a publish also signals).
+const coldRecheck = idleRecheck
+
+// coldMark is a partition an acquire found cold: mark is the waiter's
+// count before that acquire, so any signal for the key after it shows.
+type coldMark struct {
+	at   time.Time
+	mark uint64
+	cats []string
+	key  string
+}
+
+// claimable reports whether discovery should try to acquire partition id:
+// not found cold lately, or signalled since.
+func (e *Engine) claimable(id string) bool {
+	e.mu.Lock()
+	m, ok := e.cold[id]
+	e.mu.Unlock()
+	if !ok {
+		return true
+	}
+	fresh := time.Since(m.at) < coldRecheck
+	for _, c := range m.cats {
+		if e.wake.since(c, m.key, m.mark) {
+			fresh = false
+		}
+	}
+	if !fresh {
+		e.mu.Lock()
+		delete(e.cold, id)
+		e.mu.Unlock()
+	}
+	return !fresh
+}
+
+// markCold remembers that an acquire of id, sent after mark, found it cold.
+func (e *Engine) markCold(id string, cats []string, key string, mark uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cold == nil {
+		e.cold = map[string]coldMark{}
+	}
+	e.cold[id] = coldMark{at: time.Now(), mark: mark, cats: cats, key: key}
+}
+
+// pruneCold forgets the cold marks older than coldRecheck, so the table
+// holds at most the partitions found cold in the last coldRecheck
+// (bounded by the indexes). Called every discovery cycle.
+func (e *Engine) pruneCold() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for id, m := range e.cold {
+		if time.Since(m.at) >= coldRecheck {
+			delete(e.cold, id)
+		}
+	}
+}
+
+// reaping reports whether cold partitions are let go and reaped.
+func (e *Engine) reaping() bool { return e.o.ReapAfter > 0 }
+
+// idleWait is how long an idle worker waits for a signal before it
+// re-reads: idleRecheck, or less when its partition turns cold sooner.
+func (p *partition) idleWait() time.Duration {
+	d := idleRecheck
+	if p.e.reaping() {
+		d = min(d, max(time.Until(p.active.Add(p.e.o.ReapAfter)), time.Millisecond))
+	}
+	return d
+}
+
+// releaseCold lets the partition go when it has been idle here for
+// ReapAfter and Redis finds it cold; true: the worker must end.
+func (p *partition) releaseCold() bool {
+	e := p.e
+	if !e.reaping() || time.Since(p.active) < e.o.ReapAfter {
+		return false
+	}
+	ok, err := p.lease.ReleaseCold(p.ctx, e.c, e.o.ReapAfter, p.lanes)
+	switch {
+	case errors.Is(err, ErrFenced):
+		p.lost(err)
+		return true
+	case err != nil:
+		if p.ctx.Err() == nil {
+			e.log.Warn("seqby: releasing a cold partition failed; keeping it for now", "stream", p.lanes[0], "err", err)
+		}
+	case ok:
+		p.mu.Lock()
+		p.gone = true
+		p.mu.Unlock()
+		e.log.Info("seqby: released a cold partition for the reaper", "handler", p.reg.Name, "partition", p.key, "idle_for", e.o.ReapAfter)
+		return true
+	}
+	p.active = time.Now() // not cold (or unknown): look again after ReapAfter
+	return false
+}
+
+// reapEvery is how often an engine tries to reap its categories.
+func (e *Engine) reapEvery() time.Duration {
+	return min(max(e.o.ReapAfter/2, e.o.DiscoveryInterval), 5*time.Minute)
+}
+
+// reapBatch is how many partitions a reaper checks between renewals of
+// its lease.
+const reapBatch = 100
+
+// reapLoop reaps cats (the engine's partitioned categories) every
+// reapEvery until stop.
+func (e *Engine) reapLoop(base context.Context, stop <-chan struct{}, cats []string) {
+	t := time.NewTicker(e.reapEvery())
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		for _, cat := range cats {
+			e.reapCategory(base, stop, cat)
+		}
+	}
+}
+
+// reapCategory is one reaper pass over a category, under its reaper
+// lease: settle what an earlier reaper left half done, then reap every
+// cold partition nobody owns. The lease only keeps instances from
+// repeating each other's work: every step is safe to run twice.
+func (e *Engine) reapCategory(base context.Context, stop <-chan struct{}, cat string) {
+	op := func() (context.Context, context.CancelFunc) { return context.WithTimeout(base, 5*time.Second) }
+	ctx, cancel := op()
+	l, err := rdb.Acquire(ctx, e.c, rdb.ReaperLease(cat), e.o.OwnerID, e.o.LeaseTTL)
+	cancel()
+	if err != nil {
+		if !errors.Is(err, rdb.ErrLeaseHeld) {
+			e.log.Warn("seqby: reaper could not take its lease; retried next pass", "category", cat, "err", err)
+		}
+		return
+	}
+	defer func() {
+		ctx, cancel := op()
+		l.Release(ctx, e.c)
+		cancel()
+	}()
+	ctx, cancel = op()
+	defer cancel()
+	if _, err := rdb.SettleReaping(ctx, e.c, cat, e.o.BackfillSuffix); err != nil {
+		e.log.Warn("seqby: reaper pass failed; retried next pass", "category", cat, "err", err)
+		return
+	}
+	groups, err := rdb.Groups(ctx, e.c, cat)
+	if err != nil {
+		e.log.Warn("seqby: reaper pass failed; retried next pass", "category", cat, "err", err)
+		return
+	}
+	keys, err := rdb.Partitions(ctx, e.c, cat)
+	if err != nil {
+		e.log.Warn("seqby: reaper pass failed; retried next pass", "category", cat, "err", err)
+		return
+	}
+	reaped := 0
+	for i, k := range keys {
+		if i > 0 && i%reapBatch == 0 {
+			cancel()
+			ctx, cancel = op()
+			if err := l.Renew(ctx, e.c, e.o.LeaseTTL); err != nil {
+				e.log.Warn("seqby: reaper lost its lease; pass stopped", "category", cat, "err", err)
+				break
+			}
+		}
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		ok, err := rdb.Reap(ctx, e.c, cat, k, e.o.BackfillSuffix, groups, e.o.ReapAfter)
+		if err != nil {
+			e.log.Warn("seqby: reaping a partition failed; retried next pass", "category", cat, "partition", k, "err", err)
+			continue
+		}
+		if ok {
+			reaped++
+		}
+	}
+	if reaped > 0 {
+		e.log.Info("seqby: reaped cold partitions", "category", cat, "reaped", reaped, "partitions", len(keys))
+	}
+}
