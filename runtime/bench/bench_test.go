@@ -88,7 +88,7 @@ func BenchmarkKeyedEndToEnd(b *testing.B) {
 			}
 			h := &counter{}
 			b.ResetTimer()
-			wg := startEngines(ctx, b, c, h)
+			wg := startEngines(ctx, b, c, h, 0)
 			for h.n.Load() < int64(b.N) {
 				time.Sleep(time.Millisecond)
 			}
@@ -101,9 +101,11 @@ func BenchmarkKeyedEndToEnd(b *testing.B) {
 }
 
 // BenchmarkStorage is the storage run of issue #10: b.N events (20,000 in
-// make bench) over 1,000 keys, handled by two engines; it reports Redis's
-// used_memory before publishing, with everything published, and once
-// retention has trimmed every handled stream, and the entries left.
+// make bench) over 1,000 keys, handled by two engines that reap partitions
+// cold for storageReapAfter; it reports Redis's used_memory before
+// publishing, with everything published, once retention has trimmed every
+// handled stream, and once every partition is reaped, with the entries and
+// keys left.
 func BenchmarkStorage(b *testing.B) {
 	const keys = 1000
 	c := newClient(b)
@@ -133,26 +135,42 @@ func BenchmarkStorage(b *testing.B) {
 		}
 	}
 	published := used()
+	keysBefore := c.DBSize(ctx).Val()
 	h := &counter{}
-	wg := startEngines(ctx, b, c, h)
+	wg := startEngines(ctx, b, c, h, storageReapAfter)
 	for h.n.Load() < int64(b.N) || streams() > 0 {
 		time.Sleep(50 * time.Millisecond)
 	}
+	handled := used()
+	for c.SCard(ctx, "{cart}:__partitions__").Val() > 0 || c.SCard(ctx, "{cart}:__reaping__").Val() > 0 {
+		time.Sleep(100 * time.Millisecond)
+	}
 	b.ReportMetric(before, "MB-before")
 	b.ReportMetric(published, "MB-published")
-	b.ReportMetric(used(), "MB-handled")
+	b.ReportMetric(handled, "MB-handled")
+	b.ReportMetric(used(), "MB-reaped")
 	b.ReportMetric(float64(streams()), "entries-left")
+	b.ReportMetric(float64(keysBefore), "keys-published")
+	b.ReportMetric(float64(c.DBSize(ctx).Val()), "keys-reaped")
+	// What is left is bounded: the category's wake-up stream, capped at
+	// SignalMaxLen entries, and three small per-category keys.
+	b.ReportMetric(float64(c.MemoryUsage(ctx, "{cart}:__signal__", 0).Val())/1e6, "MB-signal-stream")
 	cancel()
 	wg.Wait()
 }
 
+// storageReapAfter is the storage run's Options.ReapAfter: short, so the
+// run measures the end state without waiting an hour.
+const storageReapAfter = 2 * time.Second
+
 // startEngines runs two engine instances (in this process) with h's
 // registration until ctx ends; wait on the returned group for them.
-func startEngines(ctx context.Context, b *testing.B, c redis.UniversalClient, h *counter) *sync.WaitGroup {
+// reapAfter is their Options.ReapAfter (0: the default).
+func startEngines(ctx context.Context, b *testing.B, c redis.UniversalClient, h *counter, reapAfter time.Duration) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for i := range 2 {
 		eng, err := runtime.NewEngine(c, runtime.Options{OwnerID: fmt.Sprintf("bench-%d", i),
-			DiscoveryInterval: 100 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			DiscoveryInterval: 100 * time.Millisecond, ReapAfter: reapAfter, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			b.Fatal(err)
 		}
