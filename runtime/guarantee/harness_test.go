@@ -31,6 +31,8 @@ const (
 	envRedis    = "SEQBY_GUARANTEE_REDIS"
 	envInstance = "SEQBY_GUARANTEE_INSTANCE"
 	envLeaseTTL = "SEQBY_GUARANTEE_LEASE_TTL"
+	// envReapAfter, when set, is the instances' Options.ReapAfter.
+	envReapAfter = "SEQBY_GUARANTEE_REAP_AFTER"
 )
 
 // group is the Recorder's consumer group (its registration name).
@@ -98,6 +100,12 @@ func runChild(role string, reg func(c redis.UniversalClient, inst string) runtim
 		BlockTimeout:      500 * time.Millisecond,
 		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}
+	if v := os.Getenv(envReapAfter); v != "" {
+		if opts.ReapAfter, err = time.ParseDuration(v); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: bad %s: %v\n", role, envReapAfter, err)
+			return 2
+		}
+	}
 	if onHalt != nil {
 		opts.OnHalt = onHalt(c, inst)
 	}
@@ -149,8 +157,11 @@ type cluster struct {
 	rdb      redis.UniversalClient
 	addr     string
 	leaseTTL time.Duration
-	pub      *runtime.Publisher
-	logDir   string // the instances' logs
+	// reapAfter, when set, is the Options.ReapAfter of instances started
+	// after it is.
+	reapAfter time.Duration
+	pub       *runtime.Publisher
+	logDir    string // the instances' logs
 
 	mu    sync.Mutex
 	procs map[string]*child
@@ -210,6 +221,9 @@ func (c *cluster) launch(id, childEnv, handler string) *child {
 	defer logf.Close()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=1", envRedis+"="+c.addr, envInstance+"="+id, envLeaseTTL+"="+c.leaseTTL.String())
+	if c.reapAfter != 0 {
+		cmd.Env = append(cmd.Env, envReapAfter+"="+c.reapAfter.String())
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group (a terminal's ^C is for the test, which then
 	// kills its children), and killed if the test process dies.

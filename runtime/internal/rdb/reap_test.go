@@ -145,7 +145,7 @@ func TestSettleReaping(t *testing.T) {
 	}
 }
 
-// Publishers and a reaper run at once on a few keys while a consumer that
+// Publishers and a reaper run at once on many keys while a consumer that
 // finds partitions only through the index drains them: every entry is
 // found, however publishes and reaps interleave. The reaper reaps as soon
 // as a partition is empty (idle 0), the harshest setting.
@@ -161,7 +161,7 @@ func TestReapRacesPublish(t *testing.T) {
 
 func reapRace(t *testing.T, c redis.UniversalClient) {
 	ctx := ctxT(t)
-	const publishers, each, keys = 4, 250, 8
+	const publishers, each, keys = 4, 250, 32
 	var seen sync.Map // entries the consumer found, marked before it removes them
 	indexed := func(key string) bool {
 		ks, err := Partitions(ctx, c, "order")
