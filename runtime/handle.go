@@ -20,10 +20,11 @@ const (
 
 // handle decodes one entry and runs the handler on it, retrying with
 // backoff up to MaxRetries. hctx is the handler's context (cancelled when a
-// lease is lost); stop interrupts a retry backoff. Nothing a message
+// lease is lost); stop interrupts a retry backoff; verify checks the lease
+// before an attempt (attempt.go; nil without a lease). Nothing a message
 // contains can crash the instance: panics are failures, bad payloads and
 // unknown types halt.
-func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, reg Registration, category string, en rdb.Entry) (outcome, *Halt) {
+func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, verify func(context.Context) error, reg Registration, category string, en rdb.Entry) (outcome, *Halt) {
 	halt := func(reason string, err error) (outcome, *Halt) {
 		return outHalt, e.haltOf(reg, category, en, reason, err)
 	}
@@ -43,10 +44,9 @@ func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, reg Registra
 		hctx = WithCorrelation(hctx, corr)
 	}
 	backoff := e.o.RetryBackoff
+	g := e.newGate(verify)
 	for attempt := 0; ; attempt++ {
-		select {
-		case e.sem <- struct{}{}:
-		case <-hctx.Done():
+		if !g.enter(hctx) {
 			return outLost, nil
 		}
 		if reg.Kind == ProcessManager {
@@ -54,7 +54,7 @@ func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, reg Registra
 		} else {
 			err = safeInvoke(hctx, rt, nil, m)
 		}
-		<-e.sem
+		g.leave()
 		if err == nil {
 			return outDone, nil
 		}

@@ -103,7 +103,9 @@ func (p *partition) renewed(sentAt time.Time) {
 // loss worth a warning.
 func (p *partition) lost(cause error) {
 	p.mu.Lock()
-	first := !p.lostAt && !p.done
+	// After releaseCold deleted the lease (gone), a heartbeat finding it
+	// missing is no loss either.
+	first := !p.lostAt && !p.done && !p.gone
 	p.lostAt = true
 	if errors.Is(cause, ErrFenced) || errors.Is(cause, ErrLeaseLost) {
 		p.gone = true
@@ -174,7 +176,7 @@ func (p *partition) run() {
 			t.Stop()
 			continue
 		}
-		if out, h := e.handle(p.ctx, p.release, p.reg, p.category, en); !p.settle(en, out, h) {
+		if out, h := e.handle(p.ctx, p.release, p.verifyLease, p.reg, p.category, en); !p.settle(en, out, h) {
 			return
 		}
 		p.active = time.Now()

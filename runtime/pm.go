@@ -130,15 +130,14 @@ func (e *Engine) handlePM(p *partition, category string, en rdb.Entry) (outcome,
 	ctx := WithCorrelation(p.ctx, corr)
 	backoff := e.o.RetryBackoff
 	failures := 0
+	g := e.newGate(p.verifyLease)
 	for {
 		var infra bool
-		select {
-		case e.sem <- struct{}{}:
-		case <-p.ctx.Done():
+		if !g.enter(p.ctx) {
 			return outLost, nil
 		}
 		infra, err = e.applyPM(ctx, reg, rt, corr, m, &en)
-		<-e.sem
+		g.leave()
 		if err == nil {
 			return outDone, nil
 		}

@@ -125,6 +125,15 @@ func RenewAll(ctx context.Context, c redis.UniversalClient, leases []Lease, ttl 
 	return errs
 }
 
+// Verify checks in Redis that the lease still holds this token: nil, or
+// ErrFenced when it does not (lost, expired, or taken by another owner).
+func (l Lease) Verify(ctx context.Context, c redis.UniversalClient) error {
+	if err := scriptVerify.Run(ctx, c, []string{l.Ref.Key}, l.Token()).Err(); err != nil {
+		return fmt.Errorf("verify lease %s: %w", l.Ref.Key, fenced(err, l))
+	}
+	return nil
+}
+
 // Release deletes the lease if it still holds this token, so the next
 // owner need not wait for the TTL. Releasing a lost lease is not an error.
 func (l Lease) Release(ctx context.Context, c redis.UniversalClient) error {

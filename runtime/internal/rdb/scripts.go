@@ -47,6 +47,7 @@ var (
 	scriptReap            = script("reap", "cold")
 	scriptRenew           = script("renew")
 	scriptRelease         = script("release")
+	scriptVerify          = script("verify")
 	scriptRead            = script("read")
 	scriptReadOldest      = script("read_oldest", "ids")
 	scriptAck             = script("ack")

@@ -1,0 +1,87 @@
+package runtime
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
+)
+
+// Finding 1 of issue #11: a retry is fenced. The first attempt fails; its
+// lease is deleted during the backoff, long before the heartbeat would
+// notice; the owner must not start another attempt under that lease. The
+// event is then applied under a new lease, at a higher generation.
+func TestRetryStartsOnlyUnderTheLease(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	var mu sync.Mutex
+	var tokens []string
+	failed := make(chan struct{})
+	var once sync.Once
+	h := keyedHandler("h", func(ctx context.Context, e *testEvent) error {
+		li, _ := LeaseFromContext(ctx)
+		mu.Lock()
+		tokens = append(tokens, li.Token)
+		first := len(tokens) == 1
+		mu.Unlock()
+		if first {
+			once.Do(func() { close(failed) })
+			// Outlive the backoff's start, so the lease goes while it waits.
+			return errPoison
+		}
+		return nil
+	})
+	opts := fastOptions("r1")
+	opts.LeaseTTL, opts.HeartbeatInterval = 5*time.Second, 2*time.Second // the heartbeat is far off
+	opts.RetryBackoff, opts.MaxBackoff = 300*time.Millisecond, 300*time.Millisecond
+	startEngine(t, c, opts, h)
+	if err := NewPublisher(c).Publish(ctx, ev("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	<-failed
+	lease := rdb.LeaseKey(rdb.PartitionStream("order", "a"), "h")
+	if err := c.Del(ctx, lease).Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the event applied again", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(tokens) >= 2
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	_, g1, _ := rdb.ParseToken(tokens[0])
+	for _, tok := range tokens[1:] {
+		if _, g, _ := rdb.ParseToken(tok); tok == tokens[0] || g <= g1 {
+			t.Fatalf("attempts ran under %v: a retry started under the deleted lease %s", tokens, tokens[0])
+		}
+	}
+}
+
+// Finding 2 of issue #11: with its context already done, an attempt never
+// starts, however the slot and the context race.
+func TestAttemptNeverStartsWithContextDone(t *testing.T) {
+	var ran atomic.Int64
+	e, err := NewEngine(newRedis(t), fastOptions("r1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := keyedHandler("h", func(context.Context, *testEvent) error { ran.Add(1); return nil })
+	if err := e.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	en := rdb.Entry{Stream: rdb.PartitionStream("order", "a"), ID: "1-0",
+		Fields: map[string]string{rdb.FieldType: "testEvent", rdb.FieldPayload: `{"client":"a","seq":1}`}}
+	for range 1000 {
+		if out, _ := e.handle(ctx, nil, nil, reg, "order", en); out != outLost {
+			t.Fatalf("outcome %v with a done context", out)
+		}
+	}
+	if n := ran.Load(); n != 0 {
+		t.Fatalf("the handler ran %d times of 1000 with its context already done", n)
+	}
+}
