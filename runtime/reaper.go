@@ -168,18 +168,20 @@ func (e *Engine) reapCategory(base context.Context, stop <-chan struct{}, cat st
 		l.Release(ctx, e.c)
 		cancel()
 	}()
-	ctx, cancel = op()
-	defer cancel()
-	if _, err := rdb.SettleReaping(ctx, e.c, cat, e.o.BackfillSuffix); err != nil {
-		e.log.Warn("seqby: reaper pass failed; retried next pass", "category", cat, "err", err)
-		return
-	}
-	groups, err := rdb.Groups(ctx, e.c, cat)
-	if err != nil {
-		e.log.Warn("seqby: reaper pass failed; retried next pass", "category", cat, "err", err)
-		return
-	}
-	keys, err := rdb.Partitions(ctx, e.c, cat)
+	var groups, keys []string
+	err = func() error {
+		ctx, cancel := op()
+		defer cancel()
+		if _, err := rdb.SettleReaping(ctx, e.c, cat, e.o.BackfillSuffix); err != nil {
+			return err
+		}
+		var err error
+		if groups, err = rdb.Groups(ctx, e.c, cat); err != nil {
+			return err
+		}
+		keys, err = rdb.Partitions(ctx, e.c, cat)
+		return err
+	}()
 	if err != nil {
 		e.log.Warn("seqby: reaper pass failed; retried next pass", "category", cat, "err", err)
 		return
@@ -187,9 +189,10 @@ func (e *Engine) reapCategory(base context.Context, stop <-chan struct{}, cat st
 	reaped := 0
 	for i, k := range keys {
 		if i > 0 && i%reapBatch == 0 {
+			ctx, cancel := op()
+			err := l.Renew(ctx, e.c, e.o.LeaseTTL)
 			cancel()
-			ctx, cancel = op()
-			if err := l.Renew(ctx, e.c, e.o.LeaseTTL); err != nil {
+			if err != nil {
 				e.log.Warn("seqby: reaper lost its lease; pass stopped", "category", cat, "err", err)
 				break
 			}
@@ -199,7 +202,9 @@ func (e *Engine) reapCategory(base context.Context, stop <-chan struct{}, cat st
 			return
 		default:
 		}
+		ctx, cancel := op()
 		ok, err := rdb.Reap(ctx, e.c, cat, k, e.o.BackfillSuffix, groups, e.o.ReapAfter)
+		cancel()
 		if err != nil {
 			e.log.Warn("seqby: reaping a partition failed; retried next pass", "category", cat, "partition", k, "err", err)
 			continue

@@ -27,16 +27,23 @@ func (t *trimmer) acked() { t.acks++ }
 func (t *trimmer) due(drained bool) bool { return t.acks >= trimEvery || drained && t.acks > 0 }
 
 // trim runs retention on lanes (the category of each in cats) and resets
-// t. A failure is logged and tried again at the next due trim: retention
-// lagging behind loses nothing.
+// t when it succeeded. A failure is logged and tried again at the next
+// due trim: retention lagging behind loses nothing.
 func (e *Engine) trim(ctx context.Context, t *trimmer, cats, lanes []string) {
-	t.acks = 0
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	ok := true
 	for i, lane := range lanes {
 		if _, err := rdb.Trim(ctx, e.c, cats[i], lane); err != nil {
+			ok = false
 			e.log.Warn("seqby: trimming acked entries failed; retried at the next trim", "stream", lane, "err", err)
 		}
+	}
+	if ok {
+		// A failed trim stays due, so an idle partition trims again at its
+		// next idle wake-up instead of keeping its acked entries (and never
+		// turning cold) until it acks again.
+		t.acks = 0
 	}
 }
 

@@ -86,7 +86,8 @@ func MembersKey(group string) string { return "seqby:__members__:" + group }
 func PMLeaseKey(pm, correlation string) string { return "{" + correlation + "}:__pmlease__:" + pm }
 
 // PMGenerationKey is the generation counter of a pm correlation value's
-// lease (never deleted).
+// lease (see GenerationKey), deleted when the value's partitions are
+// reaped.
 func PMGenerationKey(pm, correlation string) string { return "{" + correlation + "}:__pmgen__:" + pm }
 
 // PMHaltKey holds the halt record (JSON) of pm's halted correlation value:

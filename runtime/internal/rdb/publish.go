@@ -28,13 +28,14 @@ import (
 // them in order and runs none when one is refused, so the reaper sees the
 // key indexed and the entry appended together. On a cluster each is its
 // own step, and one that fails stops the publish; a reap may then run
-// between steps 1 and 2, so step 2 also reads whether the lane was empty
-// (one MULTI/EXEC in the partition's slot) and, when it was, step 3 adds
-// the key to the index again (in the same round trip as the signal): an
-// entry that recreates a reaped partition is indexed before Publish
-// returns. Either way the error names the first step that failed, and only
-// an error matching ErrUnsignalled (step 3 failed) says the entry was
-// appended.
+// between steps 1 and 2, so step 3 also adds the key to the index again,
+// after the entry (in the signal's round trip: same slot): either that
+// lands after the reaper took the key out, or the reaper, checking the
+// lanes after taking it out, finds the entry and puts the key back (see
+// Reap). So once Publish returns nil the key is discoverable. Either way
+// the error names the first step that failed, and only an error matching
+// ErrUnsignalled (step 3's signal failed) says the entry was appended and
+// indexed.
 func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream string, signalMaxLen int64, fields []any) error {
 	index := func(c redis.Cmdable) *redis.IntCmd { return c.SAdd(ctx, IndexKey(category), key) }
 	entry := func(c redis.Cmdable) *redis.StringCmd {
@@ -63,26 +64,14 @@ func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream
 		// A cluster routes each step to its own node: one after the other,
 		// each only once the previous one succeeded.
 		if steps[0] = index(c).Err(); steps[0] == nil {
-			var was *redis.IntCmd
-			_, steps[1] = c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-				was = p.XLen(ctx, stream)
-				entry(p)
-				return nil
-			})
-			if steps[1] == nil {
+			if steps[1] = entry(c).Err(); steps[1] == nil {
 				var again *redis.IntCmd
 				var sig *redis.StringCmd
 				c.Pipelined(ctx, func(p redis.Pipeliner) error {
-					if was.Val() == 0 {
-						again = index(p)
-					}
-					sig = signal(p)
+					again, sig = index(p), signal(p)
 					return nil
 				})
-				if again != nil && again.Err() != nil {
-					reindex = again.Err()
-				}
-				steps[2] = sig.Err()
+				reindex, steps[2] = again.Err(), sig.Err()
 			}
 		}
 	}
@@ -96,7 +85,7 @@ func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream
 		// index, so the entry may stay unseen until the key is published
 		// to again. The caller's retry does that (a duplicate, at least
 		// once).
-		return fmt.Errorf("index the partition again after appending to an empty lane (publish again: the entry is stored but may not be discovered): %w", reindex)
+		return fmt.Errorf("index the partition again after appending (publish again: the entry is stored but may not be discovered): %w", reindex)
 	case steps[2] != nil:
 		return fmt.Errorf("%w: %w", ErrUnsignalled, steps[2])
 	}

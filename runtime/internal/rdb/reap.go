@@ -24,9 +24,9 @@ import (
 //     visible.
 //  3. EXISTS on the lanes: a publish that appended after step 1 recreated
 //     a lane, and the key goes back to the index; otherwise it leaves the
-//     reaping set. A publish appending after this check added the key to
-//     the index after step 2 (its step 1, or, on a cluster, its re-index
-//     after appending to an empty lane; see Publish).
+//     reaping set. A publish appending after this check adds the key to
+//     the index after step 2 (on a single Redis with its entry, in one
+//     transaction; on a cluster again after appending; see Publish).
 //
 // A reaper that dies after step 2 leaves the key in the reaping set, still
 // visible; the next reaper of the category settles it (SettleReaping).

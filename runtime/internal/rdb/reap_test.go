@@ -84,14 +84,20 @@ func TestReapConditions(t *testing.T) {
 		{name: "not idle long enough", idle: time.Hour, setup: func(t *testing.T) {
 			handled(t, ctx, c, "k", stream, "h")
 		}},
+		{name: "a lease acquired within the idle time", idle: time.Hour, setup: func(t *testing.T) {
+			// No lane (cold however long the idle time), but the last
+			// acquire was now: its generation must not go yet.
+			now := c.Time(ctx).Val()
+			c.Set(ctx, PMGenerationKey("h", "k"), now.UnixMicro(), 0)
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c.FlushAll(ctx)
 			c.HSet(ctx, GroupsKey("order"), "h", "0")
 			tc.setup(t)
 			c.SAdd(ctx, IndexKey("order"), "k")
-			c.Set(ctx, GenerationKey(stream, "h"), "7", 0)
-			c.Set(ctx, PMGenerationKey("h", "k"), "7", 0)
+			c.SetNX(ctx, GenerationKey(stream, "h"), "7", 0)
+			c.SetNX(ctx, PMGenerationKey("h", "k"), "7", 0)
 			c.Set(ctx, HaltKey(stream, "h"), "{}", 0)
 			c.XAdd(ctx, &redis.XAddArgs{Stream: DLQStream("order", "k"), Values: []any{"n", "1"}})
 			c.HSet(ctx, StateKey("h", "k"), "version", "1")
