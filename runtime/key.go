@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
@@ -37,14 +39,27 @@ var (
 	// ErrSentinelKey: the key has the __name__ form reserved for seqby's own
 	// keys such as {category}:__partitions__.
 	ErrSentinelKey = errors.New("key has the reserved __name__ form")
+	// ErrKeyEncoding: the key is not valid UTF-8. Payloads are text (JSON
+	// replaces invalid bytes), so such a key would not survive the trip
+	// through its own message.
+	ErrKeyEncoding = errors.New("key is not valid UTF-8")
+	// ErrKeyControl: the key contains a control character (U+0000-U+001F,
+	// U+007F-U+009F), which would corrupt logs and terminals.
+	ErrKeyControl = errors.New("key contains a control character")
+	// ErrKeyLength: the key is longer than MaxKeyLength bytes.
+	ErrKeyLength = fmt.Errorf("key is longer than %d bytes", MaxKeyLength)
 )
+
+// MaxKeyLength is the longest partition key (and correlation value)
+// accepted, in bytes: it is part of every key name of its partition.
+const MaxKeyLength = 256
 
 // KeyError reports a partition key that breaks one of the key rules.
 type KeyError struct {
 	Category string // stream category of the message
 	Field    string // key field the value was read from
 	Value    string // the rejected value ("" for a null key)
-	Rule     error  // one of ErrNullKey, ErrEmptyKey, ErrKeyColon, ErrKeyBrace, ErrReservedKey, ErrSentinelKey
+	Rule     error  // one of the Err*Key rules above (ErrNullKey, ErrEmptyKey, ErrKeyColon, ...)
 	// suffix is the backfill suffix the rules were checked against, so the
 	// message names the reserved token that actually applied ("" means
 	// DefaultBackfillSuffix).
@@ -65,8 +80,8 @@ func (e *KeyError) Error() string {
 		if suffix == "" {
 			suffix = DefaultBackfillSuffix
 		}
-		return fmt.Sprintf("%s: value %q rejected: %v; keys must be plain entity ids (no ':', '{' or '}', not %q, %q or __name__)",
-			where, e.Value, e.Rule, rdb.DLQSuffix, suffix)
+		return fmt.Sprintf("%s: value %q rejected: %v; keys must be plain entity ids (valid UTF-8 of at most %d bytes, no control characters, no ':', '{' or '}', not %q, %q or __name__)",
+			where, e.Value, e.Rule, MaxKeyLength, rdb.DLQSuffix, suffix)
 	}
 }
 
@@ -81,10 +96,9 @@ func CheckKey(category, field, value string) error {
 
 // checkKeySuffix applies the key rules with a configured backfill suffix.
 func checkKeySuffix(category, field, value, backfillSuffix string) error {
-	var rule error
+	rule := textRule(value)
 	switch {
-	case value == "":
-		rule = ErrEmptyKey
+	case rule != nil:
 	case strings.Contains(value, ":"):
 		rule = ErrKeyColon
 	case strings.ContainsAny(value, "{}"):
@@ -97,6 +111,22 @@ func checkKeySuffix(category, field, value, backfillSuffix string) error {
 		return nil
 	}
 	return &KeyError{Category: category, Field: field, Value: value, Rule: rule, suffix: backfillSuffix}
+}
+
+// textRule is the rules every key and correlation value follows: not
+// empty, valid UTF-8, no control characters, at most MaxKeyLength bytes.
+func textRule(value string) error {
+	switch {
+	case value == "":
+		return ErrEmptyKey
+	case len(value) > MaxKeyLength:
+		return ErrKeyLength
+	case !utf8.ValidString(value):
+		return ErrKeyEncoding
+	case strings.IndexFunc(value, unicode.IsControl) >= 0:
+		return ErrKeyControl
+	}
+	return nil
 }
 
 // NullKey returns the error for a nil key pointer. Generated
@@ -120,12 +150,13 @@ func Key(category, field, value string) (string, error) {
 }
 
 // CorrelationValue checks the correlation value of a pm that is not
-// sequential: only an empty value is refused, since it names no instance.
-// (A sequential pm's correlation value is its partition key and goes
-// through Key.)
+// sequential: it must be non-empty valid UTF-8 of at most MaxKeyLength
+// bytes without control characters, like a key, but may hold the
+// characters a stream name forbids. (A sequential pm's correlation value
+// is its partition key and goes through Key.)
 func CorrelationValue(category, field, value string) (string, error) {
-	if value == "" {
-		return "", &KeyError{Category: category, Field: field, Rule: ErrEmptyKey}
+	if rule := textRule(value); rule != nil {
+		return "", &KeyError{Category: category, Field: field, Value: value, Rule: rule}
 	}
 	return value, nil
 }

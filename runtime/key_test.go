@@ -29,6 +29,16 @@ func TestCheckKeySuffix(t *testing.T) {
 		{"__x__", "backfill", ErrSentinelKey},
 		{"____", "backfill", nil}, // too short to hold a name
 		{"__x", "backfill", nil},
+		{"o-\xff", "backfill", ErrKeyEncoding},
+		{"\xc3", "backfill", ErrKeyEncoding},
+		{"a\x00b", "backfill", ErrKeyControl},
+		{"a\nb", "backfill", ErrKeyControl},
+		{"\x1b[31mred", "backfill", ErrKeyControl},
+		{"a\u0085b", "backfill", ErrKeyControl}, // C1 control
+		{"a\x7f", "backfill", ErrKeyControl},
+		{"Zürich-東京", "backfill", nil},
+		{strings.Repeat("k", MaxKeyLength), "backfill", nil},
+		{strings.Repeat("k", MaxKeyLength+1), "backfill", ErrKeyLength},
 	}
 	for _, tt := range tests {
 		err := checkKeySuffix("order", "Client", tt.value, tt.suffix)
@@ -49,6 +59,23 @@ func TestCheckKeySuffix(t *testing.T) {
 	}
 	if err := NullKey("order", "Client"); !errors.Is(err, ErrNullKey) || !errors.Is(err, ErrInvalidKey) {
 		t.Errorf("NullKey: %v", err)
+	}
+}
+
+// A non-sequential pm's correlation value follows the text rules of keys
+// (issue #11, finding 7) but may hold what a stream name forbids.
+func TestCorrelationValue(t *testing.T) {
+	for _, tt := range []struct {
+		value string
+		rule  error
+	}{
+		{"o-1", nil}, {"a:b{c}", nil}, {"", ErrEmptyKey}, {"o-\xff", ErrKeyEncoding},
+		{"o\x1b", ErrKeyControl}, {strings.Repeat("o", MaxKeyLength+1), ErrKeyLength},
+	} {
+		v, err := CorrelationValue("order", "OrderID", tt.value)
+		if tt.rule == nil && (err != nil || v != tt.value) || tt.rule != nil && !errors.Is(err, tt.rule) {
+			t.Errorf("CorrelationValue(%q) = %q, %v; want rule %v", tt.value, v, err, tt.rule)
+		}
 	}
 }
 

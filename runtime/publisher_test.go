@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/seqby/seqby/runtime/internal/rdb"
@@ -61,6 +62,9 @@ func TestPublishBadKeyWritesNothing(t *testing.T) {
 		{"dlq", ErrReservedKey},
 		{"late", ErrReservedKey},
 		{"__partitions__", ErrSentinelKey},
+		{"o-\xff", ErrKeyEncoding},
+		{"a\x1b[2J", ErrKeyControl},
+		{strings.Repeat("k", MaxKeyLength+1), ErrKeyLength},
 	}
 	for _, tt := range tests {
 		err := p.Publish(ctx, ev(tt.key, 1))

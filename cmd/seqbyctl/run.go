@@ -9,9 +9,12 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/runtime"
@@ -167,8 +170,8 @@ func halted(ctx context.Context, in *inspect.Inspector, o opts) error {
 	w := tabwriter.NewWriter(o.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "HANDLER\tPARTITION\tSTREAM\tENTRY\tTYPE\tREASON\tTOKEN\tSINCE\tERROR")
 	for _, h := range hs {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", h.Handler, h.Partition, h.Stream, h.EntryID,
-			orDash(h.MessageType), h.Reason, h.Token, h.At.Format(time.RFC3339), orDash(oneLine(h.Error)))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", safe(h.Handler), safe(h.Partition), safe(h.Stream), safe(h.EntryID),
+			orDash(safe(h.MessageType)), safe(h.Reason), safe(h.Token), h.At.Format(time.RFC3339), orDash(safe(oneLine(h.Error))))
 	}
 	return w.Flush()
 }
@@ -182,11 +185,11 @@ func inspectPartition(ctx context.Context, i *inspect.Inspector, o opts) error {
 		return writeJSON(o.out, in)
 	}
 	w := o.out
-	fmt.Fprintf(w, "handler    %s\npartition  %s\n", in.Handler, in.Partition)
+	fmt.Fprintf(w, "handler    %s\npartition  %s\n", safe(in.Handler), safe(in.Partition))
 	if h := in.Halt; h != nil {
-		fmt.Fprintf(w, "halted     yes, on %s %s since %s by %s: %s\n", h.Stream, h.EntryID, h.At.Format(time.RFC3339), h.Token, h.Reason)
+		fmt.Fprintf(w, "halted     yes, on %s %s since %s by %s: %s\n", safe(h.Stream), safe(h.EntryID), h.At.Format(time.RFC3339), safe(h.Token), safe(h.Reason))
 		if h.Error != "" {
-			fmt.Fprintf(w, "error      %s\n", oneLine(h.Error))
+			fmt.Fprintf(w, "error      %s\n", safe(oneLine(h.Error)))
 		}
 	} else if in.Stale {
 		fmt.Fprintln(w, "halted     no (its halt record was stale: the head is no longer pending; record removed)")
@@ -194,25 +197,25 @@ func inspectPartition(ctx context.Context, i *inspect.Inspector, o opts) error {
 		fmt.Fprintln(w, "halted     no (no halt record)")
 	}
 	if in.Lease != "" {
-		fmt.Fprintf(w, "lease      %s held by %s (ttl %v)\n", in.LeaseKey, in.Lease, in.LeaseTTL)
+		fmt.Fprintf(w, "lease      %s held by %s (ttl %v)\n", safe(in.LeaseKey), safe(in.Lease), in.LeaseTTL)
 	} else {
-		fmt.Fprintf(w, "lease      %s free\n", in.LeaseKey)
+		fmt.Fprintf(w, "lease      %s free\n", safe(in.LeaseKey))
 	}
 	for _, l := range in.Lanes {
 		if !l.Exists {
-			fmt.Fprintf(w, "stream     %s: does not exist\n", l.Stream)
+			fmt.Fprintf(w, "stream     %s: does not exist\n", safe(l.Stream))
 			continue
 		}
-		fmt.Fprintf(w, "stream     %s: length %d, %d pending\n", l.Stream, l.Length, len(l.Pending))
+		fmt.Fprintf(w, "stream     %s: length %d, %d pending\n", safe(l.Stream), l.Length, len(l.Pending))
 		for _, p := range l.Pending {
-			fmt.Fprintf(w, "  pending  %s  consumer %s  idle %v  deliveries %d\n", p.ID, p.Consumer, p.Idle, p.Deliveries)
+			fmt.Fprintf(w, "  pending  %s  consumer %s  idle %v  deliveries %d\n", safe(p.ID), safe(p.Consumer), p.Idle, p.Deliveries)
 		}
 	}
 	if in.Head == nil {
 		fmt.Fprintln(w, "head       none pending")
 		return nil
 	}
-	fmt.Fprintf(w, "head       %s on %s\n", in.Head.ID, in.Head.Stream)
+	fmt.Fprintf(w, "head       %s on %s\n", safe(in.Head.ID), safe(in.Head.Stream))
 	if in.Head.Fields == nil {
 		fmt.Fprintln(w, "  (deleted from the stream while pending)")
 	}
@@ -222,7 +225,7 @@ func inspectPartition(ctx context.Context, i *inspect.Inspector, o opts) error {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "  %s: %s\n", k, in.Head.Fields[k])
+		fmt.Fprintf(w, "  %s: %s\n", safe(k), safe(in.Head.Fields[k]))
 	}
 	return nil
 }
@@ -238,12 +241,12 @@ func resolve(dlq bool) func(context.Context, *inspect.Inspector, opts) error {
 			return err
 		}
 		if dlq {
-			fmt.Fprintf(o.out, "moved %s on %s to %s as %s\n", o.id, res.Record.Stream, res.DLQ, res.DLQEntryID)
+			fmt.Fprintf(o.out, "moved %s on %s to %s as %s\n", safe(o.id), safe(res.Record.Stream), safe(res.DLQ), safe(res.DLQEntryID))
 		} else {
-			fmt.Fprintf(o.out, "skipped %s on %s\n", o.id, res.Record.Stream)
+			fmt.Fprintf(o.out, "skipped %s on %s\n", safe(o.id), safe(res.Record.Stream))
 		}
 		fmt.Fprintf(o.out, "%s of %s continues with its next entry once an engine claims it (within a lease renewal and a discovery cycle)\n",
-			res.Record.Partition, o.handler)
+			safe(res.Record.Partition), safe(o.handler))
 		return nil
 	}
 }
@@ -262,4 +265,14 @@ func orDash(s string) string {
 }
 
 // oneLine keeps a multi-line error in one table cell.
+// safe returns s for printing: as it is when it is valid UTF-8 without
+// control characters, else Go-quoted, so a key or field from Redis can
+// never inject terminal escapes or fake lines into the output.
+func safe(s string) string {
+	if utf8.ValidString(s) && strings.IndexFunc(s, unicode.IsControl) < 0 {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

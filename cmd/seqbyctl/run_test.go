@@ -226,3 +226,19 @@ func runOnHaltedPartition(t *testing.T, c redis.UniversalClient, url string) {
 		t.Fatalf("shop:{b}:dlq has %d entries, want the moved head", n)
 	}
 }
+
+// Keys and fields from Redis are printed as they are only when they are
+// printable text; anything else is quoted (issue #11, finding 7).
+func TestSafeQuotesWhatIsNotPrintable(t *testing.T) {
+	for in, want := range map[string]string{
+		"order:{client-1}": "order:{client-1}",
+		"Zürich":           "Zürich",
+		"a\x1b[2Jb":        `"a\x1b[2Jb"`,
+		"o-\xff":           `"o-\xff"`,
+		"x\ny":             `"x\ny"`,
+	} {
+		if got := safe(in); got != want {
+			t.Errorf("safe(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
