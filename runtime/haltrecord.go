@@ -47,8 +47,11 @@ func (p *partition) recordHalt(h *Halt) bool {
 		r.Error = h.Err.Error()
 	}
 	for {
-		err := rdb.RecordHalt(p.ctx, e.c, p.lease, r)
+		raw, err := rdb.RecordHalt(p.ctx, e.c, p.lease, r)
 		if err == nil {
+			// Cleared like a predecessor's record once the head is acked:
+			// a retry of the halted head succeeded.
+			p.prior = &priorHalt{stream: h.Stream, id: h.EntryID, raw: raw}
 			return true
 		}
 		if errors.Is(err, rdb.ErrBadRecord) {

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,14 +20,17 @@ const (
 )
 
 // handle decodes one entry and runs the handler on it, retrying with
-// backoff up to MaxRetries. hctx is the handler's context (cancelled when a
-// lease is lost); stop interrupts a retry backoff; verify checks the lease
-// before an attempt (attempt.go; nil without a lease). Nothing a message
-// contains can crash the instance: panics are failures, bad payloads and
-// unknown types halt.
-func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, verify func(context.Context) error, reg Registration, category string, en rdb.Entry) (outcome, *Halt) {
+// backoff per the handler's retry policy (retry.go). hctx is the handler's
+// context (cancelled when a lease is lost); stop interrupts a retry
+// backoff; verify checks the lease before an attempt (attempt.go; nil
+// without a lease); halted: the entry is a halted head, given one attempt.
+// Nothing a message contains can crash the instance: panics are failures,
+// bad payloads and unknown types halt.
+func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, verify func(context.Context) error, reg Registration, category string, en rdb.Entry, halted bool) (outcome, *Halt) {
 	halt := func(reason string, err error) (outcome, *Halt) {
-		return outHalt, e.haltOf(reg, category, en, reason, err)
+		h := e.haltOf(reg, category, en, reason, err)
+		h.Permanent = errors.Is(err, ErrPermanent)
+		return outHalt, h
 	}
 	rt, m, skip, h := e.decodeEntry(reg, category, en)
 	switch {
@@ -39,11 +43,15 @@ func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, verify func(
 	corr := ""
 	if reg.Kind == ProcessManager { // a pm that is not sequential (pm.go has the others)
 		if corr, err = safeCorrelate(rt, m); err != nil {
-			return halt("no correlation value", err)
+			return halt("no correlation value", Permanent(err))
 		}
 		hctx = WithCorrelation(hctx, corr)
 	}
-	backoff := e.o.RetryBackoff
+	policy := e.retryOf(reg)
+	if halted {
+		policy.MaxRetries = 0
+	}
+	backoff := policy.RetryBackoff
 	g := e.newGate(verify)
 	for attempt := 0; ; attempt++ {
 		if !g.enter(hctx) {
@@ -61,7 +69,10 @@ func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, verify func(
 		if hctx.Err() != nil {
 			return outLost, nil
 		}
-		if attempt >= e.o.MaxRetries {
+		if errors.Is(err, ErrPermanent) {
+			return halt("handler failed permanently", err)
+		}
+		if attempt >= policy.MaxRetries {
 			return halt(fmt.Sprintf("handler failed %d times", attempt+1), err)
 		}
 		e.log.Warn("seqby: handler failed; retrying", "handler", reg.Name, "stream", en.Stream,
@@ -76,7 +87,7 @@ func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, verify func(
 			t.Stop()
 			return outStop, nil
 		}
-		backoff = min(2*backoff, e.o.MaxBackoff)
+		backoff = min(2*backoff, policy.MaxBackoff)
 	}
 }
 
@@ -105,12 +116,16 @@ func (e *Engine) decodeEntry(reg Registration, category string, en rdb.Entry) (r
 		return rt, nil, true, nil // another handler's message type
 	}
 	if !ok {
-		return rt, nil, false, e.haltOf(reg, category, en, "unknown message type",
+		h := e.haltOf(reg, category, en, "unknown message type",
 			fmt.Errorf("%s %s has no route for type %q on %s, and no registration lists it: deploy a build that knows it, or skip it with seqbyctl", reg.Kind, reg.Name, typ, category))
+		h.Permanent = true
+		return rt, nil, false, h
 	}
 	m, err := safeDecode(rt, e.o.Codec, []byte(en.Fields[rdb.FieldPayload]))
 	if err != nil {
-		return rt, nil, false, e.haltOf(reg, category, en, "undecodable payload", err)
+		h := e.haltOf(reg, category, en, "undecodable payload", err)
+		h.Permanent = true
+		return rt, nil, false, h
 	}
 	return rt, m, false, nil
 }

@@ -41,6 +41,14 @@ type Options struct {
 	RetryBackoff time.Duration
 	// MaxBackoff caps the retry delay. Default 5s.
 	MaxBackoff time.Duration
+	// HaltedRetryInterval is how often the head of a halted partition is
+	// retried, one attempt at a time, unless its failure is permanent
+	// (Permanent, or an entry that cannot be decoded): a success resumes
+	// the partition by itself, so an outage never leaves permanent halts.
+	// Default 1m; negative: never (the head waits for an operator).
+	// Registration.Retry overrides it, and the other retry options, per
+	// handler.
+	HaltedRetryInterval time.Duration
 	// Concurrency caps handler calls running at once in this instance
 	// (one per partition at most). Default 64.
 	Concurrency int
@@ -100,7 +108,7 @@ func (o Options) checkDurations() error {
 	}{
 		{"LeaseTTL", o.LeaseTTL}, {"HeartbeatInterval", o.HeartbeatInterval}, {"LeaseMargin", o.LeaseMargin},
 		{"DiscoveryInterval", o.DiscoveryInterval}, {"RetryBackoff", o.RetryBackoff},
-		{"MaxBackoff", o.MaxBackoff}, {"BlockTimeout", o.BlockTimeout}, {"ReapAfter", o.ReapAfter},
+		{"MaxBackoff", o.MaxBackoff}, {"HaltedRetryInterval", o.HaltedRetryInterval}, {"BlockTimeout", o.BlockTimeout}, {"ReapAfter", o.ReapAfter},
 	} {
 		if d.v > 0 && d.v < time.Millisecond {
 			return fmt.Errorf("%w: %s is %v (%d ns), under the 1ms Redis resolution: Options durations are time.Duration values, write e.g. 15*time.Second, not 15000 (or leave it zero for the default)",
@@ -131,6 +139,9 @@ func (o Options) withDefaults() (Options, error) {
 	def(&o.DiscoveryInterval, time.Second)
 	def(&o.RetryBackoff, 100*time.Millisecond)
 	def(&o.MaxBackoff, 5*time.Second)
+	if o.HaltedRetryInterval == 0 {
+		o.HaltedRetryInterval = time.Minute
+	}
 	def(&o.BlockTimeout, time.Second)
 	if o.ReapAfter == 0 {
 		o.ReapAfter = time.Hour

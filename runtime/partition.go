@@ -176,7 +176,7 @@ func (p *partition) run() {
 			t.Stop()
 			continue
 		}
-		if out, h := e.handle(p.ctx, p.release, p.verifyLease, p.reg, p.category, en); !p.settle(en, out, h) {
+		if out, h := e.handle(p.ctx, p.release, p.verifyLease, p.reg, p.category, en, p.isHalted()); !p.settle(en, out, h) {
 			return
 		}
 		p.active = time.Now()
@@ -208,22 +208,39 @@ func (p *partition) begin() bool {
 	return true
 }
 
-// parked reports whether the worker must stop: the lease ended, a release
-// was asked for, or the partition is halted, in which case it holds its
-// head until it is released or its lease ends.
+// parked reports whether the worker must stop: the lease ended or a
+// release was asked for. A halted partition holds its head meanwhile: it
+// waits HaltedRetryInterval and then goes on (the next read returns the
+// head, for one more attempt), or, when its failure is permanent or
+// retries are off, until it is released or its lease ends.
 func (p *partition) parked() bool {
 	if p.ctx.Err() != nil || p.releasing() {
 		return true
 	}
-	if p.isHalted() {
-		select {
-		case <-p.ctx.Done():
-		case <-p.release:
-		}
-		return true
+	p.mu.Lock()
+	halted, permanent := p.halt != nil, p.halt != nil && p.halt.Permanent
+	p.mu.Unlock()
+	if !halted {
+		return false
 	}
-	return false
+	var retry <-chan time.Time
+	if d := p.haltedRetry(); d > 0 && !permanent {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		retry = t.C
+	}
+	select {
+	case <-p.ctx.Done():
+		return true
+	case <-p.release:
+		return true
+	case <-retry:
+		return false
+	}
 }
+
+// haltedRetry is how often p's halted head is retried (0 or less: never).
+func (p *partition) haltedRetry() time.Duration { return p.e.retryOf(p.reg).HaltedRetryInterval }
 
 // settle finishes one entry by its outcome: a halt is recorded and
 // reported (the entry stays pending as the head), a processed entry is
@@ -237,8 +254,20 @@ func (p *partition) settle(en rdb.Entry, out outcome, h *Halt) bool {
 	case outHalt:
 		h.Key, h.Generation = p.key, p.lease.Generation
 		p.mu.Lock()
-		p.halt = h
+		prev := p.halt
+		if prev != nil {
+			// A halted head failed its retry: still the same halt, already
+			// reported and recorded.
+			prev.Err, prev.Permanent = h.Err, h.Permanent
+		} else {
+			p.halt = h
+		}
 		p.mu.Unlock()
+		if prev != nil {
+			e.log.Warn("seqby: the halted head failed again", "handler", p.reg.Name, "stream", en.Stream, "entry", en.ID,
+				"permanent", h.Permanent, "retry_in", p.haltedRetry(), "err", h.Err)
+			return true
+		}
 		e.reportHalt(*h)
 		return p.recordHalt(h)
 	}
@@ -253,6 +282,14 @@ func (p *partition) settle(en rdb.Entry, out outcome, h *Halt) bool {
 	}
 	p.acked(en)
 	p.trims.acked()
+	p.mu.Lock()
+	recovered := p.halt
+	p.halt = nil
+	p.mu.Unlock()
+	if recovered != nil {
+		e.log.Info("seqby: the halted head succeeded on a retry; the partition resumes", "handler", p.reg.Name,
+			"stream", en.Stream, "entry", en.ID, "halted_at", recovered.At)
+	}
 	return true
 }
 

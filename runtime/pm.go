@@ -110,7 +110,9 @@ func (p *partition) idle(marks []uint64) {
 func (e *Engine) handlePM(p *partition, category string, en rdb.Entry) (outcome, *Halt) {
 	reg := p.reg
 	halt := func(reason string, err error) (outcome, *Halt) {
-		return outHalt, e.haltOf(reg, category, en, reason, err)
+		h := e.haltOf(reg, category, en, reason, err)
+		h.Permanent = errors.Is(err, ErrPermanent)
+		return outHalt, h
 	}
 	rt, m, skip, h := e.decodeEntry(reg, category, en)
 	switch {
@@ -121,14 +123,18 @@ func (e *Engine) handlePM(p *partition, category string, en rdb.Entry) (outcome,
 	}
 	corr, err := safeCorrelate(rt, m)
 	if err != nil {
-		return halt("no correlation value", err)
+		return halt("no correlation value", Permanent(err))
 	}
 	if corr != p.key {
 		return halt("correlation value differs from the partition key",
-			fmt.Errorf("entry on %s correlates to %q, not %q: the route's Correlate and PartitionKey must read the same field; regenerate with seqgen", en.Stream, corr, p.key))
+			Permanent(fmt.Errorf("entry on %s correlates to %q, not %q: the route's Correlate and PartitionKey must read the same field; regenerate with seqgen", en.Stream, corr, p.key)))
 	}
 	ctx := WithCorrelation(p.ctx, corr)
-	backoff := e.o.RetryBackoff
+	policy := e.retryOf(reg)
+	if p.isHalted() {
+		policy.MaxRetries = 0 // a halted head: one attempt
+	}
+	backoff := policy.RetryBackoff
 	failures := 0
 	g := e.newGate(p.verifyLease)
 	for {
@@ -148,9 +154,12 @@ func (e *Engine) handlePM(p *partition, category string, en rdb.Entry) (outcome,
 		if p.ctx.Err() != nil {
 			return outLost, nil
 		}
-		if !infra {
+		if errors.Is(err, ErrPermanent) {
+			return halt("pm failed permanently", err)
+		}
+		if !infra || p.isHalted() {
 			failures++
-			if failures > e.o.MaxRetries {
+			if failures > policy.MaxRetries {
 				return halt(fmt.Sprintf("pm failed %d times", failures), err)
 			}
 		}
@@ -166,7 +175,7 @@ func (e *Engine) handlePM(p *partition, category string, en rdb.Entry) (outcome,
 			t.Stop()
 			return outStop, nil
 		}
-		backoff = min(2*backoff, e.o.MaxBackoff)
+		backoff = min(2*backoff, policy.MaxBackoff)
 	}
 }
 

@@ -66,6 +66,10 @@ type Registration struct {
 	// Hand-written registrations may leave it nil: then only types some
 	// registration routes count as known.
 	Catalog map[string][]string
+	// Retry overrides the engine's retry options for this handler (nil:
+	// the engine's). Set it on the registration seqgen wrote before
+	// registering it.
+	Retry *RetryPolicy
 }
 
 // Route is one handled message type of a Registration.

@@ -17,6 +17,11 @@ type Halt struct {
 	MessageType string    // the "type" field of the entry ("" when missing)
 	MessageID   string    // the "id" field of the entry
 	Reason      string    // why it halted
+	// Permanent: the failure cannot pass by itself (the handler returned
+	// Permanent(err), or the entry cannot be decoded or routed), so the
+	// head waits for an operator. Otherwise it is retried every
+	// HaltedRetryInterval and the partition resumes when it succeeds.
+	Permanent bool
 	Err         error     // the last handler or decode error
 	Owner       string    // OwnerID of the instance that halted it
 	Generation  int64     // lease generation at the halt (0 when unleased)

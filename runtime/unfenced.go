@@ -428,7 +428,7 @@ func (u *unfenced) process(en rdb.Entry) {
 	if u.st.isHalted(en.Stream, en.ID) {
 		return
 	}
-	out, h := e.handle(u.base, u.stop, nil, u.c.reg, u.c.category, en)
+	out, h := e.handle(u.base, u.stop, nil, u.c.reg, u.c.category, en, false)
 	switch out {
 	case outDone:
 		ctx, cancel := context.WithTimeout(u.base, 5*time.Second)

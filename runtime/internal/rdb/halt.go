@@ -74,23 +74,24 @@ func (r HaltRecord) RecordKey() string {
 var ErrBadRecord = errors.New("halt record cannot be encoded")
 
 // RecordHalt writes r, fenced by l: a stale owner cannot describe a head
-// that is no longer its own (ErrFenced).
-func RecordHalt(ctx context.Context, c redis.UniversalClient, l Lease, r HaltRecord) error {
-	raw, err := json.Marshal(r)
+// that is no longer its own (ErrFenced). It returns the record as stored,
+// for ClearHalt.
+func RecordHalt(ctx context.Context, c redis.UniversalClient, l Lease, r HaltRecord) (raw string, err error) {
+	b, err := json.Marshal(r)
 	if err != nil {
-		return fmt.Errorf("halt of %s: %w: %w", r.Partition, ErrBadRecord, err)
+		return "", fmt.Errorf("halt of %s: %w: %w", r.Partition, ErrBadRecord, err)
 	}
 	key, index := r.RecordKey(), HaltedKey(r.Handler)
 	if err := c.SAdd(ctx, index, key).Err(); err != nil {
-		return fmt.Errorf("index halt of %s: %w", r.Partition, err)
+		return "", fmt.Errorf("index halt of %s: %w", r.Partition, err)
 	}
-	if err := scriptRecordHalt.Run(ctx, c, []string{l.Ref.Key, key}, l.Token(), string(raw)).Err(); err != nil {
-		return fmt.Errorf("record halt of %s: %w", r.Partition, fenced(err, l))
+	if err := scriptRecordHalt.Run(ctx, c, []string{l.Ref.Key, key}, l.Token(), string(b)).Err(); err != nil {
+		return "", fmt.Errorf("record halt of %s: %w", r.Partition, fenced(err, l))
 	}
 	if err := c.SAdd(ctx, index, key).Err(); err != nil {
-		return fmt.Errorf("index halt of %s: %w", r.Partition, err)
+		return "", fmt.Errorf("index halt of %s: %w", r.Partition, err)
 	}
-	return nil
+	return string(b), nil
 }
 
 // GetHalt reads and decodes the record at key (a RecordKey), with its raw

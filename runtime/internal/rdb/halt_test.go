@@ -11,7 +11,7 @@ func TestRecordHaltIsFenced(t *testing.T) {
 	stale := Lease{Ref: PartitionLease("order:x", "g"), Owner: "w1", Generation: 1}
 	c.Set(ctx, stale.Ref.Key, "w2:2", 0)
 	r := HaltRecord{Handler: "g", Partition: "order:x"}
-	err := RecordHalt(ctx, c, stale, r)
+	_, err := RecordHalt(ctx, c, stale, r)
 	if !errors.Is(err, ErrFenced) {
 		t.Fatalf("record by a stale owner: %v, want ErrFenced", err)
 	}

@@ -1,0 +1,76 @@
+package runtime
+
+import (
+	"errors"
+	"time"
+)
+
+// Transient versus poison. A failing head is retried with capped
+// exponential backoff (RetryBackoff doubling up to MaxBackoff), MaxRetries
+// times. Then the partition is reported halted (log, OnHalt, halt record),
+// but unless the failure is permanent its head keeps being retried every
+// HaltedRetryInterval, one attempt at a time, until it succeeds (the
+// partition then resumes by itself and its halt record goes) or an
+// operator skips it or moves it to the dead-letter stream. So an outage of
+// something the handler needs halts partitions for the outage only, never
+// for good. A permanent failure (Permanent, or an entry that cannot be
+// decoded or routed) halts at once and waits for the operator.
+
+// ErrPermanent matches an error wrapped by Permanent.
+var ErrPermanent = errors.New("permanent failure")
+
+// Permanent marks a handler error that no retry can fix (the message is
+// invalid for the handler): the partition halts at once, without retries,
+// and its head waits for an operator. errors.Is(err, ErrPermanent) and
+// errors.Is against the wrapped error both hold. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+type permanentError struct{ err error }
+
+func (p permanentError) Error() string   { return "permanent: " + p.err.Error() }
+func (p permanentError) Unwrap() []error { return []error{ErrPermanent, p.err} }
+
+// RetryPolicy overrides, for one handler (Registration.Retry), the
+// engine's retry options of the same names. A zero field keeps the
+// engine's value.
+type RetryPolicy struct {
+	// MaxRetries before the partition halts; negative: none.
+	MaxRetries int
+	// RetryBackoff is the first retry delay, doubled up to MaxBackoff.
+	RetryBackoff time.Duration
+	// MaxBackoff caps the retry delay.
+	MaxBackoff time.Duration
+	// HaltedRetryInterval is how often a halted head is retried; negative:
+	// never (it waits for an operator).
+	HaltedRetryInterval time.Duration
+}
+
+// retryOf is reg's effective retry policy: its own fields over the
+// engine's (already defaulted) options.
+func (e *Engine) retryOf(reg Registration) RetryPolicy {
+	p := RetryPolicy{MaxRetries: e.o.MaxRetries, RetryBackoff: e.o.RetryBackoff, MaxBackoff: e.o.MaxBackoff,
+		HaltedRetryInterval: e.o.HaltedRetryInterval}
+	if r := reg.Retry; r != nil {
+		switch {
+		case r.MaxRetries < 0:
+			p.MaxRetries = 0
+		case r.MaxRetries > 0:
+			p.MaxRetries = r.MaxRetries
+		}
+		if r.RetryBackoff > 0 {
+			p.RetryBackoff = r.RetryBackoff
+		}
+		if r.MaxBackoff > 0 {
+			p.MaxBackoff = r.MaxBackoff
+		}
+		if r.HaltedRetryInterval != 0 {
+			p.HaltedRetryInterval = r.HaltedRetryInterval
+		}
+	}
+	return p
+}

@@ -1,0 +1,71 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
+)
+
+// A handler error wrapped by Permanent halts at once, is never retried,
+// and says so in the Halt; a handler's RetryPolicy overrides the engine's
+// options; and a halted head that later succeeds resumes its partition by
+// itself and removes its halt record (issue #11, finding 3).
+func TestRetryPolicyAndPermanentErrors(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	var permTries, flakyTries atomic.Int64
+	var mu sync.Mutex
+	halts := map[string]Halt{}
+	perm := keyedHandler("perm", func(_ context.Context, e *testEvent) error {
+		if e.Client == "b" && e.Seq == 1 {
+			permTries.Add(1)
+			return Permanent(errPoison)
+		}
+		return nil
+	})
+	j := newJournal()
+	flaky := keyedHandler("flaky", func(_ context.Context, e *testEvent) error {
+		if e.Client == "b" && e.Seq == 1 && flakyTries.Add(1) <= 4 {
+			return errors.New("not yet")
+		}
+		j.enter(e.Client, seqKey(e.Client, e.Seq))
+		j.leave(e.Client, seqKey(e.Client, e.Seq), e.Seq, true)
+		return nil
+	})
+	flaky.Retry = &RetryPolicy{MaxRetries: -1} // halts after its first failure
+	opts := fastOptions("r1")
+	opts.MaxRetries = 3
+	opts.HaltedRetryInterval = 50 * time.Millisecond
+	opts.OnHalt = func(h Halt) { mu.Lock(); halts[h.Handler] = h; mu.Unlock() }
+	startEngine(t, c, opts, perm, flaky)
+	p := NewPublisher(c)
+	for i := 1; i <= 2; i++ {
+		if err := p.Publish(ctx, ev("b", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 20*time.Second, "flaky resumed after its halted head succeeded", func() bool { return j.count("b") == 2 })
+	mu.Lock()
+	hp, hf := halts["perm"], halts["flaky"]
+	mu.Unlock()
+	if !hp.Permanent || !errors.Is(hp.Err, ErrPermanent) || !errors.Is(hp.Err, errPoison) {
+		t.Errorf("perm's halt: permanent %v, err %v; want a permanent halt wrapping errPoison", hp.Permanent, hp.Err)
+	}
+	// flaky's head was retried slowly four times: perm's would have been
+	// too, were a permanent halt retried.
+	if n := permTries.Load(); n != 1 {
+		t.Errorf("perm ran its permanent failure %d times, want 1", n)
+	}
+	if hf.Handler == "" || hf.Permanent || hf.Reason != "handler failed 1 times" {
+		t.Errorf("flaky's halt %+v: want one after 1 attempt (its own MaxRetries), not permanent", hf)
+	}
+	key := rdb.HaltKey(rdb.PartitionStream("order", "b"), "flaky")
+	eventually(t, 10*time.Second, "flaky's halt record removed", func() bool { return c.Exists(ctx, key).Val() == 0 })
+	if c.Exists(ctx, rdb.HaltKey(rdb.PartitionStream("order", "b"), "perm")).Val() != 1 {
+		t.Errorf("perm's halt record is gone")
+	}
+}
