@@ -27,14 +27,16 @@ type Engine struct {
 	sem  chan struct{}
 	wake *waiter
 
-	mu       sync.Mutex
-	running  bool
-	parts    map[string]*partition    // owned partitions by id
-	halts    []Halt                   // unpartitioned halts
-	large    map[string]largeCategory // categories above PartitionWarnThreshold
-	starts   map[string]string        // each group's start id by category (retention.go)
-	handlers []string                 // keyed handlers, announced as members
-	leaving  atomic.Bool              // stop announcing: graceful stop began
+	mu      sync.Mutex
+	running bool
+	// consuming: Run finished starting (Status.Consuming).
+	consuming bool
+	parts     map[string]*partition    // owned partitions by id
+	halts     []Halt                   // unpartitioned halts
+	large     map[string]largeCategory // categories above PartitionWarnThreshold
+	starts    map[string]string        // each group's start id by category (retention.go)
+	handlers  []string                 // keyed handlers, announced as members
+	leaving   atomic.Bool              // stop announcing: graceful stop began
 	// acquireLogs rate-limits the failed-acquire warning per handler.
 	acquireLogs map[string]*acquireLog
 	// cold holds the partitions an acquire found cold lately (reaper.go).
@@ -167,7 +169,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.running = true
 	e.leaving.Store(false)
 	e.mu.Unlock()
-	defer func() { e.mu.Lock(); e.running = false; e.mu.Unlock() }()
+	defer func() { e.mu.Lock(); e.running, e.consuming = false, false; e.mu.Unlock() }()
 
 	if err := rdb.LoadScripts(ctx, e.c); err != nil {
 		if ctx.Err() != nil {
@@ -231,6 +233,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); e.reapLoop(base, stop, cats) }()
 	}
+	e.mu.Lock()
+	e.consuming = true
+	e.mu.Unlock()
 	e.log.Info("seqby engine running", "consumers", len(cs), "lease_ttl", e.o.LeaseTTL)
 	e.discoveryLoop(base, stop, cs, leased, &partsWG)
 
@@ -255,7 +260,7 @@ func (e *Engine) Run(ctx context.Context) error {
 func (e *Engine) Status() Status {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := Status{OwnerID: e.o.OwnerID, Running: e.running, Halts: append([]Halt(nil), e.halts...)}
+	s := Status{OwnerID: e.o.OwnerID, Running: e.running, Consuming: e.consuming, Halts: append([]Halt(nil), e.halts...)}
 	for c, l := range e.large {
 		if s.LargeCategories == nil {
 			s.LargeCategories = map[string]int{}

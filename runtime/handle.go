@@ -57,11 +57,12 @@ func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, verify func(
 		if !g.enter(hctx) {
 			return outLost, nil
 		}
-		if reg.Kind == ProcessManager {
-			err = e.applyPMOptimistic(hctx, reg, rt, corr, m)
-		} else {
-			err = safeInvoke(hctx, rt, nil, m)
-		}
+		err = e.attempt(hctx, reg, en, func(ctx context.Context) error {
+			if reg.Kind == ProcessManager {
+				return e.applyPMOptimistic(ctx, reg, rt, corr, m)
+			}
+			return safeInvoke(ctx, rt, nil, m)
+		})
 		g.leave()
 		if err == nil {
 			return outDone, nil

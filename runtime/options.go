@@ -49,6 +49,17 @@ type Options struct {
 	// Registration.Retry overrides it, and the other retry options, per
 	// handler.
 	HaltedRetryInterval time.Duration
+	// HandlerTimeout bounds one handler attempt: its context is cancelled
+	// then and the attempt counts as failed (ErrHandlerTimeout). A body
+	// that ignores its context and runs on is logged as stuck. Default 5m;
+	// negative: none. Registration.Timeout overrides it per handler.
+	HandlerTimeout time.Duration
+	// MaxDeliveries halts a partition, without running the handler again,
+	// on a head delivered more often than this: each owner that read it
+	// counts once, so a message that kills the process handling it (a
+	// stack overflow, an OOM kill) stops after that many owners instead of
+	// taking down every instance in turn. Default 10; negative: no limit.
+	MaxDeliveries int
 	// Concurrency caps handler calls running at once in this instance
 	// (one per partition at most). Default 64.
 	Concurrency int
@@ -108,7 +119,7 @@ func (o Options) checkDurations() error {
 	}{
 		{"LeaseTTL", o.LeaseTTL}, {"HeartbeatInterval", o.HeartbeatInterval}, {"LeaseMargin", o.LeaseMargin},
 		{"DiscoveryInterval", o.DiscoveryInterval}, {"RetryBackoff", o.RetryBackoff},
-		{"MaxBackoff", o.MaxBackoff}, {"HaltedRetryInterval", o.HaltedRetryInterval}, {"BlockTimeout", o.BlockTimeout}, {"ReapAfter", o.ReapAfter},
+		{"MaxBackoff", o.MaxBackoff}, {"HaltedRetryInterval", o.HaltedRetryInterval}, {"HandlerTimeout", o.HandlerTimeout}, {"BlockTimeout", o.BlockTimeout}, {"ReapAfter", o.ReapAfter},
 	} {
 		if d.v > 0 && d.v < time.Millisecond {
 			return fmt.Errorf("%w: %s is %v (%d ns), under the 1ms Redis resolution: Options durations are time.Duration values, write e.g. 15*time.Second, not 15000 (or leave it zero for the default)",
@@ -139,6 +150,12 @@ func (o Options) withDefaults() (Options, error) {
 	def(&o.DiscoveryInterval, time.Second)
 	def(&o.RetryBackoff, 100*time.Millisecond)
 	def(&o.MaxBackoff, 5*time.Second)
+	if o.HandlerTimeout == 0 {
+		o.HandlerTimeout = 5 * time.Minute
+	}
+	if o.MaxDeliveries == 0 {
+		o.MaxDeliveries = 10
+	}
 	if o.HaltedRetryInterval == 0 {
 		o.HaltedRetryInterval = time.Minute
 	}

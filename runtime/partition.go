@@ -53,6 +53,11 @@ type partition struct {
 	// is cold (reaper.go). Only the partition's own goroutine touches it.
 	active time.Time
 
+	// head is the halted head, retried from memory: reading it again would
+	// count one more delivery (MaxDeliveries counts owners). Only the
+	// partition's own goroutine touches it.
+	head *rdb.Entry
+
 	// prior is a halt record found at claim whose head is still pending;
 	// it is removed once this owner acks that head (haltrecord.go). Only
 	// the partition's own goroutine touches it.
@@ -154,7 +159,10 @@ func (p *partition) run() {
 	}
 	for !p.parked() {
 		seq := e.wake.mark(p.category, p.key)
-		en, ok, err := rdb.FencedRead(p.ctx, e.c, p.lease, p.reg.Name, p.lanes)
+		en, ok, err := p.heldHead()
+		if !ok {
+			en, ok, err = rdb.FencedRead(p.ctx, e.c, p.lease, p.reg.Name, p.lanes)
+		}
 		if err != nil {
 			if !p.retryable(err) {
 				return
@@ -176,7 +184,11 @@ func (p *partition) run() {
 			t.Stop()
 			continue
 		}
-		if out, h := e.handle(p.ctx, p.release, p.verifyLease, p.reg, p.category, en, p.isHalted()); !p.settle(en, out, h) {
+		out, h := outHalt, e.overDelivered(p.reg, p.category, en)
+		if h == nil {
+			out, h = e.handle(p.ctx, p.release, p.verifyLease, p.reg, p.category, en, p.isHalted())
+		}
+		if !p.settle(en, out, h) {
 			return
 		}
 		p.active = time.Now()
@@ -239,6 +251,14 @@ func (p *partition) parked() bool {
 	}
 }
 
+// heldHead returns the halted head to retry (ok), if p holds one.
+func (p *partition) heldHead() (rdb.Entry, bool, error) {
+	if p.head == nil {
+		return rdb.Entry{}, false, nil
+	}
+	return *p.head, true, nil
+}
+
 // haltedRetry is how often p's halted head is retried (0 or less: never).
 func (p *partition) haltedRetry() time.Duration { return p.e.retryOf(p.reg).HaltedRetryInterval }
 
@@ -263,6 +283,7 @@ func (p *partition) settle(en rdb.Entry, out outcome, h *Halt) bool {
 			p.halt = h
 		}
 		p.mu.Unlock()
+		p.head = &en
 		if prev != nil {
 			e.log.Warn("seqby: the halted head failed again", "handler", p.reg.Name, "stream", en.Stream, "entry", en.ID,
 				"permanent", h.Permanent, "retry_in", p.haltedRetry(), "err", h.Err)
@@ -286,6 +307,7 @@ func (p *partition) settle(en rdb.Entry, out outcome, h *Halt) bool {
 	recovered := p.halt
 	p.halt = nil
 	p.mu.Unlock()
+	p.head = nil
 	if recovered != nil {
 		e.log.Info("seqby: the halted head succeeded on a retry; the partition resumes", "handler", p.reg.Name,
 			"stream", en.Stream, "entry", en.ID, "halted_at", recovered.At)

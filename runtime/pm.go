@@ -61,7 +61,10 @@ func (p *partition) runPM() {
 		for i, c := range p.cats {
 			marks[i] = e.wake.mark(c, p.key)
 		}
-		en, ok, err := rdb.FencedReadOldest(p.ctx, e.c, p.lease, p.reg.Name, p.lanes, p.primaries)
+		en, ok, err := p.heldHead()
+		if !ok {
+			en, ok, err = rdb.FencedReadOldest(p.ctx, e.c, p.lease, p.reg.Name, p.lanes, p.primaries)
+		}
 		if err != nil {
 			if !p.retryable(err) {
 				return
@@ -77,7 +80,11 @@ func (p *partition) runPM() {
 			continue
 		}
 		category := p.laneCats[max(slices.Index(p.lanes, en.Stream), 0)]
-		if out, h := e.handlePM(p, category, en); !p.settle(en, out, h) {
+		out, h := outHalt, e.overDelivered(p.reg, category, en)
+		if h == nil {
+			out, h = e.handlePM(p, category, en)
+		}
+		if !p.settle(en, out, h) {
 			return
 		}
 		p.active = time.Now()
@@ -142,7 +149,12 @@ func (e *Engine) handlePM(p *partition, category string, en rdb.Entry) (outcome,
 		if !g.enter(p.ctx) {
 			return outLost, nil
 		}
-		infra, err = e.applyPM(ctx, reg, rt, corr, m, &en)
+		err = e.attempt(ctx, reg, en, func(ctx context.Context) error {
+			var err error
+			infra, err = e.applyPM(ctx, reg, rt, corr, m, &en)
+			return err
+		})
+		infra = infra && !errors.Is(err, ErrHandlerTimeout)
 		g.leave()
 		if err == nil {
 			return outDone, nil

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // SupportPackageIsVersion1 is referenced by code seqgen writes. If a newer
@@ -70,6 +71,9 @@ type Registration struct {
 	// the engine's). Set it on the registration seqgen wrote before
 	// registering it.
 	Retry *RetryPolicy
+	// Timeout overrides the engine's HandlerTimeout for this handler (0:
+	// the engine's; negative: none).
+	Timeout time.Duration
 }
 
 // Route is one handled message type of a Registration.

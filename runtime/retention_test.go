@@ -105,7 +105,9 @@ func TestNewHandlerStart(t *testing.T) {
 	opts := fastOptions("s2")
 	opts.NewHandlerStart = StartFromNew
 	r := startEngine(t, c, opts, keyedHandler("fresh", record(jNew)))
-	eventually(t, 10*time.Second, "fresh registered", func() bool { return r.Status().Running })
+	// Consuming, not Running: Running is true before Run has registered the
+	// handler, and events published then predate its start.
+	eventually(t, 10*time.Second, "fresh registered", func() bool { return r.Status().Consuming })
 	for i := 4; i <= 5; i++ {
 		if err := p.Publish(ctx, ev("a", i)); err != nil {
 			t.Fatal(err)

@@ -9,23 +9,23 @@ import (
 // message stays pending as the partition's head; nothing later for the key
 // is applied until an operator resolves the head.
 type Halt struct {
-	Handler     string    // Registration.Name (the consumer group)
-	Category    string    // stream category
-	Key         string    // partition key ("" for an unpartitioned category)
-	Stream      string    // lane holding the message
-	EntryID     string    // stream entry id of the head
-	MessageType string    // the "type" field of the entry ("" when missing)
-	MessageID   string    // the "id" field of the entry
-	Reason      string    // why it halted
+	Handler     string // Registration.Name (the consumer group)
+	Category    string // stream category
+	Key         string // partition key ("" for an unpartitioned category)
+	Stream      string // lane holding the message
+	EntryID     string // stream entry id of the head
+	MessageType string // the "type" field of the entry ("" when missing)
+	MessageID   string // the "id" field of the entry
+	Reason      string // why it halted
 	// Permanent: the failure cannot pass by itself (the handler returned
 	// Permanent(err), or the entry cannot be decoded or routed), so the
 	// head waits for an operator. Otherwise it is retried every
 	// HaltedRetryInterval and the partition resumes when it succeeds.
-	Permanent bool
-	Err         error     // the last handler or decode error
-	Owner       string    // OwnerID of the instance that halted it
-	Generation  int64     // lease generation at the halt (0 when unleased)
-	At          time.Time // when it halted
+	Permanent  bool
+	Err        error     // the last handler or decode error
+	Owner      string    // OwnerID of the instance that halted it
+	Generation int64     // lease generation at the halt (0 when unleased)
+	At         time.Time // when it halted
 }
 
 // PartitionStatus is one partition this instance owns. For a sequential
@@ -44,8 +44,12 @@ type PartitionStatus struct {
 
 // Status is a snapshot of an engine instance.
 type Status struct {
-	OwnerID    string            // Options.OwnerID of this instance
-	Running    bool              // between Run's start and its return
+	OwnerID string // Options.OwnerID of this instance
+	Running bool   // between Run's start and its return
+	// Consuming: Run has started: the handlers are registered in Redis (a
+	// StartFromNew handler's start is fixed) and consumption has begun.
+	// False again once Run returns.
+	Consuming  bool
 	Partitions []PartitionStatus // owned partitions, sorted by handler, stream
 	// Halts lists halts of unkeyed handlers and of pms that are not
 	// sequential (messages left pending after their retries, on any

@@ -40,6 +40,9 @@ type Step struct {
 	// and never learns that it was fenced: then only the engine keeps a
 	// stale owner from acking and reading on.
 	BlindCommit bool `json:"blind_commit,omitempty"`
+	// Crash makes the process handling the event exit at once, like a
+	// message that overflows the stack or gets its process OOM-killed.
+	Crash bool `json:"crash,omitempty"`
 }
 
 // Tagged is an event whose key field is a pointer, so a nil key can be

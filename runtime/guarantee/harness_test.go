@@ -33,6 +33,8 @@ const (
 	envLeaseTTL = "SEQBY_GUARANTEE_LEASE_TTL"
 	// envReapAfter, when set, is the instances' Options.ReapAfter.
 	envReapAfter = "SEQBY_GUARANTEE_REAP_AFTER"
+	// envMaxDeliveries, when set, is the instances' Options.MaxDeliveries.
+	envMaxDeliveries = "SEQBY_GUARANTEE_MAX_DELIVERIES"
 )
 
 // group is the Recorder's consumer group (its registration name).
@@ -106,6 +108,12 @@ func runChild(role string, reg func(c redis.UniversalClient, inst string) runtim
 			return 2
 		}
 	}
+	if v := os.Getenv(envMaxDeliveries); v != "" {
+		if opts.MaxDeliveries, err = strconv.Atoi(v); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: bad %s: %v\n", role, envMaxDeliveries, err)
+			return 2
+		}
+	}
 	if onHalt != nil {
 		opts.OnHalt = onHalt(c, inst)
 	}
@@ -160,8 +168,11 @@ type cluster struct {
 	// reapAfter, when set, is the Options.ReapAfter of instances started
 	// after it is.
 	reapAfter time.Duration
-	pub       *runtime.Publisher
-	logDir    string // the instances' logs
+	// maxDeliveries, when set, is the Options.MaxDeliveries of instances
+	// started after it is.
+	maxDeliveries int
+	pub           *runtime.Publisher
+	logDir        string // the instances' logs
 
 	mu    sync.Mutex
 	procs map[string]*child
@@ -223,6 +234,9 @@ func (c *cluster) launch(id, childEnv, handler string) *child {
 	cmd.Env = append(os.Environ(), childEnv+"=1", envRedis+"="+c.addr, envInstance+"="+id, envLeaseTTL+"="+c.leaseTTL.String())
 	if c.reapAfter != 0 {
 		cmd.Env = append(cmd.Env, envReapAfter+"="+c.reapAfter.String())
+	}
+	if c.maxDeliveries != 0 {
+		cmd.Env = append(cmd.Env, envMaxDeliveries+"="+strconv.Itoa(c.maxDeliveries))
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group (a terminal's ^C is for the test, which then

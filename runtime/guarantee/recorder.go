@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"time"
 
@@ -58,6 +59,9 @@ func (h *Recorder) On(ctx context.Context, e Step) error {
 		return fmt.Errorf("record entry of %s: %w", event, err)
 	}
 	defer scriptExit.Run(rctx, h.Redis, []string{markerKey(e.ClientID), entriesKey(e.ClientID)}, holder, record)
+	if e.Crash {
+		os.Exit(3)
+	}
 	if e.SlowMS > 0 {
 		time.Sleep(time.Duration(e.SlowMS) * time.Millisecond)
 	}

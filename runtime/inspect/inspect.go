@@ -147,7 +147,7 @@ func (i *Inspector) Inspect(ctx context.Context, handler, partition string) (Ins
 		if err != nil {
 			return in, fmt.Errorf("inspect %s: read head %s: %w", stream, id, err)
 		}
-		head := Entry(en)
+		head := Entry{Stream: en.Stream, ID: en.ID, Fields: en.Fields}
 		in.Head = &head
 	}
 	return in, nil

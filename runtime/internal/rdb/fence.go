@@ -12,6 +12,9 @@ type Entry struct {
 	Stream string            // lane the entry was read from
 	ID     string            // stream entry id
 	Fields map[string]string // nil when the entry was deleted while pending
+	// Deliveries is how many times the group was handed the entry
+	// (XREADGROUP, XCLAIM), this read included; 0 when unknown.
+	Deliveries int64
 }
 
 // FencedRead reads the next entry for the lease's consumer (its token) in
@@ -57,6 +60,9 @@ func fencedRead(ctx context.Context, script *redis.Script, c redis.UniversalClie
 	}
 	e, err = parseEntry(entries[0])
 	e.Stream = lanes[lane-1]
+	if len(res) > 2 {
+		e.Deliveries, _ = res[2].(int64)
+	}
 	return e, err == nil, err
 }
 

@@ -1,12 +1,14 @@
 -- read: the fenced read of a keyed partition's owner.
 --
+-- Uses deliveries() from lib/pel.lua.
+--
 -- KEYS[1] lease
 -- KEYS[2..] lanes in priority order (the partition stream, its backfill lane)
 -- ARGV[1] token, also the consumer name
 -- ARGV[2] group (the handler's name)
 -- ARGV[3] count
--- Returns {lane (1-based among the lanes), entries}, or {0} when every
--- lane is drained; the SEQBY_FENCED error when the lease does not hold
+-- Returns {lane (1-based among the lanes), entries, deliveries of the
+-- first entry}, or {0} when every lane is drained; the SEQBY_FENCED error when the lease does not hold
 -- the token.
 --
 -- Two passes: first the consumer's own pending entries (id 0) on every
@@ -36,7 +38,9 @@ for _, id in ipairs({'0', '>'}) do
   for i = 2, #KEYS do
     if redis.call('EXISTS', KEYS[i]) == 1 then
       local r = read(KEYS[i], id)
-      if r and r[1] and #r[1][2] > 0 then return {i - 1, r[1][2]} end
+      if r and r[1] and #r[1][2] > 0 then
+        return {i - 1, r[1][2], deliveries(KEYS[i], ARGV[2], r[1][2][1][1])}
+      end
     end
   end
 end

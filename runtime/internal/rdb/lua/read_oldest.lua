@@ -1,7 +1,7 @@
 -- read_oldest: the fenced read of a process manager's owner, which reads
 -- every stream of its correlation value and applies the oldest entry first.
 --
--- Uses older() from lib/ids.lua.
+-- Uses older() from lib/ids.lua and deliveries() from lib/pel.lua.
 --
 -- KEYS[1] lease
 -- KEYS[2..] lanes: the primary streams first (ARGV[3] of them), then the
@@ -9,7 +9,7 @@
 -- ARGV[1] token, also the consumer name
 -- ARGV[2] group (the pm's name)
 -- ARGV[3] number of primary lanes
--- Returns {lane (1-based among the lanes), {entry}}, or {0} when every lane
+-- Returns {lane (1-based among the lanes), {entry}, its deliveries}, or {0} when every lane
 -- is drained; the SEQBY_FENCED error when the lease does not hold the token.
 --
 -- First the owner's own pending entries: only an entry this script
@@ -66,9 +66,9 @@ end
 local np = tonumber(ARGV[3])
 local e, at = pick(2, 1 + np, pending)
 if not e then e, at = pick(2 + np, #KEYS, pending) end
-if e then return {at - 1, {e}} end
+if e then return {at - 1, {e}, deliveries(KEYS[at], ARGV[2], e[1])} end
 e, at = pick(2, 1 + np, peek)
 if not e then e, at = pick(2 + np, #KEYS, peek) end
 if not e then return {0} end
 local r = redis.call('XREADGROUP', 'GROUP', ARGV[2], ARGV[1], 'COUNT', 1, 'STREAMS', KEYS[at], '>')
-return {at - 1, r[1][2]}
+return {at - 1, r[1][2], deliveries(KEYS[at], ARGV[2], r[1][2][1][1])}
