@@ -57,7 +57,7 @@ func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, verify func(
 		if !g.enter(hctx) {
 			return outLost, nil
 		}
-		err = e.attempt(hctx, reg, en, func(ctx context.Context) error {
+		err = e.attempt(withMessage(hctx, en, attempt+1), reg, en, func(ctx context.Context) error {
 			if reg.Kind == ProcessManager {
 				return e.applyPMOptimistic(ctx, reg, rt, corr, m)
 			}

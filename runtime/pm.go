@@ -144,12 +144,12 @@ func (e *Engine) handlePM(p *partition, category string, en rdb.Entry) (outcome,
 	backoff := policy.RetryBackoff
 	failures := 0
 	g := e.newGate(p.verifyLease)
-	for {
+	for attempt := 1; ; attempt++ {
 		var infra bool
 		if !g.enter(p.ctx) {
 			return outLost, nil
 		}
-		err = e.attempt(ctx, reg, en, func(ctx context.Context) error {
+		err = e.attempt(withMessage(ctx, en, attempt), reg, en, func(ctx context.Context) error {
 			var err error
 			infra, err = e.applyPM(ctx, reg, rt, corr, m, &en)
 			return err

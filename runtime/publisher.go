@@ -27,6 +27,10 @@ type PublisherOptions struct {
 	// consumers could not be woken (they find it at their next re-check,
 	// within 30 s). Default slog.Default().
 	Logger *slog.Logger
+	// DedupWindow is how long a message id given with WithMessageID is
+	// remembered per partition: publishing the same id to the same
+	// partition again within it stores nothing. Default 24h.
+	DedupWindow time.Duration
 }
 
 // Publisher writes messages to their streams: a partitioned message to its
@@ -67,13 +71,54 @@ func NewPublisher(c redis.UniversalClient, options ...PublisherOptions) *Publish
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.DedupWindow <= 0 {
+		opts.DedupWindow = 24 * time.Hour
+	}
 	return &Publisher{c: c, opts: opts}
 }
 
 // PublishOption changes how one message is published.
 type PublishOption func(*publishConfig)
 
-type publishConfig struct{ backfill bool }
+type publishConfig struct {
+	backfill bool
+	id       string
+	idSet    bool // WithMessageID was given (an empty id is refused)
+	replicas int
+	timeout  time.Duration
+}
+
+// WaitForReplicas makes Publish wait, after a partitioned message is
+// stored, until n replicas of its partition's server have it (Redis WAIT
+// on the connection that wrote it), at most timeout (0: without bound):
+// for a caller that needs an acknowledged publish to survive a failover.
+// When fewer acknowledge in time, Publish fails with ErrNotDurable, though
+// the message is stored; publish it again with the same WithMessageID to
+// be safe from a duplicate. Ignored for unpartitioned messages.
+func WaitForReplicas(n int, timeout time.Duration) PublishOption {
+	return func(c *publishConfig) { c.replicas, c.timeout = n, timeout }
+}
+
+// ErrNotDurable matches a publish (WaitForReplicas) whose message was
+// stored but not acknowledged by the replicas asked for in time.
+var ErrNotDurable = rdb.ErrNotReplicated
+
+// WithMessageID publishes the message with the caller's id, an idempotency
+// key: a partitioned message whose id was already published to its
+// partition within PublisherOptions.DedupWindow is not stored again (and
+// Publish returns nil), so a publish retried after an ambiguous failure
+// (a timeout) is stored once. Handlers see the id in
+// MessageFromContext(ctx).MessageID. An unpartitioned message carries the
+// id but is not deduplicated. The id follows the text rules of keys
+// (non-empty UTF-8, at most MaxKeyLength bytes, no control characters),
+// else Publish fails with ErrInvalidMessageID before writing anything.
+func WithMessageID(id string) PublishOption {
+	return func(c *publishConfig) { c.id, c.idSet = id, true }
+}
+
+// ErrInvalidMessageID matches a WithMessageID id that breaks the text
+// rules of keys.
+var ErrInvalidMessageID = errors.New("invalid message id")
 
 // AsBackfill publishes to the partition's backfill lane
 // (category:{key}:suffix), which its owner reads after the primary
@@ -115,13 +160,20 @@ func (p *Publisher) Publish(ctx context.Context, msg Message, opts ...PublishOpt
 	if err != nil {
 		return fmt.Errorf("publish %s: %w", typeName(msg), err)
 	}
+	id := newMessageID()
+	if cfg.idSet {
+		if rule := textRule(cfg.id); rule != nil {
+			return fmt.Errorf("publish %s: message id %q: %w: %w", typeName(msg), cfg.id, ErrInvalidMessageID, rule)
+		}
+		id = cfg.id
+	}
 	payload, err := p.opts.Codec.Marshal(msg)
 	if err != nil {
 		return fmt.Errorf("publish %s: encode payload: %w", typeName(msg), err)
 	}
 	fields := []any{
 		rdb.FieldType, typeName(msg),
-		rdb.FieldID, newMessageID(),
+		rdb.FieldID, id,
 		rdb.FieldPayload, payload,
 		rdb.FieldPublishedAt, time.Now().UTC().Format(time.RFC3339Nano),
 	}
@@ -136,7 +188,11 @@ func (p *Publisher) Publish(ctx context.Context, msg Message, opts ...PublishOpt
 	if cfg.backfill {
 		stream = rdb.BackfillStream(category, key, p.opts.BackfillSuffix)
 	}
-	err = rdb.Publish(ctx, p.c, category, key, stream, p.opts.SignalMaxLen, fields)
+	once := rdb.Once{Replicas: cfg.replicas, ReplicaTimeout: cfg.timeout}
+	if cfg.idSet {
+		once.ID, once.Window = cfg.id, p.opts.DedupWindow
+	}
+	err = rdb.Publish(ctx, p.c, category, key, stream, p.opts.SignalMaxLen, fields, once)
 	if errors.Is(err, rdb.ErrUnsignalled) {
 		// Published: failing the call would make the caller publish twice.
 		p.opts.Logger.Warn("seqby: published, but waking idle consumers failed; they find the entry at their next re-check",

@@ -17,6 +17,7 @@
 //	category:{key}:__lease__:handler     string      the partition's lease: "<owner_id>:<generation>", PX TTL
 //	category:{key}:__gen__:handler       string      its generation counter: max(stored + 1, Redis time in µs) per acquire; reaped
 //	category:{key}:__halt__:handler      string      its halt record (JSON) while halted
+//	category:{key}:__msgid__:id          string      entry id of message id, for the dedup window (PX TTL)
 //	category                             stream      an unpartitioned category
 //	{category}:__partitions__            set         the category's partition keys (the index)
 //	{category}:__signal__                stream      wake-up signals: field k = partition key (capped, approximate)

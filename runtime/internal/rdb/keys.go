@@ -31,6 +31,13 @@ func DLQStream(category, key string) string {
 	return SubStream(PartitionStream(category, key), DLQSuffix)
 }
 
+// DedupKey remembers, for the publisher's dedup window (PX), that message
+// id was appended to category's partition key, with the entry's id:
+// "category:{key}:__msgid__:id", in the partition's slot.
+func DedupKey(category, key, id string) string {
+	return SubStream(PartitionStream(category, key), "__msgid__:"+id)
+}
+
 // IndexKey is the set of a partitioned category's keys, in the category's
 // slot: "{category}:__partitions__".
 func IndexKey(category string) string { return "{" + category + "}:__partitions__" }

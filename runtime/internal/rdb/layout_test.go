@@ -20,6 +20,7 @@ func layout() []string {
 		LeaseKey(stream, "handler"),
 		GenerationKey(stream, "handler"),
 		HaltKey(stream, "handler"),
+		DedupKey("category", "key", "id"),
 		"category", // an unpartitioned category's stream is its name
 		IndexKey("category"),
 		SignalKey("category"),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -36,10 +37,23 @@ import (
 // the error names the first step that failed, and only an error matching
 // ErrUnsignalled (step 3's signal failed) says the entry was appended and
 // indexed.
-func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream string, signalMaxLen int64, fields []any) error {
+//
+// once, when its Window is set, makes the append idempotent: an entry
+// whose message id was appended to the partition within the window is
+// not appended again (append_once.lua), and Publish returns nil.
+func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream string, signalMaxLen int64, fields []any, once Once) error {
 	index := func(c redis.Cmdable) *redis.IntCmd { return c.SAdd(ctx, IndexKey(category), key) }
-	entry := func(c redis.Cmdable) *redis.StringCmd {
-		return c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: fields})
+	entry := func(c redis.Cmdable) redis.Cmder {
+		if once.Window <= 0 {
+			return c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: fields})
+		}
+		keys := []string{stream, DedupKey(category, key, once.ID)}
+		args := append([]any{once.Window.Milliseconds()}, fields...)
+		if _, tx := c.(redis.Pipeliner); tx {
+			// Inside MULTI a missing script cannot fall back to EVAL.
+			return scriptAppendOnce.Eval(ctx, c.(redis.Scripter), keys, args...)
+		}
+		return scriptAppendOnce.Run(ctx, c.(redis.Scripter), keys, args...)
 	}
 	signal := func(c redis.Cmdable) *redis.StringCmd {
 		return c.XAdd(ctx, &redis.XAddArgs{Stream: SignalKey(category), MaxLen: signalMaxLen, Approx: true,
@@ -47,12 +61,24 @@ func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream
 	}
 	var steps [3]error
 	var reindex error
+	var wait *redis.Conn // the connection that appends, for WAIT
+	defer func() {
+		if wait != nil {
+			wait.Close()
+		}
+	}()
 	if single, ok := c.(*redis.Client); ok {
 		// On one server the three steps go in one MULTI/EXEC round trip:
 		// they run in order, and a step refused when queued (NOPERM, or
 		// MOVED/CROSSSLOT when the server is a cluster node) aborts them
 		// all, so the entry is never written unindexed.
-		pipe := single.TxPipeline()
+		var pipe redis.Pipeliner
+		if once.Replicas > 0 {
+			wait = single.Conn()
+			pipe = wait.TxPipeline()
+		} else {
+			pipe = single.TxPipeline()
+		}
 		cmds := [3]redis.Cmder{index(pipe), entry(pipe), signal(pipe)}
 		_, err := pipe.Exec(ctx)
 		for i, cmd := range cmds {
@@ -64,7 +90,16 @@ func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream
 		// A cluster routes each step to its own node: one after the other,
 		// each only once the previous one succeeded.
 		if steps[0] = index(c).Err(); steps[0] == nil {
-			if steps[1] = entry(c).Err(); steps[1] == nil {
+			var appender redis.Cmdable = c
+			if cc, ok := c.(*redis.ClusterClient); ok && once.Replicas > 0 {
+				node, err := cc.MasterForKey(ctx, stream)
+				if err != nil {
+					return fmt.Errorf("append the entry: find the partition's node: %w", err)
+				}
+				wait = node.Conn()
+				appender = wait
+			}
+			if steps[1] = entry(appender).Err(); steps[1] == nil {
 				var again *redis.IntCmd
 				var sig *redis.StringCmd
 				c.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -86,11 +121,41 @@ func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream
 		// to again. The caller's retry does that (a duplicate, at least
 		// once).
 		return fmt.Errorf("index the partition again after appending (publish again: the entry is stored but may not be discovered): %w", reindex)
-	case steps[2] != nil:
+	}
+	if wait != nil {
+		n, err := wait.Wait(ctx, once.Replicas, once.ReplicaTimeout).Result()
+		if err != nil {
+			return fmt.Errorf("%w: WAIT %d: %w", ErrNotReplicated, once.Replicas, err)
+		}
+		if n < int64(once.Replicas) {
+			return fmt.Errorf("%w: %d of %d replicas acknowledged it within %v", ErrNotReplicated, n, once.Replicas, once.ReplicaTimeout)
+		}
+	}
+	if steps[2] != nil {
 		return fmt.Errorf("%w: %w", ErrUnsignalled, steps[2])
 	}
 	return nil
 }
+
+// Once makes a publish idempotent per partition, and optionally durable.
+// The zero value appends always and waits for nothing.
+type Once struct {
+	// ID is the message id and Window how long it is remembered (no
+	// deduplication when Window is 0).
+	ID     string
+	Window time.Duration
+	// Replicas, when above 0, makes Publish WAIT after appending, on the
+	// connection that appended, for that many replicas of the partition's
+	// server to acknowledge the write, at most ReplicaTimeout (0: wait
+	// forever, as WAIT does).
+	Replicas       int
+	ReplicaTimeout time.Duration
+}
+
+// ErrNotReplicated means the entry was appended, but fewer replicas than
+// asked acknowledged it in time: it may be lost if the server fails over
+// now.
+var ErrNotReplicated = errors.New("the entry is stored, but not yet on the replicas asked for")
 
 // ErrUnsignalled means a publish stored its entry but could not signal
 // idle consumers: they find the entry at their next periodic re-check.

@@ -19,7 +19,7 @@ func TestPublishRefusedIndexWritesNoEntry(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: admin.Options().Addr, Username: "narrow", Password: "pw"})
 	t.Cleanup(func() { c.Close() })
 	stream := PartitionStream("order", "a")
-	err := Publish(ctx, c, "order", "a", stream, 100, []any{FieldType, "T", FieldPayload, "{}"})
+	err := Publish(ctx, c, "order", "a", stream, 100, []any{FieldType, "T", FieldPayload, "{}"}, Once{})
 	if err == nil || errors.Is(err, ErrUnsignalled) {
 		t.Fatalf("publish without access to the index: %v, want the index step's error", err)
 	}

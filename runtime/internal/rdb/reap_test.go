@@ -17,7 +17,7 @@ import (
 // then trims the stream: an idle, fully handled lane.
 func handled(t *testing.T, ctx context.Context, c redis.UniversalClient, key, stream, group string) {
 	t.Helper()
-	if err := Publish(ctx, c, "order", key, stream, 100, []any{"n", "1"}); err != nil {
+	if err := Publish(ctx, c, "order", key, stream, 100, []any{"n", "1"}, Once{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := CreateGroup(ctx, c, stream, group, false); err != nil {
@@ -56,14 +56,14 @@ func TestReapConditions(t *testing.T) {
 			c.SAdd(ctx, IndexKey("order"), "k")
 		}},
 		{name: "entry on the stream", setup: func(t *testing.T) {
-			Publish(ctx, c, "order", "k", stream, 100, []any{"n", "1"})
+			Publish(ctx, c, "order", "k", stream, 100, []any{"n", "1"}, Once{})
 		}},
 		{name: "entry on the backfill lane", setup: func(t *testing.T) {
 			handled(t, ctx, c, "k", stream, "h")
-			Publish(ctx, c, "order", "k", backfill, 100, []any{"n", "1"})
+			Publish(ctx, c, "order", "k", backfill, 100, []any{"n", "1"}, Once{})
 		}},
 		{name: "pending entry trimmed away", setup: func(t *testing.T) {
-			Publish(ctx, c, "order", "k", stream, 100, []any{"n", "1"})
+			Publish(ctx, c, "order", "k", stream, 100, []any{"n", "1"}, Once{})
 			CreateGroup(ctx, c, stream, "h", false)
 			ReadGroup(ctx, c, stream, "h", "o:1", ">", 10, -1)
 			c.XTrimMaxLen(ctx, stream, 0)
@@ -190,7 +190,7 @@ func reapRace(t *testing.T, c redis.UniversalClient) {
 			for i := range each {
 				key := fmt.Sprintf("k%d", rand.N(keys))
 				n := fmt.Sprintf("%d-%d", p, i)
-				if err := Publish(ctx, c, "order", key, PartitionStream("order", key), 1000, []any{"n", n}); err != nil {
+				if err := Publish(ctx, c, "order", key, PartitionStream("order", key), 1000, []any{"n", n}, Once{}); err != nil {
 					t.Error(err)
 					return
 				}

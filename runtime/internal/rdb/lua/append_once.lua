@@ -1,0 +1,16 @@
+-- append_once: append an entry unless its message id was appended to the
+-- partition within the dedup window (an idempotent publish).
+--
+-- KEYS[1] the lane (partition stream or backfill lane)
+-- KEYS[2] the message id's dedup key (DedupKey), in the lane's slot
+-- ARGV[1] dedup window in milliseconds
+-- ARGV[2..] the entry's fields, name/value pairs
+-- Returns {entry id, 1} when appended, {the first entry's id, 0} when the
+-- id was appended within the window: nothing is written then.
+local prev = redis.call('GET', KEYS[2])
+if prev then return {prev, 0} end
+local fields = {}
+for i = 2, #ARGV do fields[#fields + 1] = ARGV[i] end
+local id = redis.call('XADD', KEYS[1], '*', unpack(fields))
+redis.call('SET', KEYS[2], id, 'PX', ARGV[1])
+return {id, 1}
