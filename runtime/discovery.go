@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sort"
 	"sync"
@@ -47,6 +48,7 @@ func (e *Engine) discoveryLoop(base context.Context, stop <-chan struct{}, all, 
 		}
 		settled = true
 		e.pruneCold()
+		e.pruneFaults()
 		for _, c := range fans {
 			e.startFans(base, stop, c, fanRunning, wg)
 		}
@@ -64,42 +66,74 @@ func (e *Engine) discoveryLoop(base context.Context, stop <-chan struct{}, all, 
 // heartbeat and on every discovery cycle.
 func (e *Engine) memberTTL() time.Duration { return e.o.LeaseTTL }
 
-type candidate struct {
-	c   consumer
-	key string
+// unit is one claimable partition of a handler: a keyed handler's
+// partition stream, or a sequential pm's correlation value.
+type unit struct {
+	id    string
+	ref   rdb.LeaseRef
+	key   string
+	cats  []string // the categories the lanes belong to
+	lanes []string // the streams the lease covers
+	c     consumer // a keyed handler's consumer (zero for a pm)
 }
 
-// balance is one discovery cycle for a keyed handler: announce this
-// instance, read the partitions from the index, and move this instance's
-// share toward ceil(partitions / live members): release the excess at a
-// message boundary, or claim free partitions.
+// balance is one discovery cycle for a keyed handler: its partitions are
+// the streams in its categories' indexes.
 func (e *Engine) balance(base context.Context, stop <-chan struct{}, handler string, cs []consumer, wg *sync.WaitGroup) {
+	list := func(ctx context.Context) ([]unit, error) {
+		var units []unit
+		for _, c := range cs {
+			keys, err := rdb.Partitions(ctx, e.c, c.category)
+			if err != nil {
+				return nil, fmt.Errorf("reading the partition index of %s: %w", c.category, err)
+			}
+			e.warnSize(c.category, len(keys))
+			for _, k := range keys {
+				if checkKeySuffix(c.category, "", k, e.o.BackfillSuffix) != nil {
+					continue
+				}
+				stream := rdb.PartitionStream(c.category, k)
+				units = append(units, unit{id: partitionID(handler, stream), ref: rdb.PartitionLease(stream, handler), key: k,
+					cats: []string{c.category}, lanes: []string{stream, rdb.BackfillStream(c.category, k, e.o.BackfillSuffix)}, c: c})
+			}
+		}
+		return units, nil
+	}
+	e.cycle(base, stop, handler, wg, list, func(u unit, l rdb.Lease, sent time.Time) *partition {
+		return e.newPartition(base, u.c, u.key, l, sent)
+	}, (*partition).run)
+}
+
+// cycle is one discovery cycle of a keyed handler or sequential pm:
+// announce this instance (as live only while it makes progress, see
+// liveness.go), list the units, report those left unowned (unowned.go),
+// and move this instance's share toward ceil(units / live members):
+// release the excess at a message boundary, or claim free units.
+func (e *Engine) cycle(base context.Context, stop <-chan struct{}, handler string, wg *sync.WaitGroup,
+	list func(context.Context) ([]unit, error), build func(unit, rdb.Lease, time.Time) *partition, work func(*partition)) {
 	ctx, cancel := context.WithTimeout(base, max(e.o.DiscoveryInterval, time.Second))
 	defer cancel()
-	live, err := rdb.Announce(ctx, e.c, handler, e.o.OwnerID, e.memberTTL(), true)
+	join := e.progressing(handler)
+	live, err := rdb.Announce(ctx, e.c, handler, e.o.OwnerID, e.memberTTL(), join)
 	if err != nil {
 		e.log.Warn("seqby: member heartbeat failed", "handler", handler, "err", err)
 		return
 	}
-	var cands []candidate
-	for _, c := range cs {
-		keys, err := rdb.Partitions(ctx, e.c, c.category)
-		if err != nil {
-			e.log.Warn("seqby: reading the partition index failed", "category", c.category, "err", err)
-			return
-		}
-		e.warnSize(c.category, len(keys))
-		for _, k := range keys {
-			if checkKeySuffix(c.category, "", k, e.o.BackfillSuffix) == nil {
-				cands = append(cands, candidate{c, k})
-			}
-		}
+	units, err := list(ctx)
+	if err != nil {
+		e.log.Warn("seqby: discovery failed", "handler", handler, "err", err)
+		return
 	}
-	target := (len(cands) + int(max(live, 1)) - 1) / int(max(live, 1))
+	defer e.checkUnowned(base, handler, units)
+	if !join {
+		live++ // not in the set, but claiming: count it, or it would aim at everything
+	}
+	n := int(max(live, 1))
+	target := (len(units) + n - 1) / n
 
 	need := e.share(handler, target)
-	rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
-	for _, cd := range cands {
+	rand.Shuffle(len(units), func(i, j int) { units[i], units[j] = units[j], units[i] })
+	for _, u := range units {
 		if need <= 0 {
 			return
 		}
@@ -108,11 +142,10 @@ func (e *Engine) balance(base context.Context, stop <-chan struct{}, handler str
 			return
 		default:
 		}
-		stream := rdb.PartitionStream(cd.c.category, cd.key)
-		lanes := []string{stream, rdb.BackfillStream(cd.c.category, cd.key, e.o.BackfillSuffix)}
-		if e.tryClaim(ctx, wg, partitionID(handler, stream), rdb.PartitionLease(stream, handler), handler, cd.key, []string{cd.c.category}, lanes,
-			func(l rdb.Lease, sent time.Time) *partition { return e.newPartition(base, cd.c, cd.key, l, sent) },
-			(*partition).run) {
+		if ctx.Err() != nil {
+			return // the cycle's time is up: the next cycle goes on
+		}
+		if e.tryClaim(ctx, wg, handler, u, build, work) {
 			need--
 		}
 	}
@@ -123,12 +156,13 @@ func (e *Engine) balance(base context.Context, stop <-chan struct{}, handler str
 // key (or correlation value) in categories cats, and lanes the streams the
 // lease covers. False when it is owned already, its lease is held by
 // another instance, it is cold (reaper.go), or acquiring failed.
-func (e *Engine) tryClaim(ctx context.Context, wg *sync.WaitGroup, id string, ref rdb.LeaseRef, handler, key string, cats, lanes []string,
-	build func(rdb.Lease, time.Time) *partition, work func(*partition)) bool {
+func (e *Engine) tryClaim(ctx context.Context, wg *sync.WaitGroup, handler string, u unit,
+	build func(unit, rdb.Lease, time.Time) *partition, work func(*partition)) bool {
+	id, ref, key, cats, lanes := u.id, u.ref, u.key, u.cats, u.lanes
 	e.mu.Lock()
 	_, have := e.parts[id]
 	e.mu.Unlock()
-	if have || !e.claimable(id) {
+	if have || !e.claimable(id) || e.benched(id) || e.struck(handler, id) {
 		return false
 	}
 	mark := e.wake.mark(cats[0], key)
@@ -144,9 +178,11 @@ func (e *Engine) tryClaim(ctx context.Context, wg *sync.WaitGroup, id string, re
 	}
 	if err != nil {
 		e.acquireFailed(handler, lanes[0], err)
+		e.acquireStrike(handler, id, err)
 		return false
 	}
-	p := build(l, sent)
+	e.acquired(handler)
+	p := build(u, l, sent)
 	e.mu.Lock()
 	e.parts[id] = p
 	e.mu.Unlock()

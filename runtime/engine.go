@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/runtime/internal/rdb"
@@ -41,6 +42,17 @@ type Engine struct {
 	acquireLogs map[string]*acquireLog
 	// cold holds the partitions an acquire found cold lately (reaper.go).
 	cold map[string]coldMark
+	// faults holds the partitions benched for permanent Redis errors and
+	// those seen unowned (fault.go, unowned.go), by faultID.
+	faults map[string]Fault
+	// health holds, per keyed handler, the failures that decide whether
+	// this instance is announced as live (liveness.go); bounded by the
+	// handlers.
+	health map[string]*health
+	// unowned holds the partitions seen without an owner (unowned.go), and
+	// unownedAt when each handler was last checked.
+	unowned   map[string]unownedMark
+	unownedAt map[string]time.Time
 
 	// unkeyed holds, per unkeyed handler with running workers, the member
 	// announcer and the entries halted on (unkeyed_members.go); its own
@@ -69,10 +81,13 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	return &Engine{
 		reg: NewRegistry("redis", StreamPartitioning|ConsumerGroups),
 		c:   c, o: o,
-		log:   o.Logger.With("owner", o.OwnerID),
-		sem:   make(chan struct{}, o.Concurrency),
-		wake:  newWaiter(c, o.BlockTimeout),
-		parts: map[string]*partition{},
+		log:    o.Logger.With("owner", o.OwnerID),
+		sem:    make(chan struct{}, o.Concurrency),
+		wake:   newWaiter(c, o.BlockTimeout),
+		parts:  map[string]*partition{},
+		faults: map[string]Fault{}, health: map[string]*health{},
+		unowned: map[string]unownedMark{}, unownedAt: map[string]time.Time{},
+
 		large: map[string]largeCategory{},
 	}, nil
 }
@@ -168,6 +183,10 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	e.running = true
 	e.leaving.Store(false)
+	// Faults, failures and unowned marks are per Run: a second Run
+	// neither reports the first one's nor skips what it failed on.
+	e.faults, e.health = map[string]Fault{}, map[string]*health{}
+	e.unowned, e.unownedAt = map[string]unownedMark{}, map[string]time.Time{}
 	e.mu.Unlock()
 	defer func() { e.mu.Lock(); e.running, e.consuming = false, false; e.mu.Unlock() }()
 
@@ -260,7 +279,8 @@ func (e *Engine) Run(ctx context.Context) error {
 func (e *Engine) Status() Status {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := Status{OwnerID: e.o.OwnerID, Running: e.running, Consuming: e.consuming, Halts: append([]Halt(nil), e.halts...)}
+	s := Status{OwnerID: e.o.OwnerID, Running: e.running, Consuming: e.consuming, Halts: append([]Halt(nil), e.halts...),
+		Faults: e.faultList()}
 	for c, l := range e.large {
 		if s.LargeCategories == nil {
 			s.LargeCategories = map[string]int{}

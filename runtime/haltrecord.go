@@ -49,6 +49,7 @@ func (p *partition) recordHalt(h *Halt) bool {
 	for {
 		raw, err := rdb.RecordHalt(p.ctx, e.c, p.lease, r)
 		if err == nil {
+			p.redisOK()
 			// Cleared like a predecessor's record once the head is acked:
 			// a retry of the halted head succeeded.
 			p.prior = &priorHalt{stream: h.Stream, id: h.EntryID, raw: raw}

@@ -26,16 +26,18 @@ func (e *Engine) heartbeatLoop(ctx context.Context) {
 	}
 }
 
-// announce refreshes this instance in the member sets of its keyed
-// handlers, so it stays counted while discovery is slow or busy.
+// announce refreshes this instance in the member sets of the keyed
+// handlers where it makes progress (liveness.go), so it stays counted
+// while discovery is slow or busy.
 func (e *Engine) announce(ctx context.Context) {
-	if e.leaving.Load() || len(e.handlers) == 0 {
+	handlers := e.liveHandlers()
+	if e.leaving.Load() || len(handlers) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.o.HeartbeatInterval)
 	defer cancel()
 	for try := 0; try < 2; try++ {
-		err := rdb.AnnounceAll(ctx, e.c, e.handlers, e.o.OwnerID, e.memberTTL())
+		err := rdb.AnnounceAll(ctx, e.c, handlers, e.o.OwnerID, e.memberTTL())
 		if err == nil || e.leaving.Load() {
 			return
 		}
@@ -76,11 +78,23 @@ func (e *Engine) renewAll(ctx context.Context) {
 		for i, err := range errs {
 			switch {
 			case err == nil:
+				parts[i].renewErrs = 0
 				parts[i].renewed(sent)
 			case rdb.IsNoScript(err):
 				noscript = true
 			case errors.Is(err, ErrLeaseLost):
 				parts[i].lost(err)
+			case rdb.Permanent(err):
+				// Renewing cannot succeed (an ACL rule, a key holding
+				// something else): after PermanentRedisErrors, hand over at
+				// the next boundary and bench the partition, rather than
+				// lose the lease each TTL and claim it again (fault.go).
+				parts[i].renewErrs++
+				e.log.Warn("seqby: lease renew refused", "stream", parts[i].lanes[0], "errors", parts[i].renewErrs, "err", err)
+				if parts[i].renewErrs >= PermanentRedisErrors && !parts[i].releasing() {
+					e.releaseFaulted(parts[i], err)
+					parts[i].requestRelease()
+				}
 			default:
 				e.log.Warn("seqby: lease renew failed; will retry", "stream", parts[i].lanes[0], "err", err)
 			}

@@ -73,6 +73,10 @@ type Options struct {
 	// OnHalt is called (from an engine goroutine) when a partition halts
 	// on a message it cannot process. Optional.
 	OnHalt func(Halt)
+	// OnFault is called (from an engine goroutine) when a partition cannot
+	// be served: released after permanent Redis errors, or left without an
+	// owner (Fault). Optional.
+	OnFault func(Fault)
 	// NewHandlerStart is where a handler that has never run (its group
 	// unknown to Redis) starts reading: StartFromRetained (default), the
 	// first entry retention kept, or StartFromNew, only entries published

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seqby/seqby/runtime/internal/rdb"
@@ -62,6 +63,15 @@ type partition struct {
 	// it is removed once this owner acks that head (haltrecord.go). Only
 	// the partition's own goroutine touches it.
 	prior *priorHalt
+
+	// redisErrs counts Redis errors since the last success (fault.go).
+	redisErrs redisErrs
+	// renewErrs counts permanent errors renewing the lease since the last
+	// renew that succeeded; only the heartbeat goroutine touches it.
+	renewErrs int
+	// releaseAt is when a handover was asked for (unix nanoseconds; 0:
+	// not asked), which bounds how long a failing Redis call is retried.
+	releaseAt atomic.Int64
 }
 
 func partitionID(group, stream string) string { return group + "\x00" + stream }
@@ -122,7 +132,20 @@ func (p *partition) lost(cause error) {
 	p.cancel(errors.Join(ErrLeaseLost, cause))
 }
 
-func (p *partition) requestRelease() { p.releaseOnce.Do(func() { close(p.release) }) }
+func (p *partition) requestRelease() {
+	p.releaseOnce.Do(func() {
+		p.releaseAt.Store(time.Now().UnixNano())
+		close(p.release)
+	})
+}
+
+// releasedAt is when a handover was asked for (zero time: not asked).
+func (p *partition) releasedAt() time.Time {
+	if n := p.releaseAt.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
 
 func (p *partition) releasing() bool {
 	select {
@@ -169,6 +192,7 @@ func (p *partition) run() {
 			}
 			continue
 		}
+		p.redisOK()
 		if !ok {
 			p.trimIf(true)
 			if p.releaseCold() {
@@ -295,6 +319,8 @@ func (p *partition) settle(en rdb.Entry, out outcome, h *Halt) bool {
 	for {
 		err := rdb.FencedAck(p.ctx, e.c, p.lease, p.reg.Name, en.Stream, en.ID)
 		if err == nil {
+			p.redisOK()
+			e.worked(p.reg.Name)
 			break
 		}
 		if !p.retryable(err) {
@@ -355,6 +381,7 @@ func (p *partition) reclaim() bool {
 	for {
 		n, err := rdb.Reclaim(p.ctx, e.c, p.lease, p.reg.Name, p.lanes)
 		if err == nil {
+			p.redisOK()
 			if n > 0 {
 				e.log.Info("seqby: reclaimed pending entries of past owners", "stream", p.lanes[0], "entries", n, "token", p.lease.Token())
 			}
@@ -369,26 +396,6 @@ func (p *partition) reclaim() bool {
 // idleRecheck is a safety net re-read of an idle partition, should a
 // wake-up signal have been trimmed away; signals normally wake it.
 const idleRecheck = 30 * time.Second
-
-// retryable handles a Redis error of the worker: fenced (or lease lost)
-// ends the partition; anything else waits a little and is retried while
-// the lease lasts.
-func (p *partition) retryable(err error) bool {
-	if errors.Is(err, ErrFenced) {
-		p.lost(err)
-		return false
-	}
-	if p.ctx.Err() != nil {
-		return false
-	}
-	p.e.log.Warn("seqby: redis error; retrying", "stream", p.lanes[0], "err", err)
-	select {
-	case <-time.After(p.e.o.RetryBackoff):
-		return true
-	case <-p.ctx.Done():
-		return false
-	}
-}
 
 func (p *partition) isHalted() bool {
 	p.mu.Lock()

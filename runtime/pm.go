@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -71,6 +70,7 @@ func (p *partition) runPM() {
 			}
 			continue
 		}
+		p.redisOK()
 		if !ok {
 			p.trimIf(true)
 			if p.releaseCold() {
@@ -169,7 +169,11 @@ func (e *Engine) handlePM(p *partition, category string, en rdb.Entry) (outcome,
 		if errors.Is(err, ErrPermanent) {
 			return halt("pm failed permanently", err)
 		}
-		if !infra || p.isHalted() {
+		// An infrastructure error (the state store) is retried without
+		// counting, unless it cannot pass by itself (rdb.Permanent:
+		// WRONGTYPE on the state key, an ACL refusal), which counts like a
+		// pm failure and so ends in a reported halt.
+		if !infra || p.isHalted() || rdb.Permanent(err) {
 			failures++
 			if failures > policy.MaxRetries {
 				return halt(fmt.Sprintf("pm failed %d times", failures), err)
@@ -270,56 +274,35 @@ func safeCorrelate(rt Route, m Message) (v string, err error) {
 // as any category has a stream for it). Like balance for a keyed handler,
 // it moves this instance's share toward ceil(values / live members).
 func (e *Engine) balancePM(base context.Context, stop <-chan struct{}, name string, cs []consumer, wg *sync.WaitGroup) {
-	ctx, cancel := context.WithTimeout(base, max(e.o.DiscoveryInterval, time.Second))
-	defer cancel()
 	reg := cs[0].reg
 	cats := categories(reg)
-	live, err := rdb.Announce(ctx, e.c, name, e.o.OwnerID, e.memberTTL(), true)
-	if err != nil {
-		e.log.Warn("seqby: member heartbeat failed", "handler", name, "err", err)
-		return
-	}
-	seen := map[string]bool{}
-	var cands []string
-	for _, cat := range cats {
-		keys, err := rdb.Partitions(ctx, e.c, cat)
-		if err != nil {
-			e.log.Warn("seqby: reading the partition index failed", "category", cat, "err", err)
-			return
-		}
-		e.warnSize(cat, len(keys))
-		for _, k := range keys {
-			if !seen[k] && checkKeySuffix(cat, "", k, e.o.BackfillSuffix) == nil {
+	list := func(ctx context.Context) ([]unit, error) {
+		seen := map[string]bool{}
+		var units []unit
+		for _, cat := range cats {
+			keys, err := rdb.Partitions(ctx, e.c, cat)
+			if err != nil {
+				return nil, fmt.Errorf("reading the partition index of %s: %w", cat, err)
+			}
+			e.warnSize(cat, len(keys))
+			for _, k := range keys {
+				if seen[k] || checkKeySuffix(cat, "", k, e.o.BackfillSuffix) != nil {
+					continue
+				}
 				seen[k] = true
-				cands = append(cands, k)
+				var lanes []string
+				for _, c := range cats {
+					lanes = append(lanes, rdb.PartitionStream(c, k))
+				}
+				for _, c := range cats {
+					lanes = append(lanes, rdb.BackfillStream(c, k, e.o.BackfillSuffix))
+				}
+				units = append(units, unit{id: pmPartitionID(name, k), ref: rdb.PMLease(name, k), key: k, cats: cats, lanes: lanes})
 			}
 		}
+		return units, nil
 	}
-	n := int(max(live, 1))
-	target := (len(cands) + n - 1) / n
-
-	need := e.share(name, target)
-	rand.Shuffle(len(cands), func(i, j int) { cands[i], cands[j] = cands[j], cands[i] })
-	for _, corr := range cands {
-		if need <= 0 {
-			return
-		}
-		select {
-		case <-stop:
-			return
-		default:
-		}
-		var lanes []string
-		for _, c := range cats {
-			lanes = append(lanes, rdb.PartitionStream(c, corr))
-		}
-		for _, c := range cats {
-			lanes = append(lanes, rdb.BackfillStream(c, corr, e.o.BackfillSuffix))
-		}
-		if e.tryClaim(ctx, wg, pmPartitionID(name, corr), rdb.PMLease(name, corr), name, corr, cats, lanes,
-			func(l rdb.Lease, sent time.Time) *partition { return e.newPMPartition(base, reg, cats, corr, l, sent) },
-			(*partition).runPM) {
-			need--
-		}
-	}
+	e.cycle(base, stop, name, wg, list, func(u unit, l rdb.Lease, sent time.Time) *partition {
+		return e.newPMPartition(base, reg, cats, u.key, l, sent)
+	}, (*partition).runPM)
 }

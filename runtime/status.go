@@ -60,6 +60,10 @@ type Status struct {
 	// Options.PartitionWarnThreshold at their last discovery, with that
 	// count: partitioned streams suit bounded key sets. Nil when none.
 	LargeCategories map[string]int
+	// Faults lists the partitions this instance released after permanent
+	// Redis errors (while benched) and those it found without an owner for
+	// longer than UnownedAfter, sorted by kind, handler, stream.
+	Faults []Fault
 }
 
 // Halted returns the owned partitions that are halted.

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // ErrLeaseHeld means another owner holds the lease; try again after it
@@ -37,3 +39,40 @@ func fenced(err error, l Lease) error {
 	}
 	return err
 }
+
+// Permanent reports whether a Redis error met by an engine loop cannot
+// pass by retrying: the server refused the command itself (NOPERM: the ACL
+// user lacks a command or key; CROSSSLOT; WRONGTYPE: a key holds something
+// seqby did not write; NOSCRIPT where no fallback exists; NOAUTH or
+// WRONGPASS; a script error or an unknown command, which Redis reports as
+// ERR). Everything else is transient and worth retrying with backoff: the
+// network (timeouts, refused or reset connections), a server loading its
+// data (LOADING), a cluster in motion (TRYAGAIN, CLUSTERDOWN, MOVED, ASK,
+// MASTERDOWN, READONLY after a failover), a busy script (BUSY), memory
+// pressure (OOM), too many clients.
+func Permanent(err error) bool {
+	var re redis.Error
+	if err == nil || !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	for _, p := range transientReplies {
+		if strings.HasPrefix(msg, p) {
+			return false
+		}
+	}
+	for _, p := range permanentReplies {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// transientReplies are error replies that pass by themselves; checked
+// first, as some begin with ERR.
+var transientReplies = []string{"ERR max number of clients", "LOADING", "TRYAGAIN", "CLUSTERDOWN", "MOVED", "ASK",
+	"MASTERDOWN", "READONLY", "BUSY", "OOM", "NOREPLICAS", "UNBLOCKED"}
+
+// permanentReplies are error replies that only an operator can cure.
+var permanentReplies = []string{"NOPERM", "CROSSSLOT", "WRONGTYPE", "NOSCRIPT", "NOAUTH", "WRONGPASS", "EXECABORT", "ERR"}

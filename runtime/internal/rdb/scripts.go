@@ -48,6 +48,7 @@ var (
 	scriptRenew           = script("renew")
 	scriptRelease         = script("release")
 	scriptVerify          = script("verify")
+	scriptOwnerState      = script("owner_state")
 	scriptAppendOnce      = script("append_once")
 	scriptRead            = script("read", "pel")
 	scriptReadOldest      = script("read_oldest", "ids", "pel")

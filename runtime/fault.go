@@ -1,0 +1,217 @@
+package runtime
+
+import (
+	"errors"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
+)
+
+// FaultKind says what an engine Fault is.
+type FaultKind string
+
+const (
+	// FaultReleased: a partition's worker met PermanentRedisErrors
+	// permanent Redis errors since its last successful Redis call
+	// (NOPERM, CROSSSLOT, WRONGTYPE, a script error), or the heartbeat as
+	// many renewing its lease, and the partition was released instead of
+	// held. This instance does not claim it again for FaultBench, so the
+	// other instances take it over; two such partitions of a handler take
+	// the instance out of the handler's member set for a while
+	// (liveness.go). An entry processed but not acked is processed again
+	// by the next owner.
+	FaultReleased FaultKind = "released"
+	// FaultUnowned: a partition with work for the handler (entries
+	// pending or not yet read) has had no owner for longer than
+	// Engine.UnownedAfter: every instance running the handler is failing to
+	// claim it, or none runs.
+	FaultUnowned FaultKind = "unowned"
+)
+
+// PermanentRedisErrors is how many permanent Redis errors (the server
+// refuses the command itself) a partition worker takes since its last
+// successful Redis call, or the heartbeat renewing its lease, before the
+// partition is released (FaultReleased). Transient
+// errors (the network, LOADING, TRYAGAIN, a failover) are retried with
+// exponential backoff from RetryBackoff to MaxBackoff while the lease
+// lasts.
+const PermanentRedisErrors = 5
+
+// FaultBench is how long an instance leaves a partition alone after it
+// released it for permanent Redis errors (FaultReleased).
+const FaultBench = time.Minute
+
+// Fault is a partition the engine cannot serve: reported through the log,
+// Options.OnFault (called on its own goroutine) and Status.Faults while it
+// lasts.
+type Fault struct {
+	Kind     FaultKind
+	Handler  string // Registration.Name
+	Category string // for a pm, its categories joined by ","
+	Key      string // partition key, or a pm's correlation value
+	Stream   string // the partition stream (for a pm, its first stream)
+	// Err is the last Redis error (FaultReleased).
+	Err error
+	// Since is when the partition was released (FaultReleased) or first
+	// seen without an owner (FaultUnowned).
+	Since time.Time
+	// Until is when this instance may claim the partition again
+	// (FaultReleased; zero for FaultUnowned).
+	Until time.Time
+}
+
+func faultID(kind FaultKind, id string) string { return string(kind) + "\x00" + id }
+
+// releaseGrace bounds how long a worker asked to hand over (or to stop
+// with Run) keeps retrying a failing Redis call before it gives up and
+// leaves the entry to the next owner: Run returns within a bounded time
+// whatever Redis does.
+func (e *Engine) releaseGrace() time.Duration { return e.o.LeaseTTL }
+
+// retryable handles a Redis error of a partition worker. Fenced (or a
+// lost lease) ends the partition. A permanent error counts toward
+// PermanentRedisErrors, after which the partition is released (Fault).
+// Otherwise it waits a backoff that doubles from RetryBackoff to MaxBackoff
+// and returns true to retry, while the lease lasts and, once a handover or
+// shutdown was asked for, for at most releaseGrace.
+func (p *partition) retryable(err error) bool {
+	e := p.e
+	if errors.Is(err, ErrFenced) {
+		p.lost(err)
+		return false
+	}
+	if p.ctx.Err() != nil {
+		return false
+	}
+	permanent := rdb.Permanent(err)
+	if permanent {
+		p.redisErrs.permanent++
+		if p.redisErrs.permanent >= PermanentRedisErrors {
+			e.releaseFaulted(p, err)
+			return false
+		}
+	}
+	p.redisErrs.backoff = min(max(2*p.redisErrs.backoff, e.o.RetryBackoff), e.o.MaxBackoff)
+	e.log.Warn("seqby: redis error; retrying", "handler", p.reg.Name, "stream", p.lanes[0], "permanent", permanent,
+		"retry_in", p.redisErrs.backoff, "err", err)
+	return p.backoff(p.redisErrs.backoff)
+}
+
+// backoff waits d; false when the partition must end meanwhile: its lease
+// ended, or it was asked to hand over longer than releaseGrace ago.
+func (p *partition) backoff(d time.Duration) bool {
+	for {
+		release := p.release
+		if p.releasing() {
+			release = nil
+			left := time.Until(p.releasedAt().Add(p.e.releaseGrace()))
+			if left <= 0 {
+				p.e.log.Warn("seqby: giving up on redis while handing over; the entry in hand, if any, is processed again by the next owner",
+					"handler", p.reg.Name, "stream", p.lanes[0])
+				return false
+			}
+			d = min(d, left)
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+			return true
+		case <-p.ctx.Done():
+			t.Stop()
+			return false
+		case <-release:
+			t.Stop()
+		}
+	}
+}
+
+// redisOK resets the Redis error counts after a call succeeded.
+func (p *partition) redisOK() { p.redisErrs = redisErrs{} }
+
+// redisErrs counts a worker's Redis errors since its last success. Only
+// the partition's own goroutine touches it.
+type redisErrs struct {
+	permanent int
+	backoff   time.Duration
+}
+
+// releaseFaulted reports that p gives up for permanent Redis errors: it is
+// benched here for FaultBench (claimable refuses it) and counts toward
+// this instance's stall (liveness.go), so others take it. OnFault runs on
+// its own goroutine: the heartbeat calls this too, and must not wait.
+func (e *Engine) releaseFaulted(p *partition, err error) {
+	if e.benched(p.id) {
+		return // the worker and the heartbeat both gave up on it
+	}
+	now := time.Now()
+	category := p.category
+	if p.cats != nil {
+		category = strings.Join(p.cats, ",")
+	}
+	f := Fault{Kind: FaultReleased, Handler: p.reg.Name, Category: category, Key: p.key, Stream: p.lanes[0],
+		Err: err, Since: now, Until: now.Add(FaultBench)}
+	e.mu.Lock()
+	e.faults[faultID(FaultReleased, p.id)] = f
+	e.mu.Unlock()
+	e.workStrike(p.reg.Name, p.id)
+	e.log.Error("seqby: releasing the partition after permanent redis errors; this instance leaves it alone for a while so other instances take it. Fix the cause: the ACL user's commands and keys (README), a key holding something seqby did not write, cluster slots",
+		"handler", p.reg.Name, "stream", p.lanes[0], "benched_for", FaultBench, "err", err)
+	go e.alertFault(f)
+}
+
+// benched reports whether id was released for permanent errors less than
+// FaultBench ago.
+func (e *Engine) benched(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	f, ok := e.faults[faultID(FaultReleased, id)]
+	return ok && time.Now().Before(f.Until)
+}
+
+// pruneFaults forgets released faults whose bench ended, so the table
+// holds at most the partitions benched in the last FaultBench plus the
+// unowned ones (bounded by the indexes). Called every discovery cycle.
+func (e *Engine) pruneFaults() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := time.Now()
+	for id, f := range e.faults {
+		if f.Kind == FaultReleased && !now.Before(f.Until) {
+			delete(e.faults, id)
+		}
+	}
+}
+
+// faultList returns the current faults, sorted, for Status.
+func (e *Engine) faultList() []Fault {
+	var out []Fault
+	for _, f := range e.faults {
+		out = append(out, f)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		if a.Handler != b.Handler {
+			return a.Handler < b.Handler
+		}
+		return a.Stream < b.Stream
+	})
+	return out
+}
+
+// alertFault calls OnFault, whose panic must not crash us.
+func (e *Engine) alertFault(f Fault) {
+	if e.o.OnFault == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			e.log.Error("seqby: OnFault panicked", "panic", r)
+		}
+	}()
+	e.o.OnFault(f)
+}
