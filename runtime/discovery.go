@@ -145,6 +145,9 @@ func (e *Engine) cycle(base context.Context, stop <-chan struct{}, handler strin
 		if ctx.Err() != nil {
 			return // the cycle's time is up: the next cycle goes on
 		}
+		if e.skipHeld(handler, u.id, live, int64(len(units))) {
+			continue
+		}
 		if e.tryClaim(ctx, wg, handler, u, build, work) {
 			need--
 		}
@@ -176,12 +179,17 @@ func (e *Engine) tryClaim(ctx context.Context, wg *sync.WaitGroup, handler strin
 		e.markCold(id, cats, key, mark)
 		return false
 	}
+	if errors.Is(err, rdb.ErrLeaseHeld) {
+		e.markHeld(handler, id)
+		return false
+	}
 	if err != nil {
 		e.acquireFailed(handler, lanes[0], err)
 		e.acquireStrike(handler, id, err)
 		return false
 	}
 	e.acquired(handler)
+	e.claimedHeld(handler, id)
 	p := build(u, l, sent)
 	e.mu.Lock()
 	e.parts[id] = p

@@ -53,6 +53,8 @@ type Engine struct {
 	// unownedAt when each handler was last checked.
 	unowned   map[string]unownedMark
 	unownedAt map[string]time.Time
+	// held holds, per handler, the units found held lately (held.go).
+	held map[string]*heldMemo
 
 	// unkeyed holds, per unkeyed handler with running workers, the member
 	// announcer and the entries halted on (unkeyed_members.go); its own
@@ -86,7 +88,7 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 		wake:   newWaiter(c, o.BlockTimeout),
 		parts:  map[string]*partition{},
 		faults: map[string]Fault{}, health: map[string]*health{},
-		unowned: map[string]unownedMark{}, unownedAt: map[string]time.Time{},
+		unowned: map[string]unownedMark{}, unownedAt: map[string]time.Time{}, held: map[string]*heldMemo{},
 
 		large: map[string]largeCategory{},
 	}, nil
@@ -187,6 +189,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	// neither reports the first one's nor skips what it failed on.
 	e.faults, e.health = map[string]Fault{}, map[string]*health{}
 	e.unowned, e.unownedAt = map[string]unownedMark{}, map[string]time.Time{}
+	e.held = map[string]*heldMemo{}
 	e.mu.Unlock()
 	defer func() { e.mu.Lock(); e.running, e.consuming = false, false; e.mu.Unlock() }()
 

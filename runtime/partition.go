@@ -49,6 +49,14 @@ type partition struct {
 	done bool
 
 	trims trimmer // acks since the lanes were last trimmed (retention.go)
+	// unacked is the entry processed and not acked yet: its fenced ack is
+	// sent with the next read, before anything else of the partition
+	// runs. Only the partition's own goroutine touches it.
+	unacked *rdb.Entry
+	// nothingPending: the last read found nothing pending for this owner,
+	// so the next may skip the pending pass. Only the partition's own
+	// goroutine touches it.
+	nothingPending bool
 	// active is when the worker last had work (its claim, or its last
 	// entry): once idle for ReapAfter it asks Redis whether the partition
 	// is cold (reaper.go). Only the partition's own goroutine touches it.
@@ -184,7 +192,10 @@ func (p *partition) run() {
 		seq := e.wake.mark(p.category, p.key)
 		en, ok, err := p.heldHead()
 		if !ok {
-			en, ok, err = rdb.FencedRead(p.ctx, e.c, p.lease, p.reg.Name, p.lanes)
+			en, ok, err = rdb.FencedRead(p.ctx, e.c, p.lease, p.reg.Name, p.lanes, p.unacked, p.nothingPending)
+			// Each entry is acked before the next read, so once a read finds
+			// nothing pending, none of the later ones need look.
+			p.nothingPending = err == nil && (!ok || !en.Pending)
 		}
 		if err != nil {
 			if !p.retryable(err) {
@@ -193,6 +204,7 @@ func (p *partition) run() {
 			continue
 		}
 		p.redisOK()
+		p.ackedPrevious()
 		if !ok {
 			p.trimIf(true)
 			if p.releaseCold() {
@@ -288,7 +300,8 @@ func (p *partition) haltedRetry() time.Duration { return p.e.retryOf(p.reg).Halt
 
 // settle finishes one entry by its outcome: a halt is recorded and
 // reported (the entry stays pending as the head), a processed entry is
-// acked under the fence. False: the partition must end (lease lost,
+// acked under the fence by the next read (or by flushAck as the worker
+// ends), before anything else of the partition runs. False: the partition must end (lease lost,
 // stopping, or fenced).
 func (p *partition) settle(en rdb.Entry, out outcome, h *Halt) bool {
 	e := p.e
@@ -316,19 +329,9 @@ func (p *partition) settle(en rdb.Entry, out outcome, h *Halt) bool {
 		e.reportHalt(*h)
 		return p.recordHalt(h)
 	}
-	for {
-		err := rdb.FencedAck(p.ctx, e.c, p.lease, p.reg.Name, en.Stream, en.ID)
-		if err == nil {
-			p.redisOK()
-			e.worked(p.reg.Name)
-			break
-		}
-		if !p.retryable(err) {
-			return false
-		}
-	}
-	p.acked(en)
-	p.trims.acked()
+	// The ack rides on the next read (ackedPrevious), or is sent alone
+	// when the worker ends (flushAck): one script call per entry.
+	p.unacked = &en
 	p.mu.Lock()
 	recovered := p.halt
 	p.halt = nil
@@ -349,6 +352,7 @@ func (p *partition) settle(en rdb.Entry, out outcome, h *Halt) bool {
 // gone is left alone.
 func (p *partition) finish() {
 	e := p.e
+	p.flushAck()
 	p.mu.Lock()
 	p.done = true
 	gone := p.gone
@@ -372,6 +376,43 @@ func (p *partition) finish() {
 	e.mu.Lock()
 	delete(e.parts, p.id)
 	e.mu.Unlock()
+}
+
+// ackedPrevious does what follows the ack of p.unacked, once a read that
+// carried it succeeded.
+func (p *partition) ackedPrevious() {
+	if p.unacked == nil {
+		return
+	}
+	en := *p.unacked
+	p.unacked = nil
+	p.acked(en)
+	p.trims.acked()
+	p.e.worked(p.reg.Name)
+}
+
+// flushAck sends the ack of p.unacked on its own as the worker ends, while
+// the lease holds; if it fails, the entry runs again on the next owner
+// (at-least-once), never out of order: the next owner reclaims it first.
+func (p *partition) flushAck() {
+	if p.unacked == nil || p.ctx.Err() != nil {
+		return
+	}
+	e, en := p.e, *p.unacked
+	for try := 0; try < 3; try++ {
+		ctx, cancel := context.WithTimeout(p.ctx, e.o.LeaseTTL)
+		err := rdb.FencedAck(ctx, e.c, p.lease, p.reg.Name, en.Stream, en.ID)
+		cancel()
+		if err == nil {
+			p.ackedPrevious()
+			return
+		}
+		if errors.Is(err, ErrFenced) || p.ctx.Err() != nil {
+			break
+		}
+		e.log.Warn("seqby: acking the last entry failed", "stream", en.Stream, "entry", en.ID, "err", err)
+	}
+	e.log.Warn("seqby: the last entry was processed but not acked; its next owner runs it again", "stream", en.Stream, "entry", en.ID)
 }
 
 // reclaim moves the past owners' pending entries on every lane to this

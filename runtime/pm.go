@@ -62,7 +62,7 @@ func (p *partition) runPM() {
 		}
 		en, ok, err := p.heldHead()
 		if !ok {
-			en, ok, err = rdb.FencedReadOldest(p.ctx, e.c, p.lease, p.reg.Name, p.lanes, p.primaries)
+			en, ok, err = rdb.FencedReadOldest(p.ctx, e.c, p.lease, p.reg.Name, p.lanes, p.primaries, p.unacked)
 		}
 		if err != nil {
 			if !p.retryable(err) {
@@ -71,6 +71,7 @@ func (p *partition) runPM() {
 			continue
 		}
 		p.redisOK()
+		p.ackedPrevious()
 		if !ok {
 			p.trimIf(true)
 			if p.releaseCold() {

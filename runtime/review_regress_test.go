@@ -176,7 +176,7 @@ func TestReclaimedBackfillHeadReadFirst(t *testing.T) {
 	if _, err := rdb.Reclaim(ctx, c, old, "g", lanes); err != nil {
 		t.Fatal(err)
 	}
-	en, ok, err := rdb.FencedRead(ctx, c, old, "g", lanes)
+	en, ok, err := rdb.FencedRead(ctx, c, old, "g", lanes, nil, false)
 	if !ok || err != nil || en.ID != "1-1" {
 		t.Fatalf("old owner's read: %v %v %v", en, ok, err)
 	}
@@ -186,7 +186,7 @@ func TestReclaimedBackfillHeadReadFirst(t *testing.T) {
 	if n, err := rdb.Reclaim(ctx, c, nw, "g", lanes); err != nil || n != 1 {
 		t.Fatalf("reclaim: %d %v", n, err)
 	}
-	en, ok, err = rdb.FencedRead(ctx, c, nw, "g", lanes)
+	en, ok, err = rdb.FencedRead(ctx, c, nw, "g", lanes, nil, false)
 	if !ok || err != nil || en.ID != "1-1" || en.Stream != lanes[1] {
 		t.Fatalf("new owner read %s %s first (%v %v); want the reclaimed backfill head 1-1", en.Stream, en.ID, ok, err)
 	}
@@ -203,7 +203,7 @@ func TestPMReclaimedBackfillHeadReadFirst(t *testing.T) {
 	if _, err := rdb.Reclaim(ctx, c, old, "flow", lanes); err != nil {
 		t.Fatal(err)
 	}
-	en, ok, err := rdb.FencedReadOldest(ctx, c, old, "flow", lanes, 2)
+	en, ok, err := rdb.FencedReadOldest(ctx, c, old, "flow", lanes, 2, nil)
 	if !ok || err != nil || en.ID != "1-1" {
 		t.Fatalf("old owner's read: %v %v %v", en, ok, err)
 	}
@@ -213,7 +213,7 @@ func TestPMReclaimedBackfillHeadReadFirst(t *testing.T) {
 	if n, err := rdb.Reclaim(ctx, c, nw, "flow", lanes); err != nil || n != 1 {
 		t.Fatalf("reclaim: %d %v", n, err)
 	}
-	en, ok, err = rdb.FencedReadOldest(ctx, c, nw, "flow", lanes, 2)
+	en, ok, err = rdb.FencedReadOldest(ctx, c, nw, "flow", lanes, 2, nil)
 	if !ok || err != nil || en.ID != "1-1" || en.Stream != lanes[3] {
 		t.Fatalf("new owner read %s %s first (%v %v); want the reclaimed backfill head 1-1", en.Stream, en.ID, ok, err)
 	}
@@ -235,7 +235,7 @@ func TestPMReadOldestDeliversOnlyWhatItReturns(t *testing.T) {
 	}
 	var got []string
 	for range 5 {
-		en, ok, err := rdb.FencedReadOldest(ctx, c, l, "flow", lanes, 2)
+		en, ok, err := rdb.FencedReadOldest(ctx, c, l, "flow", lanes, 2, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,7 +22,7 @@ import (
 	"github.com/seqby/seqby/runtime"
 )
 
-func newClient(b *testing.B) *redis.Client {
+func newClient(b testing.TB) *redis.Client {
 	s := redistest.New(b)
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
 	b.Cleanup(func() { c.Close() })
@@ -55,7 +55,7 @@ func benchPublish(b *testing.B, c redis.UniversalClient) {
 }
 
 // counter is a keyed handler that counts what it applies.
-type counter struct{ n atomic.Int64 }
+type counter struct{ n, first, last atomic.Int64 }
 
 func (h *counter) registration() runtime.Registration {
 	return runtime.Registration{
@@ -67,25 +67,41 @@ func (h *counter) registration() runtime.Registration {
 				return m, c.Unmarshal(p, &m)
 			},
 			PartitionKey: func(m runtime.Message) (string, error) { return m.(events.ItemAdded).PartitionKey() },
-			Invoke:       func(context.Context, any, runtime.Message) error { h.n.Add(1); return nil },
+			Invoke:       func(context.Context, any, runtime.Message) error { h.apply(); return nil },
 		}},
 	}
 }
 
-// BenchmarkKeyedEndToEnd publishes b.N events over 8 or 64 keys, then measures
-// until two engine instances (in this process) have applied them all.
-func BenchmarkKeyedEndToEnd(b *testing.B) {
-	for _, keys := range []int{8, 64} {
-		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
+// counter also records when it applied its first and last event, so a
+// run's rate excludes the engines' start (discovery, claiming).
+func (h *counter) apply() {
+	now := time.Now().UnixNano()
+	h.first.CompareAndSwap(0, now)
+	h.last.Store(now)
+	h.n.Add(1)
+}
+
+// rate is events per second between the first and the last applied.
+func (h *counter) rate() float64 {
+	d := time.Duration(h.last.Load() - h.first.Load())
+	return float64(h.n.Load()) / d.Seconds()
+}
+
+// BenchmarkThroughput is the side-by-side run of issue #12: b.N events
+// (100,000 in make bench) published over 1, 8, 64 or 1,000 keys, then
+// applied either by two seqby engines (keyed, sequential: the guarantee
+// on) or by two consumers of a plain consumer group on one stream
+// (XREADGROUP COUNT 100, then XACK of the batch), on the same private
+// redis-server, one after the other. The rate runs from the first event
+// applied to the last, so it excludes start-up; compare seqby's with the
+// plain group's of the same -count round.
+func BenchmarkThroughput(b *testing.B) {
+	for _, keys := range []int{1, 8, 64, 1000} {
+		b.Run(fmt.Sprintf("seqby/keys=%d", keys), func(b *testing.B) {
 			c := newClient(b)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			pub := runtime.NewPublisher(c, runtime.PublisherOptions{})
-			for i := 0; i < b.N; i++ {
-				if err := pub.Publish(ctx, events.ItemAdded{ClientID: fmt.Sprintf("c-%d", i%keys), Seq: i}); err != nil {
-					b.Fatal(err)
-				}
-			}
+			publishAll(ctx, b, c, keys)
 			h := &counter{}
 			b.ResetTimer()
 			wg := startEngines(ctx, b, c, h, 0)
@@ -93,10 +109,78 @@ func BenchmarkKeyedEndToEnd(b *testing.B) {
 				time.Sleep(time.Millisecond)
 			}
 			b.StopTimer()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
+			b.ReportMetric(h.rate(), "msg/s")
 			cancel()
 			wg.Wait()
 		})
+		b.Run(fmt.Sprintf("plain/keys=%d", keys), func(b *testing.B) {
+			c := newClient(b)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			const stream, group = "plain", "g"
+			var batch []any
+			pipe := c.Pipeline()
+			for i := 0; i < b.N; i++ {
+				ev, _ := runtime.JSON.Marshal(events.ItemAdded{ClientID: fmt.Sprintf("c-%d", i%keys), Seq: i})
+				batch = append(batch, pipe.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"type", "ItemAdded", "payload", ev}}))
+				if len(batch) == 1000 || i == b.N-1 {
+					if _, err := pipe.Exec(ctx); err != nil {
+						b.Fatal(err)
+					}
+					batch = batch[:0]
+				}
+			}
+			if err := c.XGroupCreate(ctx, stream, group, "0").Err(); err != nil {
+				b.Fatal(err)
+			}
+			h := &counter{}
+			b.ResetTimer()
+			var wg sync.WaitGroup
+			for i := range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for ctx.Err() == nil {
+						res, err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: fmt.Sprint(i),
+							Streams: []string{stream, ">"}, Count: 100, Block: 100 * time.Millisecond}).Result()
+						if err != nil {
+							continue
+						}
+						var ids []string
+						for _, m := range res[0].Messages {
+							var e events.ItemAdded
+							if runtime.JSON.Unmarshal([]byte(m.Values["payload"].(string)), &e) == nil {
+								h.apply()
+							}
+							ids = append(ids, m.ID)
+						}
+						c.XAck(ctx, stream, group, ids...)
+					}
+				}()
+			}
+			for h.n.Load() < int64(b.N) {
+				time.Sleep(time.Millisecond)
+			}
+			b.StopTimer()
+			b.ReportMetric(h.rate(), "msg/s")
+			cancel()
+			wg.Wait()
+		})
+	}
+}
+
+// publishAll publishes b.N keyed events over keys in batches.
+func publishAll(ctx context.Context, b *testing.B, c redis.UniversalClient, keys int) {
+	pub := runtime.NewPublisher(c, runtime.PublisherOptions{})
+	var msgs []runtime.Message
+	for i := 0; i < b.N; i++ {
+		msgs = append(msgs, events.ItemAdded{ClientID: fmt.Sprintf("c-%d", i%keys), Seq: i})
+		if len(msgs) == 1000 || i == b.N-1 {
+			if err := pub.PublishBatch(ctx, msgs); err != nil {
+				b.Fatal(err)
+			}
+			msgs = msgs[:0]
+		}
 	}
 }
 
@@ -166,7 +250,7 @@ const storageReapAfter = 2 * time.Second
 // startEngines runs two engine instances (in this process) with h's
 // registration until ctx ends; wait on the returned group for them.
 // reapAfter is their Options.ReapAfter (0: the default).
-func startEngines(ctx context.Context, b *testing.B, c redis.UniversalClient, h *counter, reapAfter time.Duration) *sync.WaitGroup {
+func startEngines(ctx context.Context, b testing.TB, c redis.UniversalClient, h *counter, reapAfter time.Duration) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for i := range 2 {
 		eng, err := runtime.NewEngine(c, runtime.Options{OwnerID: fmt.Sprintf("bench-%d", i),

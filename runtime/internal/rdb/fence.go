@@ -3,6 +3,7 @@ package rdb
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -15,6 +16,9 @@ type Entry struct {
 	// Deliveries is how many times the group was handed the entry
 	// (XREADGROUP, XCLAIM), this read included; 0 when unknown.
 	Deliveries int64
+	// Pending: FencedRead took it from the consumer's pending entries (a
+	// reclaimed, retried or halted head), not from the new ones.
+	Pending bool
 }
 
 // FencedRead reads the next entry for the lease's consumer (its token) in
@@ -23,8 +27,14 @@ type Entry struct {
 // false when every lane is drained. It fails with ErrFenced when the lease
 // no longer holds this token. It never blocks: Redis forbids XREADGROUP
 // BLOCK inside a script.
-func FencedRead(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string) (e Entry, ok bool, err error) {
-	return fencedRead(ctx, scriptRead, c, l, group, lanes, 1)
+//
+// ack, when not nil, is an entry of one of the lanes to ack first, in the
+// same script: the fenced ack of one entry and the read of the next in one
+// call. nothingPending skips the pending pass: pass it only when the last
+// read found nothing pending (ok false, or an entry not Pending) and every
+// entry read since was acked (here or by ack).
+func FencedRead(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string, ack *Entry, nothingPending bool) (e Entry, ok bool, err error) {
+	return fencedRead(ctx, scriptRead, c, l, group, lanes, 1, ack, nothingPending)
 }
 
 // FencedReadOldest reads the next entry for a pm's owner across the lanes
@@ -35,15 +45,27 @@ func FencedRead(ctx context.Context, c redis.UniversalClient, l Lease, group str
 // holds, and it never blocks. Only the returned entry is delivered: the
 // other lanes' next entries are looked at without being delivered, so an
 // entry is pending only while it is in flight.
-func FencedReadOldest(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string, primaries int) (e Entry, ok bool, err error) {
-	return fencedRead(ctx, scriptReadOldest, c, l, group, lanes, primaries)
+// ack is acked first, as in FencedRead.
+func FencedReadOldest(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string, primaries int, ack *Entry) (e Entry, ok bool, err error) {
+	return fencedRead(ctx, scriptReadOldest, c, l, group, lanes, primaries, ack, false)
 }
 
 // fencedRead runs a fenced read script, whose reply is {0} when every
 // lane is drained or {lane (1-based), entries}.
-func fencedRead(ctx context.Context, script *redis.Script, c redis.UniversalClient, l Lease, group string, lanes []string, arg int) (e Entry, ok bool, err error) {
+func fencedRead(ctx context.Context, script *redis.Script, c redis.UniversalClient, l Lease, group string, lanes []string, arg int, ack *Entry, nothingPending bool) (e Entry, ok bool, err error) {
 	keys := append([]string{l.Ref.Key}, lanes...)
-	res, err := script.Run(ctx, c, keys, l.Token(), group, arg).Slice()
+	ackLane, ackID := 0, ""
+	if ack != nil {
+		ackLane, ackID = slices.Index(lanes, ack.Stream)+1, ack.ID
+		if ackLane == 0 {
+			return Entry{}, false, fmt.Errorf("fenced read of %v: the entry to ack is on %s, not one of the lanes", lanes, ack.Stream)
+		}
+	}
+	skip := "0"
+	if nothingPending {
+		skip = "1"
+	}
+	res, err := script.Run(ctx, c, keys, l.Token(), group, arg, ackLane, ackID, skip).Slice()
 	if err != nil {
 		return Entry{}, false, fmt.Errorf("fenced read of %v: %w", lanes, fenced(err, l))
 	}
@@ -62,6 +84,10 @@ func fencedRead(ctx context.Context, script *redis.Script, c redis.UniversalClie
 	e.Stream = lanes[lane-1]
 	if len(res) > 2 {
 		e.Deliveries, _ = res[2].(int64)
+	}
+	if len(res) > 3 {
+		pending, _ := res[3].(int64)
+		e.Pending = pending == 1
 	}
 	return e, err == nil, err
 }

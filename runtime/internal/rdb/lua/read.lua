@@ -7,8 +7,14 @@
 -- ARGV[1] token, also the consumer name
 -- ARGV[2] group (the handler's name)
 -- ARGV[3] count
+-- ARGV[4] the lane (1-based) of the entry to ack first, 0 for none
+-- ARGV[5] the id of that entry
+-- ARGV[6] '1' to skip the pending pass: the caller knows its consumer has
+--         nothing pending (its last read found nothing pending, and it
+--         acks each entry before reading the next)
 -- Returns {lane (1-based among the lanes), entries, deliveries of the
--- first entry}, or {0} when every lane is drained; the SEQBY_FENCED error when the lease does not hold
+-- first entry, 1 when it came from the pending pass else 0}, or {0} when
+-- every lane is drained; the SEQBY_FENCED error when the lease does not hold
 -- the token.
 --
 -- Two passes: first the consumer's own pending entries (id 0) on every
@@ -25,6 +31,10 @@
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('SEQBY_FENCED lease ' .. KEYS[1] .. ' is not held by ' .. ARGV[1])
 end
+-- The previous entry's ack rides on this read: one script call per entry.
+-- Acking after the fence check keeps it fenced, as ack.lua is.
+local ack = tonumber(ARGV[4])
+if ack and ack > 0 then redis.call('XACK', KEYS[ack + 1], ARGV[2], ARGV[5]) end
 local function read(s, id)
   local r = redis.pcall('XREADGROUP', 'GROUP', ARGV[2], ARGV[1], 'COUNT', ARGV[3], 'STREAMS', s, id)
   if type(r) == 'table' and r.err then
@@ -34,12 +44,18 @@ local function read(s, id)
   end
   return r
 end
-for _, id in ipairs({'0', '>'}) do
+local passes = {'0', '>'}
+if ARGV[6] == '1' then passes = {'>'} end
+for _, id in ipairs(passes) do
   for i = 2, #KEYS do
     if redis.call('EXISTS', KEYS[i]) == 1 then
       local r = read(KEYS[i], id)
       if r and r[1] and #r[1][2] > 0 then
-        return {i - 1, r[1][2], deliveries(KEYS[i], ARGV[2], r[1][2][1][1])}
+        if id == '>' then
+          -- Never delivered before in the group: this is its first time.
+          return {i - 1, r[1][2], 1, 0}
+        end
+        return {i - 1, r[1][2], deliveries(KEYS[i], ARGV[2], r[1][2][1][1]), 1}
       end
     end
   end

@@ -9,6 +9,8 @@
 -- ARGV[1] token, also the consumer name
 -- ARGV[2] group (the pm's name)
 -- ARGV[3] number of primary lanes
+-- ARGV[4] the lane (1-based) of the entry to ack first, 0 for none
+-- ARGV[5] the id of that entry
 -- Returns {lane (1-based among the lanes), {entry}, its deliveries}, or {0} when every lane
 -- is drained; the SEQBY_FENCED error when the lease does not hold the token.
 --
@@ -26,6 +28,10 @@
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('SEQBY_FENCED lease ' .. KEYS[1] .. ' is not held by ' .. ARGV[1])
 end
+-- The previous entry's ack rides on this read: one script call per entry.
+-- Acking after the fence check keeps it fenced, as ack.lua is.
+local ack = tonumber(ARGV[4])
+if ack and ack > 0 then redis.call('XACK', KEYS[ack + 1], ARGV[2], ARGV[5]) end
 local function pending(s)
   local r = redis.pcall('XREADGROUP', 'GROUP', ARGV[2], ARGV[1], 'COUNT', 1, 'STREAMS', s, '0')
   if type(r) == 'table' and r.err then

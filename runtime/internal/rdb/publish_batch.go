@@ -1,0 +1,179 @@
+package rdb
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// BatchEntry is one entry of PublishBatch: for a partitioned category,
+// Key and Stream (the partition's stream or backfill lane); for an
+// unpartitioned one, Stream is the category.
+type BatchEntry struct {
+	Category, Key, Stream string
+	Partitioned           bool
+	Fields                []any
+}
+
+// PublishBatch appends entries with the guarantees of Publish for each,
+// in few round trips, keeping the order of the entries of each stream.
+// stored[i] tells whether entries[i] was appended; for one stream the
+// appended entries are a prefix of its entries. err is the first failure;
+// ErrUnsignalled alone means every entry was stored and indexed.
+//
+// On a single Redis everything goes in one MULTI/EXEC: each entry's index
+// step and append, then one signal per partition, after its entries. On a
+// cluster the steps of Publish run for all entries at once: the index
+// for every partition (one pipeline), the appends in rounds (the n-th
+// entry of every stream in round n, so a stream's entries never race each
+// other across retries or redirections), then the index again and one
+// signal per partition that got an entry (one pipeline).
+func PublishBatch(ctx context.Context, c redis.UniversalClient, entries []BatchEntry, signalMaxLen int64) (stored []bool, err error) {
+	stored = make([]bool, len(entries))
+	type part struct{ category, key string }
+	var parts []part // in order of first appearance
+	seen := map[part]bool{}
+	for _, e := range entries {
+		if p := (part{e.Category, e.Key}); e.Partitioned && !seen[p] {
+			seen[p] = true
+			parts = append(parts, p)
+		}
+	}
+	index := func(pipe redis.Pipeliner, p part) *redis.IntCmd { return pipe.SAdd(ctx, IndexKey(p.category), p.key) }
+	appendEntry := func(pipe redis.Pipeliner, e BatchEntry) *redis.StringCmd {
+		return pipe.XAdd(ctx, &redis.XAddArgs{Stream: e.Stream, Values: e.Fields})
+	}
+	signal := func(pipe redis.Pipeliner, p part) *redis.StringCmd {
+		return pipe.XAdd(ctx, &redis.XAddArgs{Stream: SignalKey(p.category), MaxLen: signalMaxLen, Approx: true, Values: []any{"k", p.key}})
+	}
+
+	if single, ok := c.(*redis.Client); ok {
+		pipe := single.TxPipeline()
+		adds := make([]*redis.StringCmd, len(entries))
+		var indexes []*redis.IntCmd
+		for i, e := range entries {
+			if e.Partitioned {
+				indexes = append(indexes, index(pipe, part{e.Category, e.Key}))
+			}
+			adds[i] = appendEntry(pipe, e)
+		}
+		sigs := make([]*redis.StringCmd, len(parts))
+		for i, p := range parts {
+			sigs[i] = signal(pipe, p)
+		}
+		_, execErr := pipe.Exec(ctx)
+		for _, cmd := range indexes {
+			if cmd.Err() != nil {
+				// Queued commands are refused together (EXECABORT): a
+				// failed index step means nothing ran.
+				return stored, fmt.Errorf("index the partitions: %w", firstErr(cmd.Err(), execErr))
+			}
+		}
+		for i, cmd := range adds {
+			if stored[i] = cmd.Err() == nil; !stored[i] && err == nil {
+				err = fmt.Errorf("append to %s: %w", entries[i].Stream, firstErr(cmd.Err(), execErr))
+			}
+		}
+		if err != nil {
+			return stored, err
+		}
+		for _, cmd := range sigs {
+			if cmd.Err() != nil {
+				return stored, fmt.Errorf("%w: %w", ErrUnsignalled, cmd.Err())
+			}
+		}
+		return stored, nil
+	}
+
+	// A cluster: step 1, the index of every partition.
+	var idx []*redis.IntCmd
+	c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for _, p := range parts {
+			idx = append(idx, index(pipe, p))
+		}
+		return nil
+	})
+	for _, cmd := range idx {
+		if cmd.Err() != nil {
+			return stored, fmt.Errorf("index the partitions: %w", cmd.Err())
+		}
+	}
+	// Step 2: the appends, round n taking the n-th entry of every stream.
+	byStream := map[string][]int{}
+	var streams []string
+	for i, e := range entries {
+		if byStream[e.Stream] == nil {
+			streams = append(streams, e.Stream)
+		}
+		byStream[e.Stream] = append(byStream[e.Stream], i)
+	}
+	failed := map[string]bool{}
+	for round := 0; ; round++ {
+		var batch []int
+		for _, s := range streams {
+			if ix := byStream[s]; round < len(ix) && !failed[s] {
+				batch = append(batch, ix[round])
+			}
+		}
+		if len(batch) == 0 {
+			break
+		}
+		cmds := make([]*redis.StringCmd, len(batch))
+		c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			for j, i := range batch {
+				cmds[j] = appendEntry(pipe, entries[i])
+			}
+			return nil
+		})
+		for j, i := range batch {
+			if stored[i] = cmds[j].Err() == nil; !stored[i] {
+				failed[entries[i].Stream] = true
+				if err == nil {
+					err = fmt.Errorf("append to %s: %w", entries[i].Stream, cmds[j].Err())
+				}
+			}
+		}
+	}
+	// Step 3: index again (a reap may have run since step 1) and signal,
+	// for every partition that got an entry.
+	got := map[part]bool{}
+	for i, e := range entries {
+		if stored[i] && e.Partitioned {
+			got[part{e.Category, e.Key}] = true
+		}
+	}
+	var again []*redis.IntCmd
+	var sigs []*redis.StringCmd
+	c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for _, p := range parts {
+			if got[p] {
+				again = append(again, index(pipe, p))
+				sigs = append(sigs, signal(pipe, p))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return stored, err
+	}
+	for _, cmd := range again {
+		if cmd.Err() != nil {
+			return stored, fmt.Errorf("index the partitions again after appending (publish again: the entries are stored but may not be discovered): %w", cmd.Err())
+		}
+	}
+	for _, cmd := range sigs {
+		if cmd.Err() != nil {
+			return stored, fmt.Errorf("%w: %w", ErrUnsignalled, cmd.Err())
+		}
+	}
+	return stored, nil
+}
+
+// firstErr returns a, or b when a is nil.
+func firstErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,78 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
+)
+
+// BatchError reports a PublishBatch that stored only part of its
+// messages. Published[i] tells whether msgs[i] was stored. For the
+// messages of one partition (one stream) the stored ones come first, in
+// order: publishing the others again, in order, keeps the partition's
+// order.
+type BatchError struct {
+	Published []bool
+	Err       error
+}
+
+func (e *BatchError) Error() string {
+	n := 0
+	for _, ok := range e.Published {
+		if ok {
+			n++
+		}
+	}
+	return fmt.Sprintf("publish batch: %d of %d messages stored: %v", n, len(e.Published), e.Err)
+}
+
+func (e *BatchError) Unwrap() error { return e.Err }
+
+// PublishBatch publishes msgs in a few round trips: one MULTI/EXEC on a
+// single Redis; on a cluster one pipeline for the indexes, one per
+// message of the longest partition in the batch, and one for the wake-up
+// signals. It is for outbox relays and bulk producers.
+//
+// Every message is checked and encoded first: a bad key (or any message
+// Publish would refuse) fails the call, naming the message's index,
+// before anything is written. The messages of one partition are appended
+// in slice order, each with the guarantees of Publish. opts apply to every
+// message; only AsBackfill is accepted (WithMessageID names one message,
+// and WaitForReplicas one append: use Publish for those). A failure after
+// some messages were stored is a *BatchError (errors.Is ErrPublish)
+// telling which.
+func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message, opts ...PublishOption) error {
+	var cfg publishConfig
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.idSet || cfg.replicas > 0 {
+		return fmt.Errorf("publish batch: WithMessageID and WaitForReplicas apply to one message; publish it with Publish: %w", ErrPublish)
+	}
+	entries := make([]rdb.BatchEntry, len(msgs))
+	for i, m := range msgs {
+		it, err := p.prepare(m, cfg)
+		if err != nil {
+			return fmt.Errorf("publish batch: message %d: %w", i, err)
+		}
+		stream := it.stream
+		if !it.partitioned {
+			stream = it.category
+		}
+		entries[i] = rdb.BatchEntry{Category: it.category, Key: it.key, Stream: stream, Partitioned: it.partitioned, Fields: it.fields}
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	stored, err := rdb.PublishBatch(ctx, p.c, entries, p.opts.SignalMaxLen)
+	if errors.Is(err, rdb.ErrUnsignalled) {
+		p.opts.Logger.Warn("seqby: published, but waking idle consumers failed; they find the entries at their next re-check", "err", err)
+		return nil
+	}
+	if err != nil {
+		return &BatchError{Published: stored, Err: fmt.Errorf("%w: %w", ErrPublish, err)}
+	}
+	return nil
+}
