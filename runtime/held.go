@@ -17,7 +17,7 @@ import "time"
 
 // heldMemo is one handler's units found held lately.
 type heldMemo struct {
-	live, units int64                // the picture they were found in
+	live, units int64               // the picture they were found in
 	marks       map[string]heldMark // by unit id
 }
 
