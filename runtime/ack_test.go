@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,5 +41,69 @@ func TestHandoverAcksTheLastEntry(t *testing.T) {
 	p, err := c.XPending(ctx, rdb.PartitionStream("order", "a"), "orders").Result()
 	if err != nil || p.Count != 0 {
 		t.Fatalf("pending after a graceful stop: %+v, %v", p, err)
+	}
+}
+
+// A lease Redis granted to this instance but no worker of it runs (an
+// acquire whose reply was lost to the cycle's deadline) is adopted at the
+// next cycle, instead of leaving the partition unowned for a LeaseTTL.
+func TestOrphanLeaseIsAdopted(t *testing.T) {
+	c := newRedis(t)
+	ctx := ctxT(t)
+	if err := NewPublisher(c).Publish(ctx, ev("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	// The lost acquire: granted in Redis to owner o1, unknown to o1.
+	if _, err := rdb.Acquire(ctx, c, rdb.PartitionLease(rdb.PartitionStream("order", "a"), "orders"), "o1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	applied := make(chan struct{}, 1)
+	opts := fastOptions("o1")
+	opts.LeaseTTL, opts.HeartbeatInterval = time.Minute, 10*time.Second
+	e, err := NewEngine(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Register(keyedHandler("orders", func(context.Context, *testEvent) error {
+		select {
+		case applied <- struct{}{}:
+		default:
+		}
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	// What tryClaim records when the acquire's reply is lost.
+	e.lostAcquire(partitionID("orders", rdb.PartitionStream("order", "a")), context.DeadlineExceeded)
+	cancel, _, _ := startRun(t, e)
+	defer cancel()
+	select {
+	case <-applied:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the partition whose lease this instance held in Redis was not processed (it waits for the lease to expire)")
+	}
+}
+
+// A lease held in Redis under this instance's OwnerID without a lost
+// acquire behind it (another process misconfigured with the same
+// OwnerID) is not adopted.
+func TestForeignLeaseWithOurOwnerIDIsNotAdopted(t *testing.T) {
+	c := newRedis(t)
+	ctx := ctxT(t)
+	if err := NewPublisher(c).Publish(ctx, ev("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rdb.Acquire(ctx, c, rdb.PartitionLease(rdb.PartitionStream("order", "a"), "orders"), "o1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	opts := fastOptions("o1")
+	opts.LeaseTTL, opts.HeartbeatInterval = time.Minute, 10*time.Second
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	r := startEngine(t, c, opts, keyedHandler("orders", func(context.Context, *testEvent) error { return nil }))
+	eventually(t, 10*time.Second, "a few discovery cycles", func() bool { return r.Status().Consuming })
+	time.Sleep(300 * time.Millisecond) // several 50 ms cycles: nothing may adopt meanwhile
+	if len(r.Status().Partitions) != 0 || strings.Contains(logs.String(), "adopting") {
+		t.Fatalf("adopted a lease it never tried to acquire: %+v", r.Status().Partitions)
 	}
 }

@@ -180,12 +180,17 @@ func (e *Engine) tryClaim(ctx context.Context, wg *sync.WaitGroup, handler strin
 		return false
 	}
 	if errors.Is(err, rdb.ErrLeaseHeld) {
-		e.markHeld(handler, id)
-		return false
+		adopted, ok := e.adopt(ctx, id, ref, err, &sent)
+		if !ok {
+			e.markHeld(handler, id)
+			return false
+		}
+		l, err = adopted, nil
 	}
 	if err != nil {
 		e.acquireFailed(handler, lanes[0], err)
 		e.acquireStrike(handler, id, err)
+		e.lostAcquire(id, err)
 		return false
 	}
 	e.acquired(handler)

@@ -65,7 +65,7 @@ func AcquireWarm(ctx context.Context, c redis.UniversalClient, ref LeaseRef, own
 		return Lease{}, fmt.Errorf("acquire lease %s: unexpected reply %v", ref.Key, res)
 	}
 	if ok, _ := res[0].(int64); ok != 1 {
-		return Lease{}, fmt.Errorf("acquire lease %s (held by %v): %w", ref.Key, res[1], ErrLeaseHeld)
+		return Lease{}, &HeldError{Key: ref.Key, Token: fmt.Sprint(res[1])}
 	}
 	gen, err := strconv.ParseInt(fmt.Sprint(res[1]), 10, 64)
 	if err != nil {
@@ -155,3 +155,15 @@ func ParseToken(token string) (owner string, generation int64, err error) {
 	}
 	return token[:i], gen, nil
 }
+
+// HeldError is the error of an acquire that found the lease held; it
+// matches ErrLeaseHeld and names the holder's token.
+type HeldError struct {
+	Key, Token string
+}
+
+func (e *HeldError) Error() string {
+	return fmt.Sprintf("acquire lease %s (held by %s): %v", e.Key, e.Token, ErrLeaseHeld)
+}
+
+func (e *HeldError) Is(target error) bool { return target == ErrLeaseHeld }
