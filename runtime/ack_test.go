@@ -73,7 +73,7 @@ func TestOrphanLeaseIsAdopted(t *testing.T) {
 	})); err != nil {
 		t.Fatal(err)
 	}
-	// What tryClaim records when the acquire's reply is lost.
+	// What claim records when the acquire's reply is lost.
 	e.lostAcquire(partitionID("orders", rdb.PartitionStream("order", "a")), context.DeadlineExceeded)
 	cancel, _, _ := startRun(t, e)
 	defer cancel()

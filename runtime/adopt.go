@@ -13,7 +13,7 @@ import (
 // deadline, a dropped connection). Without it the partition would wait a
 // whole LeaseTTL for the orphan to expire. Only a unit whose acquire was
 // lost lately (lostAcquire) is adopted, and only from this OwnerID, so
-// two processes misconfigured with one OwnerID do not both run it; tryClaim
+// two processes misconfigured with one OwnerID do not both run it; claim
 // found no worker of this instance on the unit, so the lease is this
 // instance's to run. A renew (compare-and-set on the exact token) confirms
 // it and restarts its TTL, sent at *sent.

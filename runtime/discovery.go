@@ -128,15 +128,12 @@ func (e *Engine) cycle(base context.Context, stop <-chan struct{}, handler strin
 	if !join {
 		live++ // not in the set, but claiming: count it, or it would aim at everything
 	}
-	n := int(max(live, 1))
+	n, n0 := int(max(live, 1)), len(units)
 	target := (len(units) + n - 1) / n
 
 	need := e.share(handler, target)
 	rand.Shuffle(len(units), func(i, j int) { units[i], units[j] = units[j], units[i] })
-	for _, u := range units {
-		if need <= 0 {
-			return
-		}
+	for len(units) > 0 && need > 0 {
 		select {
 		case <-stop:
 			return
@@ -145,64 +142,86 @@ func (e *Engine) cycle(base context.Context, stop <-chan struct{}, handler strin
 		if ctx.Err() != nil {
 			return // the cycle's time is up: the next cycle goes on
 		}
-		if e.skipHeld(handler, u.id, live, int64(len(units))) {
-			continue
+		var batch []unit
+		for len(units) > 0 && len(batch) < min(need, claimBatch) {
+			u := units[0]
+			units = units[1:]
+			if !e.skipHeld(handler, u.id, live, int64(n0)) && e.claimable(handler, u) {
+				batch = append(batch, u)
+			}
 		}
-		if e.tryClaim(ctx, wg, handler, u, build, work) {
-			need--
-		}
+		need -= e.claim(ctx, wg, handler, batch, build, work)
 	}
 }
 
-// tryClaim leases one partition (or pm correlation value) that this
-// instance does not own yet and starts its worker. key is the partition
-// key (or correlation value) in categories cats, and lanes the streams the
-// lease covers. False when it is owned already, its lease is held by
-// another instance, it is cold (reaper.go), or acquiring failed.
-func (e *Engine) tryClaim(ctx context.Context, wg *sync.WaitGroup, handler string, u unit,
-	build func(unit, rdb.Lease, time.Time) *partition, work func(*partition)) bool {
-	id, ref, key, cats, lanes := u.id, u.ref, u.key, u.cats, u.lanes
+// claimBatch bounds the acquires one pipeline sends.
+const claimBatch = 256
+
+// claimable reports whether this instance may try to claim u: it does not
+// own it, and u is not cold (reaper.go), benched (fault.go) or struck
+// (liveness.go).
+func (e *Engine) claimable(handler string, u unit) bool {
 	e.mu.Lock()
-	_, have := e.parts[id]
+	_, have := e.parts[u.id]
 	e.mu.Unlock()
-	if have || !e.claimable(id) || e.benched(id) || e.struck(handler, id) {
-		return false
+	return !have && e.warm(u.id) && !e.benched(u.id) && !e.struck(handler, u.id)
+}
+
+// claim leases the units of batch that are free, in one pipeline, and
+// starts a worker for each; it returns how many it claimed. A unit found
+// held is remembered (held.go), unless its lease is this instance's own
+// from an acquire whose reply was lost (adopt.go); a cold one is left for
+// the reaper.
+func (e *Engine) claim(ctx context.Context, wg *sync.WaitGroup, handler string, batch []unit,
+	build func(unit, rdb.Lease, time.Time) *partition, work func(*partition)) int {
+	if len(batch) == 0 {
+		return 0
 	}
-	mark := e.wake.mark(cats[0], key)
-	sent := time.Now()
+	marks := make([]uint64, len(batch))
+	reqs := make([]rdb.AcquireReq, len(batch))
+	for i, u := range batch {
+		marks[i] = e.wake.mark(u.cats[0], u.key)
+		reqs[i] = rdb.AcquireReq{Ref: u.ref, Lanes: u.lanes}
+	}
 	var idle time.Duration
 	if e.reaping() {
 		idle = e.o.ReapAfter
 	}
-	l, err := rdb.AcquireWarm(ctx, e.c, ref, e.o.OwnerID, e.o.LeaseTTL, idle, lanes)
-	if errors.Is(err, rdb.ErrCold) {
-		e.markCold(id, cats, key, mark)
-		return false
-	}
-	if errors.Is(err, rdb.ErrLeaseHeld) {
-		adopted, ok := e.adopt(ctx, id, ref, err, &sent)
-		if !ok {
-			e.markHeld(handler, id)
-			return false
+	sent := time.Now()
+	leases, errs := rdb.AcquireAll(ctx, e.c, reqs, e.o.OwnerID, e.o.LeaseTTL, idle)
+	claimed := 0
+	for i, u := range batch {
+		l, err, at := leases[i], errs[i], sent
+		if errors.Is(err, rdb.ErrCold) {
+			e.markCold(u.id, u.cats, u.key, marks[i])
+			continue
 		}
-		l, err = adopted, nil
+		if errors.Is(err, rdb.ErrLeaseHeld) {
+			adopted, ok := e.adopt(ctx, u.id, u.ref, err, &at)
+			if !ok {
+				e.markHeld(handler, u.id)
+				continue
+			}
+			l, err = adopted, nil
+		}
+		if err != nil {
+			e.acquireFailed(handler, u.lanes[0], err)
+			e.acquireStrike(handler, u.id, err)
+			e.lostAcquire(u.id, err)
+			continue
+		}
+		e.acquired(handler)
+		e.claimedHeld(handler, u.id)
+		p := build(u, l, at)
+		e.mu.Lock()
+		e.parts[u.id] = p
+		e.mu.Unlock()
+		e.log.Info("seqby: acquired", "handler", handler, "partition", u.key, "stream", u.lanes[0], "token", l.Token())
+		wg.Add(1)
+		go func() { defer wg.Done(); work(p) }()
+		claimed++
 	}
-	if err != nil {
-		e.acquireFailed(handler, lanes[0], err)
-		e.acquireStrike(handler, id, err)
-		e.lostAcquire(id, err)
-		return false
-	}
-	e.acquired(handler)
-	e.claimedHeld(handler, id)
-	p := build(u, l, sent)
-	e.mu.Lock()
-	e.parts[id] = p
-	e.mu.Unlock()
-	e.log.Info("seqby: acquired", "handler", handler, "partition", key, "stream", lanes[0], "token", l.Token())
-	wg.Add(1)
-	go func() { defer wg.Done(); work(p) }()
-	return true
+	return claimed
 }
 
 // leaveMembers removes this instance from the member sets so the others'

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"time"
 
 	"github.com/seqby/seqby/runtime/internal/rdb"
@@ -36,9 +37,9 @@ type coldMark struct {
 	key  string
 }
 
-// claimable reports whether discovery should try to acquire partition id:
+// warm reports whether discovery should try to acquire partition id:
 // not found cold lately, or signalled since.
-func (e *Engine) claimable(id string) bool {
+func (e *Engine) warm(id string) bool {
 	e.mu.Lock()
 	m, ok := e.cold[id]
 	e.mu.Unlock()
@@ -86,9 +87,11 @@ func (e *Engine) pruneCold() {
 func (e *Engine) reaping() bool { return e.o.ReapAfter > 0 }
 
 // idleWait is how long an idle worker waits for a signal before it
-// re-reads: idleRecheck, or less when its partition turns cold sooner.
+// re-reads: idleRecheck give or take a fifth (so the re-reads of
+// partitions that went idle together spread out instead of arriving in
+// one burst), or less when its partition turns cold sooner.
 func (p *partition) idleWait() time.Duration {
-	d := idleRecheck
+	d := idleRecheck - idleRecheck/5 + rand.N(2*idleRecheck/5)
 	if p.e.reaping() {
 		d = min(d, max(time.Until(p.active.Add(p.e.o.ReapAfter)), time.Millisecond))
 	}

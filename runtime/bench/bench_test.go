@@ -169,6 +169,49 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 }
 
+// BenchmarkClaim measures how long two engines (DiscoveryInterval 100ms)
+// take to own b.N partitions (10,000 in make bench), each with one event
+// published beforehand; reported in seconds and in discovery intervals.
+func BenchmarkClaim(b *testing.B) {
+	c := newClient(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	publishAll(ctx, b, c, b.N)
+	var engines []*runtime.Engine
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for i := range 2 {
+		eng, err := runtime.NewEngine(c, runtime.Options{OwnerID: fmt.Sprintf("claim-%d", i), DiscoveryInterval: 100 * time.Millisecond,
+			PartitionWarnThreshold: 1 << 30, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := eng.Register((&counter{}).registration()); err != nil {
+			b.Fatal(err)
+		}
+		engines = append(engines, eng)
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = eng.Run(ctx) }()
+	}
+	for {
+		owned := 0
+		for _, e := range engines {
+			owned += len(e.Status().Partitions)
+		}
+		if owned >= b.N {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.StopTimer()
+	d := time.Since(start)
+	b.ReportMetric(d.Seconds(), "s-to-own-all")
+	b.ReportMetric(d.Seconds()/0.1, "discovery-intervals")
+	cancel()
+	wg.Wait()
+}
+
 // publishAll publishes b.N keyed events over keys in batches.
 func publishAll(ctx context.Context, b *testing.B, c redis.UniversalClient, keys int) {
 	pub := runtime.NewPublisher(c, runtime.PublisherOptions{})

@@ -55,6 +55,57 @@ func Acquire(ctx context.Context, c redis.UniversalClient, ref LeaseRef, owner s
 func AcquireWarm(ctx context.Context, c redis.UniversalClient, ref LeaseRef, owner string, ttl, idle time.Duration, lanes []string) (Lease, error) {
 	keys := append([]string{ref.Key, ref.Generation}, lanes...)
 	res, err := scriptAcquire.Run(ctx, c, keys, owner, ttl.Milliseconds(), idle.Milliseconds()).Slice()
+	return acquired(ref, owner, res, err)
+}
+
+// AcquireReq is one lease for AcquireAll: its ref and the lanes it covers.
+type AcquireReq struct {
+	Ref   LeaseRef
+	Lanes []string
+}
+
+// AcquireAll is AcquireWarm for many leases in one pipeline (a cluster
+// client sends each node its share), returning one Lease or error per
+// request. A request refused for a lost script cache (NOSCRIPT) never ran;
+// the scripts are loaded and those requests sent once more.
+func AcquireAll(ctx context.Context, c redis.UniversalClient, reqs []AcquireReq, owner string, ttl, idle time.Duration) ([]Lease, []error) {
+	leases, errs := make([]Lease, len(reqs)), make([]error, len(reqs))
+	todo := make([]int, len(reqs))
+	for i := range reqs {
+		todo[i] = i
+	}
+	for try := 0; try < 2 && len(todo) > 0; try++ {
+		pipe := c.Pipeline()
+		cmds := make([]*redis.Cmd, len(todo))
+		for j, i := range todo {
+			keys := append([]string{reqs[i].Ref.Key, reqs[i].Ref.Generation}, reqs[i].Lanes...)
+			cmds[j] = scriptAcquire.EvalSha(ctx, pipe, keys, owner, ttl.Milliseconds(), idle.Milliseconds())
+		}
+		pipe.Exec(ctx)
+		var again []int
+		for j, i := range todo {
+			res, err := cmds[j].Slice()
+			if IsNoScript(err) && try == 0 {
+				again = append(again, i)
+				continue
+			}
+			leases[i], errs[i] = acquired(reqs[i].Ref, owner, res, err)
+		}
+		if len(again) > 0 {
+			if err := LoadScripts(ctx, c); err != nil {
+				for _, i := range again {
+					errs[i] = fmt.Errorf("acquire lease %s: %w", reqs[i].Ref.Key, err)
+				}
+				return leases, errs
+			}
+		}
+		todo = again
+	}
+	return leases, errs
+}
+
+// acquired reads acquire.lua's reply.
+func acquired(ref LeaseRef, owner string, res []any, err error) (Lease, error) {
 	if err != nil {
 		return Lease{}, fmt.Errorf("acquire lease %s: %w", ref.Key, err)
 	}
@@ -98,32 +149,70 @@ func (l Lease) Renew(ctx context.Context, c redis.UniversalClient, ttl time.Dura
 	return nil
 }
 
-// RenewAll renews every lease in one pipeline and returns one error per
-// lease: nil when renewed, ErrLeaseLost when the lease is gone or held by
-// another token, else the Redis error. A pipeline has no EVAL fallback: a
-// script cache lost by the server (restart, SCRIPT FLUSH) shows as
-// IsNoScript errors; LoadScripts, then renew again.
+// RenewAll renews every lease and returns one error per lease: nil when
+// renewed, ErrLeaseLost when the lease is gone or held by another token,
+// else the Redis error. The leases go in one script call per hash slot
+// (renew_many.lua; on a single Redis every lease shares one call), at most
+// renewBatch leases each, all in one pipeline. A pipeline has no EVAL
+// fallback: a script cache lost by the server (restart, SCRIPT FLUSH)
+// shows as IsNoScript errors; LoadScripts, then renew again.
 func RenewAll(ctx context.Context, c redis.UniversalClient, leases []Lease, ttl time.Duration) []error {
-	pipe := c.Pipeline()
-	cmds := make([]*redis.Cmd, len(leases))
+	_, single := c.(*redis.Client)
+	bySlot := map[int][]int{}
+	var slots []int
 	for i, l := range leases {
-		cmds[i] = scriptRenew.EvalSha(ctx, pipe, []string{l.Ref.Key}, l.Token(), ttl.Milliseconds())
+		s := 0
+		if !single {
+			s = slot(l.Ref.Key)
+		}
+		if bySlot[s] == nil {
+			slots = append(slots, s)
+		}
+		bySlot[s] = append(bySlot[s], i)
+	}
+	type call struct {
+		ix  []int
+		cmd *redis.Cmd
+	}
+	var calls []call
+	pipe := c.Pipeline()
+	for _, s := range slots {
+		ix := bySlot[s]
+		for len(ix) > 0 {
+			n := min(len(ix), renewBatch)
+			keys := make([]string, n)
+			args := make([]any, n+1)
+			args[0] = ttl.Milliseconds()
+			for j, i := range ix[:n] {
+				keys[j], args[j+1] = leases[i].Ref.Key, leases[i].Token()
+			}
+			calls = append(calls, call{ix[:n], scriptRenewMany.EvalSha(ctx, pipe, keys, args...)})
+			ix = ix[n:]
+		}
 	}
 	pipe.Exec(ctx)
 	errs := make([]error, len(leases))
-	for i, cmd := range cmds {
-		n, err := cmd.Int64()
-		switch {
-		case IsNoScript(err):
-			errs[i] = err
-		case err != nil:
-			errs[i] = fmt.Errorf("renew lease %s: %w", leases[i].Ref.Key, err)
-		case n != 1:
-			errs[i] = fmt.Errorf("renew lease %s as %s: %w", leases[i].Ref.Key, leases[i].Token(), ErrLeaseLost)
+	for _, cl := range calls {
+		res, err := cl.cmd.Int64Slice()
+		for j, i := range cl.ix {
+			switch {
+			case IsNoScript(err):
+				errs[i] = err
+			case err != nil:
+				errs[i] = fmt.Errorf("renew lease %s: %w", leases[i].Ref.Key, err)
+			case j >= len(res):
+				errs[i] = fmt.Errorf("renew lease %s: unexpected reply %v", leases[i].Ref.Key, res)
+			case res[j] != 1:
+				errs[i] = fmt.Errorf("renew lease %s as %s: %w", leases[i].Ref.Key, leases[i].Token(), ErrLeaseLost)
+			}
 		}
 	}
 	return errs
 }
+
+// renewBatch bounds the leases one renew_many call covers, so a large
+// instance's renewal never holds Redis for long in one script.
+const renewBatch = 500
 
 // Verify checks in Redis that the lease still holds this token: nil, or
 // ErrFenced when it does not (lost, expired, or taken by another owner).

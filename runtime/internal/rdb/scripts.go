@@ -46,6 +46,7 @@ var (
 	scriptReleaseCold     = script("release_cold", "cold")
 	scriptReap            = script("reap", "cold")
 	scriptRenew           = script("renew")
+	scriptRenewMany       = script("renew_many")
 	scriptRelease         = script("release")
 	scriptVerify          = script("verify")
 	scriptOwnerState      = script("owner_state")
