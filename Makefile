@@ -49,4 +49,5 @@ bench: redis
 	$(GO) test ./runtime/bench -run '^$$' -bench 'Publish' -benchtime 5000x -count 3
 	$(GO) test ./runtime/bench -run '^$$' -bench Throughput -benchtime 100000x -count 3 -timeout 30m
 	$(GO) test ./runtime/bench -run '^$$' -bench Claim -benchtime 10000x -count 1
+	$(GO) test ./runtime/bench -run '^$$' -bench Idle -benchtime 2000x -count 1
 	$(GO) test ./runtime/bench -run '^$$' -bench Storage -benchtime 20000x -count 1

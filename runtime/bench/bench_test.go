@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -210,6 +211,80 @@ func BenchmarkClaim(b *testing.B) {
 	b.ReportMetric(d.Seconds()/0.1, "discovery-intervals")
 	cancel()
 	wg.Wait()
+}
+
+// BenchmarkIdle measures the idle cost of issue #12: two engines own b.N
+// partitions (2,000 in make bench), each with its one event handled; then
+// for idleWindow nothing is published, and it reports the Redis commands
+// per second (every command, inside scripts too, from INFO commandstats),
+// the script calls per second, and Redis's CPU use over the window.
+func BenchmarkIdle(b *testing.B) {
+	c := newClient(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	publishAll(ctx, b, c, b.N)
+	h := &counter{}
+	wg := startEngines(ctx, b, c, h, 0)
+	for h.n.Load() < int64(b.N) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(2 * time.Second) // let the last reads and trims settle
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		b.Fatal(err)
+	}
+	cpu0 := redisCPU(ctx, b, c)
+	b.ResetTimer()
+	time.Sleep(idleWindow)
+	b.StopTimer()
+	cpu := redisCPU(ctx, b, c) - cpu0
+	stats, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var calls, scripts int64
+	for _, line := range strings.Split(stats, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok {
+			continue
+		}
+		n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+		if name == "cmdstat_config|resetstat" || name == "cmdstat_info" {
+			continue
+		}
+		calls += n
+		if name == "cmdstat_evalsha" || name == "cmdstat_eval" {
+			scripts += n
+		}
+	}
+	if os.Getenv("SEQBY_BENCH_STATS") != "" {
+		b.Log(stats)
+	}
+	secs := idleWindow.Seconds()
+	b.ReportMetric(float64(calls)/secs, "redis-cmds/s")
+	b.ReportMetric(float64(scripts)/secs, "script-calls/s")
+	b.ReportMetric(100*cpu/secs, "redis-cpu-%")
+	cancel()
+	wg.Wait()
+}
+
+// idleWindow is how long BenchmarkIdle watches an idle Redis.
+const idleWindow = 20 * time.Second
+
+// redisCPU is the server's used CPU seconds (user + system).
+func redisCPU(ctx context.Context, b *testing.B, c redis.UniversalClient) float64 {
+	info, err := c.Info(ctx, "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, _ := strconv.ParseFloat(v, 64)
+			total += f
+		}
+	}
+	return total
 }
 
 // publishAll publishes b.N keyed events over keys in batches.
