@@ -197,7 +197,7 @@ func (e *Engine) claim(ctx context.Context, wg *sync.WaitGroup, handler string, 
 			continue
 		}
 		if errors.Is(err, rdb.ErrLeaseHeld) {
-			adopted, ok := e.adopt(ctx, u.id, u.ref, err, &at)
+			adopted, ok := e.adopt(ctx, u.ref, err, &at)
 			if !ok {
 				e.markHeld(handler, u.id)
 				continue
@@ -207,7 +207,6 @@ func (e *Engine) claim(ctx context.Context, wg *sync.WaitGroup, handler string, 
 		if err != nil {
 			e.acquireFailed(handler, u.lanes[0], err)
 			e.acquireStrike(handler, u.id, err)
-			e.lostAcquire(u.id, err)
 			continue
 		}
 		e.acquired(handler)

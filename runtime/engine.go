@@ -55,9 +55,6 @@ type Engine struct {
 	unownedAt map[string]time.Time
 	// held holds, per handler, the units found held lately (held.go).
 	held map[string]*heldMemo
-	// lost holds the units whose acquire may have been granted without
-	// its reply reaching us, when (adopt.go).
-	lost map[string]time.Time
 
 	// unkeyed holds, per unkeyed handler with running workers, the member
 	// announcer and the entries halted on (unkeyed_members.go); its own
@@ -91,7 +88,7 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 		wake:   newWaiter(c, o.BlockTimeout),
 		parts:  map[string]*partition{},
 		faults: map[string]Fault{}, health: map[string]*health{},
-		unowned: map[string]unownedMark{}, unownedAt: map[string]time.Time{}, held: map[string]*heldMemo{}, lost: map[string]time.Time{},
+		unowned: map[string]unownedMark{}, unownedAt: map[string]time.Time{}, held: map[string]*heldMemo{},
 
 		large: map[string]largeCategory{},
 	}, nil

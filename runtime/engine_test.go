@@ -184,7 +184,7 @@ func TestEngineReclaimsDeadOwnersPendingFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	rdb.Reclaim(ctx, c, dead, "orders", []string{stream})
-	if _, ok, err := rdb.FencedRead(ctx, c, dead, "orders", []string{stream}, nil, false); !ok || err != nil {
+	if _, ok, err := rdb.FencedRead(ctx, c, dead, "orders", []string{stream}, nil); !ok || err != nil {
 		t.Fatalf("dead owner read: %v %v", ok, err)
 	}
 	j := newJournal()

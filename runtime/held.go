@@ -6,18 +6,18 @@ import "time"
 // discovery cycle; when the others hold their share there are none, and
 // trying every held unit again each cycle would cost one acquire script
 // per unit per cycle, forever (1,001 partitions on two instances: 501
-// scripts a second). So a unit found held is skipped for a while: one
-// discovery interval after the first time, doubling each time it is found
-// held again, up to LeaseTTL; the marks end when the handler's picture
-// changes: a different number of live members (someone joined, left or
-// died, so shares move) or of units. Handovers follow a change of the
-// picture soon after it, while the holds are short; a lease that ends
-// without a change (its owner stalled past it) is tried again within
-// LeaseTTL.
+// scripts a second). So a unit found held is skipped for a while: for
+// LeaseTTL after the handler's picture last changed (a different number of
+// live members, so shares move, or of units), one discovery interval, so a
+// handover at the next message boundary is picked up at once; after that
+// the hold doubles each time the unit is found held again, up to LeaseTTL.
+// A change of the picture forgets every mark. A lease that ends without a
+// change (its owner stalled past it) is tried again within LeaseTTL.
 
 // heldMemo is one handler's units found held lately.
 type heldMemo struct {
 	live, units int64               // the picture they were found in
+	since       time.Time           // when the picture last changed
 	marks       map[string]heldMark // by unit id
 }
 
@@ -35,7 +35,7 @@ func (e *Engine) skipHeld(handler, id string, live, units int64) bool {
 	defer e.mu.Unlock()
 	m := e.held[handler]
 	if m == nil || m.live != live || m.units != units {
-		m = &heldMemo{live: live, units: units, marks: map[string]heldMark{}}
+		m = &heldMemo{live: live, units: units, since: time.Now(), marks: map[string]heldMark{}}
 		e.held[handler] = m
 		return false
 	}
@@ -52,8 +52,14 @@ func (e *Engine) markHeld(handler, id string) {
 	if m == nil {
 		return
 	}
-	hold := min(max(2*m.marks[id].hold, e.o.DiscoveryInterval), e.o.LeaseTTL)
-	m.marks[id] = heldMark{until: time.Now().Add(hold), hold: hold}
+	now, di := time.Now(), e.o.DiscoveryInterval
+	hold := di
+	if now.Sub(m.since) >= e.o.LeaseTTL {
+		hold = min(max(2*m.marks[id].hold, di), e.o.LeaseTTL)
+	}
+	// Less half an interval: the mark is set after the acquire's round
+	// trip, and the next cycle checks it sooner than that after its start.
+	m.marks[id] = heldMark{until: now.Add(hold - di/2), hold: hold}
 }
 
 // claimedHeld forgets unit id's mark once it was claimed.

@@ -53,10 +53,6 @@ type partition struct {
 	// sent with the next read, before anything else of the partition
 	// runs. Only the partition's own goroutine touches it.
 	unacked *rdb.Entry
-	// nothingPending: the last read found nothing pending for this owner,
-	// so the next may skip the pending pass. Only the partition's own
-	// goroutine touches it.
-	nothingPending bool
 	// active is when the worker last had work (its claim, or its last
 	// entry): once idle for ReapAfter it asks Redis whether the partition
 	// is cold (reaper.go). Only the partition's own goroutine touches it.
@@ -192,10 +188,7 @@ func (p *partition) run() {
 		seq := e.wake.mark(p.category, p.key)
 		en, ok, err := p.heldHead()
 		if !ok {
-			en, ok, err = rdb.FencedRead(p.ctx, e.c, p.lease, p.reg.Name, p.lanes, p.unacked, p.nothingPending)
-			// Each entry is acked before the next read, so once a read finds
-			// nothing pending, none of the later ones need look.
-			p.nothingPending = err == nil && (!ok || !en.Pending)
+			en, ok, err = rdb.FencedRead(p.ctx, e.c, p.lease, p.reg.Name, p.lanes, p.unacked)
 		}
 		if err != nil {
 			if !p.retryable(err) {
@@ -391,28 +384,44 @@ func (p *partition) ackedPrevious() {
 	p.e.worked(p.reg.Name)
 }
 
-// flushAck sends the ack of p.unacked on its own as the worker ends, while
-// the lease holds; if it fails, the entry runs again on the next owner
+// flushAck sends the ack of p.unacked on its own as the worker ends,
+// unless Redis already said the lease is gone: fenced, so it is safe even
+// after the local deadline cancelled p.ctx. It retries for at most
+// releaseGrace; if it fails, the entry runs again on the next owner
 // (at-least-once), never out of order: the next owner reclaims it first.
 func (p *partition) flushAck() {
-	if p.unacked == nil || p.ctx.Err() != nil {
+	p.mu.Lock()
+	gone := p.gone
+	p.mu.Unlock()
+	if p.unacked == nil || gone {
 		return
 	}
 	e, en := p.e, *p.unacked
-	for try := 0; try < 3; try++ {
-		ctx, cancel := context.WithTimeout(p.ctx, e.o.LeaseTTL)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), e.releaseGrace())
+	defer cancel()
+	for backoff := e.o.RetryBackoff; ; backoff = min(2*backoff, e.o.MaxBackoff) {
 		err := rdb.FencedAck(ctx, e.c, p.lease, p.reg.Name, en.Stream, en.ID)
-		cancel()
 		if err == nil {
 			p.ackedPrevious()
 			return
 		}
-		if errors.Is(err, ErrFenced) || p.ctx.Err() != nil {
-			break
+		if errors.Is(err, ErrFenced) || rdb.Permanent(err) || !sleepCtx(ctx, backoff) {
+			e.log.Warn("seqby: the last entry was processed but not acked; its next owner runs it again", "stream", en.Stream, "entry", en.ID, "err", err)
+			return
 		}
-		e.log.Warn("seqby: acking the last entry failed", "stream", en.Stream, "entry", en.ID, "err", err)
 	}
-	e.log.Warn("seqby: the last entry was processed but not acked; its next owner runs it again", "stream", en.Stream, "entry", en.ID)
+}
+
+// sleepCtx waits d; false when ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // reclaim moves the past owners' pending entries on every lane to this

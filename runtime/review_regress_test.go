@@ -176,7 +176,7 @@ func TestReclaimedBackfillHeadReadFirst(t *testing.T) {
 	if _, err := rdb.Reclaim(ctx, c, old, "g", lanes); err != nil {
 		t.Fatal(err)
 	}
-	en, ok, err := rdb.FencedRead(ctx, c, old, "g", lanes, nil, false)
+	en, ok, err := rdb.FencedRead(ctx, c, old, "g", lanes, nil)
 	if !ok || err != nil || en.ID != "1-1" {
 		t.Fatalf("old owner's read: %v %v %v", en, ok, err)
 	}
@@ -186,7 +186,7 @@ func TestReclaimedBackfillHeadReadFirst(t *testing.T) {
 	if n, err := rdb.Reclaim(ctx, c, nw, "g", lanes); err != nil || n != 1 {
 		t.Fatalf("reclaim: %d %v", n, err)
 	}
-	en, ok, err = rdb.FencedRead(ctx, c, nw, "g", lanes, nil, false)
+	en, ok, err = rdb.FencedRead(ctx, c, nw, "g", lanes, nil)
 	if !ok || err != nil || en.ID != "1-1" || en.Stream != lanes[1] {
 		t.Fatalf("new owner read %s %s first (%v %v); want the reclaimed backfill head 1-1", en.Stream, en.ID, ok, err)
 	}

@@ -30,11 +30,9 @@ type Entry struct {
 //
 // ack, when not nil, is an entry of one of the lanes to ack first, in the
 // same script: the fenced ack of one entry and the read of the next in one
-// call. nothingPending skips the pending pass: pass it only when the last
-// read found nothing pending (ok false, or an entry not Pending) and every
-// entry read since was acked (here or by ack).
-func FencedRead(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string, ack *Entry, nothingPending bool) (e Entry, ok bool, err error) {
-	return fencedRead(ctx, scriptRead, c, l, group, lanes, 1, ack, nothingPending)
+// call.
+func FencedRead(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string, ack *Entry) (e Entry, ok bool, err error) {
+	return fencedRead(ctx, scriptRead, c, l, group, lanes, 1, ack)
 }
 
 // FencedReadOldest reads the next entry for a pm's owner across the lanes
@@ -47,12 +45,12 @@ func FencedRead(ctx context.Context, c redis.UniversalClient, l Lease, group str
 // entry is pending only while it is in flight.
 // ack is acked first, as in FencedRead.
 func FencedReadOldest(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string, primaries int, ack *Entry) (e Entry, ok bool, err error) {
-	return fencedRead(ctx, scriptReadOldest, c, l, group, lanes, primaries, ack, false)
+	return fencedRead(ctx, scriptReadOldest, c, l, group, lanes, primaries, ack)
 }
 
 // fencedRead runs a fenced read script, whose reply is {0} when every
 // lane is drained or {lane (1-based), entries}.
-func fencedRead(ctx context.Context, script *redis.Script, c redis.UniversalClient, l Lease, group string, lanes []string, arg int, ack *Entry, nothingPending bool) (e Entry, ok bool, err error) {
+func fencedRead(ctx context.Context, script *redis.Script, c redis.UniversalClient, l Lease, group string, lanes []string, arg int, ack *Entry) (e Entry, ok bool, err error) {
 	keys := append([]string{l.Ref.Key}, lanes...)
 	ackLane, ackID := 0, ""
 	if ack != nil {
@@ -61,11 +59,7 @@ func fencedRead(ctx context.Context, script *redis.Script, c redis.UniversalClie
 			return Entry{}, false, fmt.Errorf("fenced read of %v: the entry to ack is on %s, not one of the lanes", lanes, ack.Stream)
 		}
 	}
-	skip := "0"
-	if nothingPending {
-		skip = "1"
-	}
-	res, err := script.Run(ctx, c, keys, l.Token(), group, arg, ackLane, ackID, skip).Slice()
+	res, err := script.Run(ctx, c, keys, l.Token(), group, arg, ackLane, ackID).Slice()
 	if err != nil {
 		return Entry{}, false, fmt.Errorf("fenced read of %v: %w", lanes, fenced(err, l))
 	}

@@ -23,12 +23,12 @@ func TestFencedReadAndAck(t *testing.T) {
 	if _, err := Reclaim(ctx, c, l1, group, []string{stream}); err != nil {
 		t.Fatal(err)
 	}
-	e, ok, err := FencedRead(ctx, c, l1, group, []string{stream}, nil, false)
+	e, ok, err := FencedRead(ctx, c, l1, group, []string{stream}, nil)
 	if err != nil || !ok || e.Fields["v"] != "1" {
 		t.Fatalf("first read: %+v %v %v", e, ok, err)
 	}
 	// Unacked, the same head is read again (own PEL before new entries).
-	again, _, _ := FencedRead(ctx, c, l1, group, []string{stream}, nil, false)
+	again, _, _ := FencedRead(ctx, c, l1, group, []string{stream}, nil)
 	if again.ID != e.ID {
 		t.Fatalf("re-read gave %s, want pending head %s", again.ID, e.ID)
 	}
@@ -39,7 +39,7 @@ func TestFencedReadAndAck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := FencedRead(ctx, c, l1, group, []string{stream}, nil, false); !errors.Is(err, ErrFenced) {
+	if _, _, err := FencedRead(ctx, c, l1, group, []string{stream}, nil); !errors.Is(err, ErrFenced) {
 		t.Fatalf("stale read: %v, want ErrFenced", err)
 	}
 	if err := FencedAck(ctx, c, l1, group, stream, e.ID); !errors.Is(err, ErrFenced) {
@@ -63,19 +63,19 @@ func TestFencedReadAndAck(t *testing.T) {
 			t.Fatalf("past generation consumer %s still in the group", cons.Name)
 		}
 	}
-	got, ok, err := FencedRead(ctx, c, l2, group, []string{stream}, nil, false)
+	got, ok, err := FencedRead(ctx, c, l2, group, []string{stream}, nil)
 	if err != nil || !ok || got.ID != e.ID {
 		t.Fatalf("new owner read %+v %v %v, want reclaimed head first", got, ok, err)
 	}
 	if err := FencedAck(ctx, c, l2, group, stream, got.ID); err != nil {
 		t.Fatal(err)
 	}
-	next, ok, _ := FencedRead(ctx, c, l2, group, []string{stream}, nil, false)
+	next, ok, _ := FencedRead(ctx, c, l2, group, []string{stream}, nil)
 	if !ok || next.Fields["v"] != "2" {
 		t.Fatalf("after ack read %+v, want entry 2", next)
 	}
 	FencedAck(ctx, c, l2, group, stream, next.ID)
-	if _, ok, err := FencedRead(ctx, c, l2, group, []string{stream}, nil, false); ok || err != nil {
+	if _, ok, err := FencedRead(ctx, c, l2, group, []string{stream}, nil); ok || err != nil {
 		t.Fatalf("drained stream read ok=%v err=%v", ok, err)
 	}
 }
@@ -90,7 +90,7 @@ func TestFencedReadBackfillAfterPrimary(t *testing.T) {
 	Reclaim(ctx, c, l, group, lanes)
 	var got []string
 	for {
-		e, ok, err := FencedRead(ctx, c, l, group, lanes, nil, false)
+		e, ok, err := FencedRead(ctx, c, l, group, lanes, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,21 +114,21 @@ func TestFencedReadMissingLanes(t *testing.T) {
 	if n, err := Reclaim(ctx, c, l, "h", []string{"order:none", "order:none:backfill"}); err != nil || n != 0 {
 		t.Fatalf("reclaim of missing streams: %d %v", n, err)
 	}
-	if _, ok, err := FencedRead(ctx, c, l, "h", []string{"order:none", "order:none:backfill"}, nil, false); ok || err != nil {
+	if _, ok, err := FencedRead(ctx, c, l, "h", []string{"order:none", "order:none:backfill"}, nil); ok || err != nil {
 		t.Fatalf("read of missing streams: %v %v", ok, err)
 	}
 	// A lane that appears after the claim gets its group on first read.
 	c.XAdd(ctx, &redis.XAddArgs{Stream: "order:none:backfill", Values: []any{"v", "late"}})
-	e, ok, err := FencedRead(ctx, c, l, "h", []string{"order:none", "order:none:backfill"}, nil, false)
+	e, ok, err := FencedRead(ctx, c, l, "h", []string{"order:none", "order:none:backfill"}, nil)
 	if !ok || err != nil || e.Fields["v"] != "late" || e.Stream != "order:none:backfill" {
 		t.Fatalf("read of a late lane: %+v %v %v", e, ok, err)
 	}
 }
 
 // The ack riding on a read is fenced with it: a stale token acks nothing;
-// the owner's token acks the entry and reads the next in one call. A read
-// told nothing is pending skips the pending pass, so a caller must pass it
-// only when that holds.
+// the owner's token acks the entry and reads the next in one call. An
+// entry delivered by a read whose reply was lost comes first at the next
+// read.
 func TestFencedReadCarriesTheAck(t *testing.T) {
 	c := newRedis(t)
 	ctx := ctxT(t)
@@ -147,19 +147,19 @@ func TestFencedReadCarriesTheAck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, ok, err := FencedRead(ctx, c, l, group, lanes, nil, false)
+	first, ok, err := FencedRead(ctx, c, l, group, lanes, nil)
 	if err != nil || !ok || first.Pending || first.Deliveries != 1 {
 		t.Fatalf("first read: %+v %v %v", first, ok, err)
 	}
 	stale := l
 	stale.Generation--
-	if _, _, err := FencedRead(ctx, c, stale, group, lanes, &first, false); !errors.Is(err, ErrFenced) {
+	if _, _, err := FencedRead(ctx, c, stale, group, lanes, &first); !errors.Is(err, ErrFenced) {
 		t.Fatalf("stale read: %v, want ErrFenced", err)
 	}
 	if n, _ := c.XPending(ctx, stream, group).Result(); n.Count != 1 {
 		t.Fatalf("a fenced read acked: %d pending", n.Count)
 	}
-	second, ok, err := FencedRead(ctx, c, l, group, lanes, &first, true)
+	second, ok, err := FencedRead(ctx, c, l, group, lanes, &first)
 	if err != nil || !ok || second.ID == first.ID {
 		t.Fatalf("second read: %+v %v %v", second, ok, err)
 	}
@@ -169,14 +169,14 @@ func TestFencedReadCarriesTheAck(t *testing.T) {
 	}
 	// The second entry is pending: skipping the pending pass would pass it
 	// by, so the read that must return it does not skip.
-	again, ok, err := FencedRead(ctx, c, l, group, lanes, nil, false)
+	again, ok, err := FencedRead(ctx, c, l, group, lanes, nil)
 	if err != nil || !ok || again.ID != second.ID || !again.Pending || again.Deliveries != 2 {
 		t.Fatalf("pending read: %+v %v %v", again, ok, err)
 	}
-	if third, ok, err := FencedRead(ctx, c, l, group, lanes, nil, true); err != nil || !ok || third.ID == second.ID || third.Pending {
+	if third, ok, err := FencedRead(ctx, c, l, group, lanes, &again); err != nil || !ok || third.ID == second.ID || third.Pending {
 		t.Fatalf("a skipping read returned %+v %v %v", third, ok, err)
 	}
-	if _, _, err := FencedRead(ctx, c, l, group, lanes, &Entry{Stream: "elsewhere", ID: "1-0"}, false); err == nil {
+	if _, _, err := FencedRead(ctx, c, l, group, lanes, &Entry{Stream: "elsewhere", ID: "1-0"}); err == nil {
 		t.Fatal("an ack of an entry on another stream must be refused")
 	}
 }

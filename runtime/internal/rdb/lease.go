@@ -202,6 +202,8 @@ func RenewAll(ctx context.Context, c redis.UniversalClient, leases []Lease, ttl 
 				errs[i] = fmt.Errorf("renew lease %s: %w", leases[i].Ref.Key, err)
 			case j >= len(res):
 				errs[i] = fmt.Errorf("renew lease %s: unexpected reply %v", leases[i].Ref.Key, res)
+			case res[j] == -1:
+				errs[i] = fmt.Errorf("renew lease %s: %w", leases[i].Ref.Key, errWrongTypeLease)
 			case res[j] != 1:
 				errs[i] = fmt.Errorf("renew lease %s as %s: %w", leases[i].Ref.Key, leases[i].Token(), ErrLeaseLost)
 			}
@@ -256,3 +258,13 @@ func (e *HeldError) Error() string {
 }
 
 func (e *HeldError) Is(target error) bool { return target == ErrLeaseHeld }
+
+// errWrongTypeLease is a lease key holding something other than a string:
+// an error reply (Permanent) of that lease alone.
+var errWrongTypeLease error = wrongType("WRONGTYPE the lease key holds another type than the string seqby writes")
+
+// wrongType is an error reply built here, as the server's would read.
+type wrongType string
+
+func (w wrongType) Error() string { return string(w) }
+func (wrongType) RedisError()     {}

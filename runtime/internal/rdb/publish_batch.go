@@ -2,6 +2,7 @@ package rdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
@@ -63,16 +64,16 @@ func PublishBatch(ctx context.Context, c redis.UniversalClient, entries []BatchE
 			sigs[i] = signal(pipe, p)
 		}
 		_, execErr := pipe.Exec(ctx)
-		for _, cmd := range indexes {
-			if cmd.Err() != nil {
-				// Queued commands are refused together (EXECABORT): a
-				// failed index step means nothing ran.
-				return stored, fmt.Errorf("index the partitions: %w", firstErr(cmd.Err(), execErr))
-			}
-		}
+		// A command refused while queued aborts them all (EXECABORT); one
+		// failing at EXEC time (a key of another type) fails alone.
 		for i, cmd := range adds {
 			if stored[i] = cmd.Err() == nil; !stored[i] && err == nil {
 				err = fmt.Errorf("append to %s: %w", entries[i].Stream, firstErr(cmd.Err(), execErr))
+			}
+		}
+		for _, cmd := range indexes {
+			if cmd.Err() != nil && err == nil {
+				err = fmt.Errorf("index the partitions (publish again: entries stored may not be discovered): %w", firstErr(cmd.Err(), execErr))
 			}
 		}
 		if err != nil {
@@ -143,29 +144,47 @@ func PublishBatch(ctx context.Context, c redis.UniversalClient, entries []BatchE
 			got[part{e.Category, e.Key}] = true
 		}
 	}
-	var again []*redis.IntCmd
-	var sigs []*redis.StringCmd
-	c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for _, p := range parts {
-			if got[p] {
-				again = append(again, index(pipe, p))
-				sigs = append(sigs, signal(pipe, p))
+	// The index step is idempotent: one failure is sent once more before
+	// the batch reports it.
+	var reindexErr, signalErr error
+	for try := 0; try < 2; try++ {
+		var again []*redis.IntCmd
+		var sigs []*redis.StringCmd
+		c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			for _, p := range parts {
+				if got[p] {
+					again = append(again, index(pipe, p))
+					if try == 0 {
+						sigs = append(sigs, signal(pipe, p))
+					}
+				}
+			}
+			return nil
+		})
+		for _, cmd := range sigs {
+			if cmd.Err() != nil && signalErr == nil {
+				signalErr = cmd.Err()
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		return stored, err
-	}
-	for _, cmd := range again {
-		if cmd.Err() != nil {
-			return stored, fmt.Errorf("index the partitions again after appending (publish again: the entries are stored but may not be discovered): %w", cmd.Err())
+		reindexErr = nil
+		for _, cmd := range again {
+			if cmd.Err() != nil {
+				reindexErr = cmd.Err()
+				break
+			}
+		}
+		if reindexErr == nil {
+			break
 		}
 	}
-	for _, cmd := range sigs {
-		if cmd.Err() != nil {
-			return stored, fmt.Errorf("%w: %w", ErrUnsignalled, cmd.Err())
-		}
+	if reindexErr != nil {
+		reindexErr = fmt.Errorf("index the partitions again after appending (publish again: the entries are stored but may not be discovered): %w", reindexErr)
+	}
+	if err != nil || reindexErr != nil {
+		return stored, errors.Join(err, reindexErr)
+	}
+	if signalErr != nil {
+		return stored, fmt.Errorf("%w: %w", ErrUnsignalled, signalErr)
 	}
 	return stored, nil
 }

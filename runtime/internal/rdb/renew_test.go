@@ -45,7 +45,14 @@ func renewAll(t *testing.T, c redis.UniversalClient) {
 		}
 		leases = append(leases, l)
 	}
-	// Lease 3 is gone, lease 5 taken by another token.
+	// Lease 3 is gone, lease 5 taken by another token, lease 7's key a
+	// hash (its fault alone).
+	if err := c.Del(ctx, leases[7].Ref.Key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HSet(ctx, leases[7].Ref.Key, "x", "y").Err(); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Del(ctx, leases[3].Ref.Key).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +67,13 @@ func renewAll(t *testing.T, c redis.UniversalClient) {
 		t.Fatal(err)
 	}
 	errs := RenewAll(ctx, c, leases, time.Minute)
+	if !Permanent(errs[7]) {
+		t.Errorf("lease 7: %v, want a permanent error", errs[7])
+	}
 	for i, err := range errs {
+		if i == 7 {
+			continue
+		}
 		lost := i == 3 || i == 5
 		if lost != errors.Is(err, ErrLeaseLost) || (!lost && err != nil) {
 			t.Errorf("lease %d: %v", i, err)

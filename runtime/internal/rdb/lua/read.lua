@@ -9,12 +9,11 @@
 -- ARGV[3] count
 -- ARGV[4] the lane (1-based) of the entry to ack first, 0 for none
 -- ARGV[5] the id of that entry
--- ARGV[6] '1' to skip the pending pass: the caller knows its consumer has
---         nothing pending (its last read found nothing pending, and it
---         acks each entry before reading the next)
 -- Returns {lane (1-based among the lanes), entries, deliveries of the
 -- first entry, 1 when it came from the pending pass else 0}, or {0} when
--- every lane is drained; the SEQBY_FENCED error when the lease does not hold
+-- every lane is drained (the pending pass always runs: a caller cannot
+-- know its consumer has nothing pending, since a read whose reply was
+-- lost and was sent again by the client delivered an entry it never saw); the SEQBY_FENCED error when the lease does not hold
 -- the token.
 --
 -- Two passes: first the consumer's own pending entries (id 0) on every
@@ -44,9 +43,7 @@ local function read(s, id)
   end
   return r
 end
-local passes = {'0', '>'}
-if ARGV[6] == '1' then passes = {'>'} end
-for _, id in ipairs(passes) do
+for _, id in ipairs({'0', '>'}) do
   for i = 2, #KEYS do
     if redis.call('EXISTS', KEYS[i]) == 1 then
       local r = read(KEYS[i], id)

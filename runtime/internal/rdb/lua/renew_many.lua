@@ -5,11 +5,15 @@
 -- ARGV[1] ttl in milliseconds
 -- ARGV[i + 1] the token lease i must hold
 -- Returns one integer per lease: 1 when renewed, 0 when it is gone or held
--- by another token. Each lease is compare-and-set on its own token, as in
--- renew.lua.
+-- by another token, -1 when its key holds another type (a fault of that
+-- lease alone: the others are still renewed). Each lease is
+-- compare-and-set on its own token, as in renew.lua.
 local out = {}
 for i = 1, #KEYS do
-  if redis.call('GET', KEYS[i]) == ARGV[i + 1] then
+  local v = redis.pcall('GET', KEYS[i])
+  if type(v) == 'table' and v.err then
+    out[i] = -1
+  elseif v == ARGV[i + 1] then
     out[i] = redis.call('PEXPIRE', KEYS[i], ARGV[1])
   else
     out[i] = 0
