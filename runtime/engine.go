@@ -311,17 +311,21 @@ func (e *Engine) reportHalt(h Halt) {
 	e.alert(h)
 }
 
-// alert calls OnHalt, whose panic must not crash us.
+// alert calls OnHalt.
 func (e *Engine) alert(h Halt) {
-	if e.o.OnHalt == nil {
-		return
+	if e.o.OnHalt != nil {
+		e.callback("OnHalt", func() { e.o.OnHalt(h) })
 	}
+}
+
+// callback runs a user callback, whose panic must not crash us.
+func (e *Engine) callback(name string, f func()) {
 	defer func() {
 		if p := recover(); p != nil {
-			e.log.Error("seqby: OnHalt panicked", "panic", p)
+			e.log.Error("seqby: "+name+" panicked", "panic", p)
 		}
 	}()
-	e.o.OnHalt(h)
+	f()
 }
 
 // Registrations returns what was registered, in order.

@@ -203,15 +203,9 @@ func (e *Engine) faultList() []Fault {
 	return out
 }
 
-// alertFault calls OnFault, whose panic must not crash us.
+// alertFault calls OnFault.
 func (e *Engine) alertFault(f Fault) {
-	if e.o.OnFault == nil {
-		return
+	if e.o.OnFault != nil {
+		e.callback("OnFault", func() { e.o.OnFault(f) })
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			e.log.Error("seqby: OnFault panicked", "panic", r)
-		}
-	}()
-	e.o.OnFault(f)
 }

@@ -13,22 +13,11 @@ import (
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
-// topologies runs f against a single Redis and a three-master cluster.
-func topologies(t *testing.T, f func(t *testing.T, c redis.UniversalClient)) {
-	t.Run("standalone", func(t *testing.T) { f(t, newRedis(t)) })
-	t.Run("cluster", func(t *testing.T) {
-		cl := redistest.NewCluster(t, 3)
-		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
-		t.Cleanup(func() { c.Close() })
-		f(t, c)
-	})
-}
-
 // A batch interleaving several partitions (and an unpartitioned
 // category) is appended with each partition's order kept, and consumed in
 // order.
 func TestPublishBatchKeepsOrder(t *testing.T) {
-	topologies(t, func(t *testing.T, c redis.UniversalClient) {
+	redistest.Topologies(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := ctxT(t)
 		j := newJournal()
 		notes := make(chan string, 100)
@@ -96,7 +85,7 @@ func TestPublishBatchRefusesBeforeWriting(t *testing.T) {
 // When one partition's stream cannot take entries (here it holds a
 // string), the others are stored and the *BatchError tells which.
 func TestPublishBatchPartialFailure(t *testing.T) {
-	topologies(t, func(t *testing.T, c redis.UniversalClient) {
+	redistest.Topologies(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := ctxT(t)
 		if err := c.Set(ctx, rdb.PartitionStream("order", "broken"), "x", 0).Err(); err != nil {
 			t.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // New starts a server for one test and kills it in t.Cleanup. It fails the
@@ -33,4 +35,23 @@ func NewCluster(t testing.TB, masters int) *Cluster {
 	}
 	t.Cleanup(c.Close)
 	return c
+}
+
+// Topologies runs f twice, as the subtests "standalone" (a single server)
+// and "cluster" (three masters), each with a client of its own
+// (ContextTimeoutEnabled) closed at cleanup: for behaviour that must hold
+// on both.
+func Topologies(t *testing.T, f func(t *testing.T, c redis.UniversalClient)) {
+	t.Run("standalone", func(t *testing.T) {
+		s := New(t)
+		c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		f(t, c)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cl := NewCluster(t, 3)
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+		t.Cleanup(func() { c.Close() })
+		f(t, c)
+	})
 }

@@ -156,13 +156,7 @@ func TestSettleReaping(t *testing.T) {
 // found, however publishes and reaps interleave. The reaper reaps as soon
 // as a partition is empty (idle 0), the harshest setting.
 func TestReapRacesPublish(t *testing.T) {
-	t.Run("standalone", func(t *testing.T) { reapRace(t, newRedis(t)) })
-	t.Run("cluster", func(t *testing.T) {
-		cl := redistest.NewCluster(t, 3)
-		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
-		t.Cleanup(func() { c.Close() })
-		reapRace(t, c)
-	})
+	redistest.Topologies(t, reapRace)
 }
 
 func reapRace(t *testing.T, c redis.UniversalClient) {

@@ -15,15 +15,15 @@ import (
 // their tokens, and reports the others lost; on a cluster the leases span
 // slots and nodes.
 func TestRenewAll(t *testing.T) {
-	t.Run("standalone", func(t *testing.T) { renewAll(t, newRedis(t)) })
-	t.Run("cluster", func(t *testing.T) {
-		cl := redistest.NewCluster(t, 3)
-		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
-		t.Cleanup(func() { c.Close() })
+	redistest.Topologies(t, func(t *testing.T, c redis.UniversalClient) {
 		renewAll(t, c)
+		cc, ok := c.(*redis.ClusterClient)
+		if !ok {
+			return
+		}
 		// slot agrees with the cluster's own hashing.
 		for _, k := range []string{"foo", "order:{a}", "{a}:__lease__:h", "x{}y", "{}", "a{b", "{user1000}.following"} {
-			want, err := c.ClusterKeySlot(ctxT(t), k).Result()
+			want, err := cc.ClusterKeySlot(ctxT(t), k).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
