@@ -49,6 +49,9 @@ type Engine struct {
 	// this instance is announced as live (liveness.go); bounded by the
 	// handlers.
 	health map[string]*health
+	// workStruck: some partition was released for permanent errors since
+	// Run started, so acks must clear work strikes (liveness.go).
+	workStruck atomic.Bool
 	// unowned holds the partitions seen without an owner (unowned.go), and
 	// unownedAt when each handler was last checked.
 	unowned   map[string]unownedMark
@@ -188,6 +191,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	// Faults, failures and unowned marks are per Run: a second Run
 	// neither reports the first one's nor skips what it failed on.
 	e.faults, e.health = map[string]Fault{}, map[string]*health{}
+	e.workStruck.Store(false)
 	e.unowned, e.unownedAt = map[string]unownedMark{}, map[string]time.Time{}
 	e.held = map[string]*heldMemo{}
 	e.mu.Unlock()

@@ -35,6 +35,15 @@ func limitedUser(t *testing.T, s *redistest.Server, user string, without ...stri
 	return c
 }
 
+// adminRedis starts a private server and returns it with a client of its
+// default (unrestricted) user.
+func adminRedis(t *testing.T) (*redistest.Server, *redis.Client) {
+	s := redistest.New(t)
+	admin := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { admin.Close() })
+	return s, admin
+}
+
 // refused reports whether s carries an ACL refusal: NOPERM, or from a
 // script on Redis 7.0 "ERR The user executing the script can't run this
 // command".
@@ -115,9 +124,7 @@ func TestRunReturnsWhileRedisRefuses(t *testing.T) {
 // claim it again while benched, and leaves the member set, so a healthy
 // instance takes the partition and everything is processed in order.
 func TestPermanentRedisErrorsReleaseThePartition(t *testing.T) {
-	s := redistest.New(t)
-	admin := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { admin.Close() })
+	s, admin := adminRedis(t)
 	noack := limitedUser(t, s, "noack", "+xack")
 	ctx := ctxT(t)
 
@@ -180,9 +187,7 @@ func TestPermanentRedisErrorsReleaseThePartition(t *testing.T) {
 // leaving 2 without an owner. It must leave the member set while it makes
 // no progress, so the healthy instance takes all 4.
 func TestFailingClaimsDoNotStrandPartitions(t *testing.T) {
-	s := redistest.New(t)
-	admin := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { admin.Close() })
+	s, admin := adminRedis(t)
 	noset := limitedUser(t, s, "noset", "+set")
 	ctx := ctxT(t)
 
@@ -213,9 +218,7 @@ func TestFailingClaimsDoNotStrandPartitions(t *testing.T) {
 // reported after UnownedAfter (log, OnFault, Status.Faults), and the report
 // ends once it has an owner.
 func TestUnownedPartitionsAreReported(t *testing.T) {
-	s := redistest.New(t)
-	admin := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { admin.Close() })
+	s, admin := adminRedis(t)
 	noset := limitedUser(t, s, "noset", "+set")
 	ctx := ctxT(t)
 

@@ -122,10 +122,15 @@ func (e *Engine) workStrike(handler, id string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.healthOf(handler).work.fail(id, time.Now())
+	e.workStruck.Store(true)
 }
 
-// worked records a successful ack for handler.
+// worked records a successful ack for handler. It runs for every entry,
+// so it takes the engine's lock only once some partition was struck.
 func (e *Engine) worked(handler string) {
+	if !e.workStruck.Load() {
+		return
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	h := e.healthOf(handler)
