@@ -27,6 +27,9 @@ type Engine struct {
 	log  *slog.Logger
 	sem  chan struct{}
 	wake *waiter
+	// batch carries the partitions' fenced reads and acks in shared
+	// round trips (rdb.Batcher).
+	batch *rdb.Batcher
 
 	mu      sync.Mutex
 	running bool
@@ -89,6 +92,7 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 		log:    o.Logger.With("owner", o.OwnerID),
 		sem:    make(chan struct{}, o.Concurrency),
 		wake:   newWaiter(c, o.BlockTimeout),
+		batch:  rdb.NewBatcher(c),
 		parts:  map[string]*partition{},
 		faults: map[string]Fault{}, health: map[string]*health{},
 		unowned: map[string]unownedMark{}, unownedAt: map[string]time.Time{}, held: map[string]*heldMemo{},

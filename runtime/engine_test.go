@@ -103,8 +103,9 @@ func TestEngineHaltOnPoisonOtherPartitionsFlow(t *testing.T) {
 		t.Fatalf("key a applied %s past its poison head, want [1]", gotA)
 	}
 	pend := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "order:{a}", Group: "orders", Start: "-", End: "+", Count: 10}).Val()
-	if len(pend) != 1 || pend[0].ID != halt.EntryID {
-		t.Fatalf("pending %+v, want the poison head %s", pend, halt.EntryID)
+	// Entries behind the head may be pending too: read ahead, never run.
+	if len(pend) == 0 || pend[0].ID != halt.EntryID {
+		t.Fatalf("pending %+v, want the poison head %s first", pend, halt.EntryID)
 	}
 	if c.Exists(ctx, "order:{a}:dlq").Val() != 0 {
 		t.Fatal("poison moved to a DLQ")

@@ -100,7 +100,7 @@ func TestOperatorResolveHaltedHead(t *testing.T) {
 				t.Fatal(err)
 			}
 			if in.Halt == nil || in.Head == nil || in.Head.ID != ids[0] || in.Lease != r.Token ||
-				len(in.Lanes) == 0 || in.Lanes[0].Length != 3 || len(in.Lanes[0].Pending) != 1 ||
+				len(in.Lanes) == 0 || in.Lanes[0].Length != 3 || len(in.Lanes[0].Pending) == 0 || in.Lanes[0].Pending[0].ID != ids[0] ||
 				in.Lanes[0].Pending[0].Consumer != r.Token || !strings.Contains(in.Head.Fields[rdb.FieldPayload], `"poison":true`) {
 				t.Fatalf("inspection %+v, head %+v", in, in.Head)
 			}

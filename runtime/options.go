@@ -60,6 +60,17 @@ type Options struct {
 	// stack overflow, an OOM kill) stops after that many owners instead of
 	// taking down every instance in turn. Default 10; negative: no limit.
 	MaxDeliveries int
+	// ReadAhead is how many new entries of a keyed partition one fenced
+	// read takes at most. The ones after the first wait in memory, and
+	// pending in Redis under this owner, until the entry before them is
+	// acked; each ack is still fenced and sent before the next entry runs,
+	// so at most the one in-flight entry runs again after a crash, and a
+	// successor takes the read-ahead ones over in order (an entry read
+	// ahead and never run counts one delivery toward MaxDeliveries all the
+	// same). A larger value saves Redis calls on a busy key; 1 reads one
+	// entry at a time. Process managers read one entry at a time. Default
+	// 16, at most 1000.
+	ReadAhead int
 	// Concurrency caps handler calls running at once in this instance
 	// (one per partition at most). Default 64.
 	Concurrency int
@@ -171,6 +182,12 @@ func (o Options) withDefaults() (Options, error) {
 		o.MaxRetries = 3
 	} else if o.MaxRetries < 0 {
 		o.MaxRetries = 0
+	}
+	if o.ReadAhead <= 0 {
+		o.ReadAhead = 16
+	}
+	if o.ReadAhead > 1000 {
+		return o, fmt.Errorf("%w: ReadAhead %d is above 1000; entries read ahead wait in memory, and a few dozen already take nearly all the Redis calls a busy key can save", ErrOptions, o.ReadAhead)
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 64

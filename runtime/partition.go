@@ -58,6 +58,11 @@ type partition struct {
 	// is cold (reaper.go). Only the partition's own goroutine touches it.
 	active time.Time
 
+	// ahead are entries read ahead (Options.ReadAhead), in order, not run
+	// yet: each runs only after the entry before it is acked. Only the
+	// partition's own goroutine touches it.
+	ahead []rdb.Entry
+
 	// head is the halted head, retried from memory: reading it again would
 	// count one more delivery (MaxDeliveries counts owners). Only the
 	// partition's own goroutine touches it.
@@ -188,7 +193,7 @@ func (p *partition) run() {
 		seq := e.wake.mark(p.category, p.key)
 		en, ok, err := p.heldHead()
 		if !ok {
-			en, ok, err = rdb.FencedRead(p.ctx, e.c, p.lease, p.reg.Name, p.lanes, p.unacked)
+			en, ok, err = p.next()
 		}
 		if err != nil {
 			if !p.retryable(err) {
@@ -223,6 +228,29 @@ func (p *partition) run() {
 		p.active = time.Now()
 		p.trimIf(false)
 	}
+}
+
+// next returns the partition's next entry (ok false: drained): the
+// first entry read ahead, once the entry before it is acked (fenced), or
+// else the first of a fenced read that carries that ack.
+func (p *partition) next() (rdb.Entry, bool, error) {
+	e := p.e
+	if len(p.ahead) == 0 {
+		es, err := e.batch.ReadAhead(p.ctx, p.lease, p.reg.Name, p.lanes, e.o.ReadAhead, p.unacked)
+		if err != nil || len(es) == 0 {
+			return rdb.Entry{}, false, err
+		}
+		p.ahead = es[1:]
+		return es[0], true, nil
+	}
+	if p.unacked != nil {
+		if err := e.batch.Ack(p.ctx, p.lease, p.reg.Name, p.unacked.Stream, p.unacked.ID); err != nil {
+			return rdb.Entry{}, false, err
+		}
+	}
+	en := p.ahead[0]
+	p.ahead = p.ahead[1:]
+	return en, true, nil
 }
 
 // trimIf runs retention on p's lanes when it is due (drained: the last

@@ -62,7 +62,7 @@ func (p *partition) runPM() {
 		}
 		en, ok, err := p.heldHead()
 		if !ok {
-			en, ok, err = rdb.FencedReadOldest(p.ctx, e.c, p.lease, p.reg.Name, p.lanes, p.primaries, p.unacked)
+			en, ok, err = e.batch.ReadOldest(p.ctx, p.lease, p.reg.Name, p.lanes, p.primaries, p.unacked)
 		}
 		if err != nil {
 			if !p.retryable(err) {

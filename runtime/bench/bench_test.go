@@ -104,6 +104,10 @@ func BenchmarkThroughput(b *testing.B) {
 			defer cancel()
 			publishAll(ctx, b, c, keys)
 			h := &counter{}
+			if err := c.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			cpu0, t0 := redisCPU(ctx, b, c), time.Now()
 			b.ResetTimer()
 			wg := startEngines(ctx, b, c, h, 0)
 			for h.n.Load() < int64(b.N) {
@@ -111,6 +115,10 @@ func BenchmarkThroughput(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(h.rate(), "msg/s")
+			b.ReportMetric(100*(redisCPU(ctx, b, c)-cpu0)/time.Since(t0).Seconds(), "redis-cpu-%")
+			if os.Getenv("SEQBY_BENCH_STATS") != "" {
+				fmt.Fprintln(os.Stderr, c.Info(ctx, "commandstats").Val())
+			}
 			cancel()
 			wg.Wait()
 		})
@@ -135,6 +143,7 @@ func BenchmarkThroughput(b *testing.B) {
 				b.Fatal(err)
 			}
 			h := &counter{}
+			cpu0, t0 := redisCPU(ctx, b, c), time.Now()
 			b.ResetTimer()
 			var wg sync.WaitGroup
 			for i := range 2 {
@@ -164,6 +173,7 @@ func BenchmarkThroughput(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(h.rate(), "msg/s")
+			b.ReportMetric(100*(redisCPU(ctx, b, c)-cpu0)/time.Since(t0).Seconds(), "redis-cpu-%")
 			cancel()
 			wg.Wait()
 		})

@@ -32,7 +32,26 @@ type Entry struct {
 // same script: the fenced ack of one entry and the read of the next in one
 // call.
 func FencedRead(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string, ack *Entry) (e Entry, ok bool, err error) {
-	return fencedRead(ctx, scriptRead, c, l, group, lanes, 1, ack)
+	return first(fencedRead(ctx, scriptRead, direct(c), l, group, lanes, 1, ack))
+}
+
+// FencedReadAhead is FencedRead reading up to count new entries of the
+// first lane at once (every other read takes one entry); nil when every
+// lane is drained. The entries after the first are read ahead: pending
+// under the lease's consumer, one delivery counted each, so one read ahead
+// and never run counts one delivery more than the handlers it reached.
+// The caller must run them in order and ack each one (FencedAck, or as the
+// ack of the next read) before running the next: that ack is the fence of
+// the one after it.
+func FencedReadAhead(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string, count int, ack *Entry) ([]Entry, error) {
+	return fencedRead(ctx, scriptRead, direct(c), l, group, lanes, count, ack)
+}
+
+func first(es []Entry, err error) (Entry, bool, error) {
+	if err != nil || len(es) == 0 {
+		return Entry{}, false, err
+	}
+	return es[0], true, nil
 }
 
 // FencedReadOldest reads the next entry for a pm's owner across the lanes
@@ -45,53 +64,91 @@ func FencedRead(ctx context.Context, c redis.UniversalClient, l Lease, group str
 // entry is pending only while it is in flight.
 // ack is acked first, as in FencedRead.
 func FencedReadOldest(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string, primaries int, ack *Entry) (e Entry, ok bool, err error) {
-	return fencedRead(ctx, scriptReadOldest, c, l, group, lanes, primaries, ack)
+	return first(fencedRead(ctx, scriptReadOldest, direct(c), l, group, lanes, primaries, ack))
 }
 
 // fencedRead runs a fenced read script, whose reply is {0} when every
-// lane is drained or {lane (1-based), entries}.
-func fencedRead(ctx context.Context, script *redis.Script, c redis.UniversalClient, l Lease, group string, lanes []string, arg int, ack *Entry) (e Entry, ok bool, err error) {
+// lane is drained or {lane (1-based), entries, deliveries of the first,
+// 1 when the first came from the pending pass}.
+func fencedRead(ctx context.Context, script *redis.Script, run runner, l Lease, group string, lanes []string, arg int, ack *Entry) ([]Entry, error) {
 	keys := append([]string{l.Ref.Key}, lanes...)
 	ackLane, ackID := 0, ""
 	if ack != nil {
 		ackLane, ackID = slices.Index(lanes, ack.Stream)+1, ack.ID
 		if ackLane == 0 {
-			return Entry{}, false, fmt.Errorf("fenced read of %v: the entry to ack is on %s, not one of the lanes", lanes, ack.Stream)
+			return nil, fmt.Errorf("fenced read of %v: the entry to ack is on %s, not one of the lanes", lanes, ack.Stream)
 		}
 	}
-	res, err := script.Run(ctx, c, keys, l.Token(), group, arg, ackLane, ackID).Slice()
+	res, err := run(ctx, script, keys, l.Token(), group, arg, ackLane, ackID).Slice()
 	if err != nil {
-		return Entry{}, false, fmt.Errorf("fenced read of %v: %w", lanes, fenced(err, l))
+		return nil, fmt.Errorf("fenced read of %v: %w", lanes, fenced(err, l))
 	}
 	lane, _ := res[0].(int64)
 	if lane == 0 {
-		return Entry{}, false, nil
+		return nil, nil
 	}
 	if lane < 1 || int(lane) > len(lanes) || len(res) < 2 {
-		return Entry{}, false, fmt.Errorf("fenced read of %v: unexpected reply %v", lanes, res)
+		return nil, fmt.Errorf("fenced read of %v: unexpected reply %v", lanes, res)
 	}
-	entries, _ := res[1].([]any)
-	if len(entries) == 0 {
-		return Entry{}, false, fmt.Errorf("fenced read of %v: unexpected reply %v", lanes, res)
+	raw, _ := res[1].([]any)
+	if len(raw) == 0 {
+		return nil, fmt.Errorf("fenced read of %v: unexpected reply %v", lanes, res)
 	}
-	e, err = parseEntry(entries[0])
-	e.Stream = lanes[lane-1]
+	es := make([]Entry, len(raw))
+	for i, v := range raw {
+		e, err := parseEntry(v)
+		if err != nil {
+			return nil, fmt.Errorf("fenced read of %v: %w", lanes, err)
+		}
+		// Entries after the first are new ones read ahead: when they run
+		// it is their first time.
+		e.Stream, e.Deliveries = lanes[lane-1], 1
+		es[i] = e
+	}
 	if len(res) > 2 {
-		e.Deliveries, _ = res[2].(int64)
+		es[0].Deliveries, _ = res[2].(int64)
 	}
 	if len(res) > 3 {
 		pending, _ := res[3].(int64)
-		e.Pending = pending == 1
+		es[0].Pending = pending == 1
 	}
-	return e, err == nil, err
+	return es, nil
 }
 
 // FencedAck acks id on stream in group if the lease still holds its token.
 func FencedAck(ctx context.Context, c redis.UniversalClient, l Lease, group, stream, id string) error {
-	if err := scriptAck.Run(ctx, c, []string{l.Ref.Key, stream}, l.Token(), group, id).Err(); err != nil {
+	return fencedAck(ctx, direct(c), l, group, stream, id)
+}
+
+func fencedAck(ctx context.Context, run runner, l Lease, group, stream, id string) error {
+	if err := run(ctx, scriptAck, []string{l.Ref.Key, stream}, l.Token(), group, id).Err(); err != nil {
 		return fmt.Errorf("fenced ack of %s %s: %w", stream, id, fenced(err, l))
 	}
 	return nil
+}
+
+// runner runs a script: directly on a client, or through a Batcher.
+type runner func(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd
+
+func direct(c redis.UniversalClient) runner {
+	return func(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
+		return s.Run(ctx, c, keys, args...)
+	}
+}
+
+// ReadAhead is FencedReadAhead through the shared pipelines.
+func (b *Batcher) ReadAhead(ctx context.Context, l Lease, group string, lanes []string, count int, ack *Entry) ([]Entry, error) {
+	return fencedRead(ctx, scriptRead, b.run, l, group, lanes, count, ack)
+}
+
+// ReadOldest is FencedReadOldest through the shared pipelines.
+func (b *Batcher) ReadOldest(ctx context.Context, l Lease, group string, lanes []string, primaries int, ack *Entry) (Entry, bool, error) {
+	return first(fencedRead(ctx, scriptReadOldest, b.run, l, group, lanes, primaries, ack))
+}
+
+// Ack is FencedAck through the shared pipelines.
+func (b *Batcher) Ack(ctx context.Context, l Lease, group, stream, id string) error {
+	return fencedAck(ctx, b.run, l, group, stream, id)
 }
 
 // Reclaim moves every pending entry of group on the lanes to the lease's

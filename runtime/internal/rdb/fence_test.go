@@ -180,3 +180,94 @@ func TestFencedReadCarriesTheAck(t *testing.T) {
 		t.Fatal("an ack of an entry on another stream must be refused")
 	}
 }
+
+// Entries read ahead are pending under the owner, each with one delivery
+// counted; a successor takes them over oldest first, one at a time, and a
+// read ahead never takes more than one entry of a later lane.
+func TestFencedReadAhead(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	const group = "h"
+	stream := PartitionStream("order", "k")
+	backfill := stream + ":backfill"
+	lanes := []string{stream, backfill}
+	for i := 0; i < 5; i++ {
+		c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []string{"n", fmt.Sprint(i)}})
+		c.XAdd(ctx, &redis.XAddArgs{Stream: backfill, Values: []string{"n", fmt.Sprint(i)}})
+	}
+	ref := PartitionLease(stream, group)
+	l1, err := Acquire(ctx, c, ref, "p1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Reclaim(ctx, c, l1, group, lanes); err != nil {
+		t.Fatal(err)
+	}
+	es, err := FencedReadAhead(ctx, c, l1, group, lanes, 3, nil)
+	if err != nil || len(es) != 3 {
+		t.Fatalf("read ahead: %+v %v", es, err)
+	}
+	for i, e := range es {
+		if e.Fields["n"] != fmt.Sprint(i) || e.Stream != stream || e.Deliveries != 1 || e.Pending {
+			t.Fatalf("entry %d read ahead: %+v", i, e)
+		}
+	}
+	counts := func() []int64 {
+		p := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: "-", End: "+", Count: 10}).Val()
+		var n []int64
+		for _, x := range p {
+			n = append(n, x.RetryCount)
+		}
+		return n
+	}
+	if got := fmt.Sprint(counts()); got != "[1 1 1]" {
+		t.Fatalf("delivery counts after a read ahead: %s, want [1 1 1]", got)
+	}
+	// The owner acks the first, runs the second, and dies.
+	if err := FencedAck(ctx, c, l1, group, stream, es[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	c.Del(ctx, ref.Key)
+	l2, err := Acquire(ctx, c, ref, "p2", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := FencedAck(ctx, c, l1, group, stream, es[1].ID); !errors.Is(err, ErrFenced) {
+		t.Fatal("a past owner's ack must be fenced")
+	}
+	if _, err := Reclaim(ctx, c, l2, group, lanes); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	var ack *Entry
+	for {
+		es, err := FencedReadAhead(ctx, c, l2, group, lanes, 3, ack)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(es) == 0 {
+			break
+		}
+		if es[0].Stream == backfill && len(es) != 1 {
+			t.Fatalf("a read ahead took %d entries of the backfill lane", len(es))
+		}
+		for i := range es {
+			e := es[i]
+			got = append(got, fmt.Sprintf("%s/%s:%d", e.Stream[len(stream):], e.Fields["n"], e.Deliveries))
+			if i < len(es)-1 {
+				if err := FencedAck(ctx, c, l2, group, e.Stream, e.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ack = &e
+		}
+	}
+	// 1 ran on p1 (in flight at its end) and 2 was read ahead by p1 and
+	// never ran: both count a delivery for p1 and one for p2.
+	want := "[/1:2 /2:2 /3:1 /4:1 :backfill/0:1 :backfill/1:1 :backfill/2:1 :backfill/3:1 :backfill/4:1]"
+	if fmt.Sprint(got) != want {
+		t.Fatalf("successor read\n %v\nwant\n %v", got, want)
+	}
+	if n := c.XPending(ctx, stream, group).Val().Count; n != 0 {
+		t.Fatalf("%d entries left pending", n)
+	}
+}

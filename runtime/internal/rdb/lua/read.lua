@@ -6,7 +6,8 @@
 -- KEYS[2..] lanes in priority order (the partition stream, its backfill lane)
 -- ARGV[1] token, also the consumer name
 -- ARGV[2] group (the handler's name)
--- ARGV[3] count
+-- ARGV[3] how many new entries of the first lane to read at most (read
+--         ahead; every other read takes one entry)
 -- ARGV[4] the lane (1-based) of the entry to ack first, 0 for none
 -- ARGV[5] the id of that entry
 -- Returns {lane (1-based among the lanes), entries, deliveries of the
@@ -27,6 +28,16 @@
 -- lane's group is created (from id 0) the first time a read finds it
 -- missing, so a backfill lane may appear after the claim. Redis forbids
 -- XREADGROUP BLOCK inside a script, so this never blocks.
+--
+-- Read ahead: new entries of the first lane come up to ARGV[3] at a time.
+-- They are pending under this owner before they run, which keeps them in
+-- order for a successor (its reclaim and pending pass hand them over
+-- oldest first), and the owner acks each one, fenced, before it runs the
+-- next, so the one-in-flight promise holds. Each counts one delivery when
+-- read ahead, so one that an owner read ahead and never ran counts one
+-- delivery more than the handlers it reached (at most one: only '>' reads
+-- more than one entry). The pending pass reads one entry at a time, as
+-- reading an entry from the pending list counts a delivery.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('SEQBY_FENCED lease ' .. KEYS[1] .. ' is not held by ' .. ARGV[1])
 end
@@ -34,23 +45,27 @@ end
 -- Acking after the fence check keeps it fenced, as ack.lua is.
 local ack = tonumber(ARGV[4])
 if ack and ack > 0 then redis.call('XACK', KEYS[ack + 1], ARGV[2], ARGV[5]) end
-local function read(s, id)
-  local r = redis.pcall('XREADGROUP', 'GROUP', ARGV[2], ARGV[1], 'COUNT', ARGV[3], 'STREAMS', s, id)
+local function read(s, id, count)
+  local r = redis.pcall('XREADGROUP', 'GROUP', ARGV[2], ARGV[1], 'COUNT', count, 'STREAMS', s, id)
   if type(r) == 'table' and r.err then
     -- NOGROUP: a lane that appeared after the claim gets its group now.
     redis.pcall('XGROUP', 'CREATE', s, ARGV[2], '0')
-    r = redis.call('XREADGROUP', 'GROUP', ARGV[2], ARGV[1], 'COUNT', ARGV[3], 'STREAMS', s, id)
+    r = redis.call('XREADGROUP', 'GROUP', ARGV[2], ARGV[1], 'COUNT', count, 'STREAMS', s, id)
   end
   return r
 end
 for _, id in ipairs({'0', '>'}) do
   for i = 2, #KEYS do
     if redis.call('EXISTS', KEYS[i]) == 1 then
-      local r = read(KEYS[i], id)
+      local count = 1
+      if id == '>' and i == 2 then count = ARGV[3] end
+      local r = read(KEYS[i], id, count)
       if r and r[1] and #r[1][2] > 0 then
         if id == '>' then
-          -- Never delivered before in the group: this is its first time.
-          return {i - 1, r[1][2], 1, 0}
+          -- Never delivered before in the group: this is the first
+          -- entry's first time; the others are read ahead (see above).
+          local es = r[1][2]
+          return {i - 1, es, 1, 0}
         end
         return {i - 1, r[1][2], deliveries(KEYS[i], ARGV[2], r[1][2][1][1]), 1}
       end
