@@ -83,7 +83,7 @@ func (e *Engine) balance(base context.Context, stop <-chan struct{}, handler str
 	list := func(ctx context.Context) ([]unit, error) {
 		var units []unit
 		for _, c := range cs {
-			keys, err := rdb.Partitions(ctx, e.c, c.category)
+			keys, err := e.partitions(ctx, c.category)
 			if err != nil {
 				return nil, fmt.Errorf("reading the partition index of %s: %w", c.category, err)
 			}

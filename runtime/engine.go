@@ -30,6 +30,8 @@ type Engine struct {
 	// batch carries the partitions' fenced reads and acks in shared
 	// round trips (rdb.Batcher).
 	batch *rdb.Batcher
+	// index keeps the partition indexes between discovery cycles.
+	index *indexCache
 
 	mu      sync.Mutex
 	running bool
@@ -86,19 +88,22 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	if o.StateStore == nil {
 		o.StateStore = NewRedisStateStore(c)
 	}
-	return &Engine{
+	e := &Engine{
 		reg: NewRegistry("redis", StreamPartitioning|ConsumerGroups),
 		c:   c, o: o,
 		log:    o.Logger.With("owner", o.OwnerID),
 		sem:    make(chan struct{}, o.Concurrency),
 		wake:   newWaiter(c, o.BlockTimeout),
 		batch:  rdb.NewBatcher(c),
+		index:  newIndexCache(),
 		parts:  map[string]*partition{},
 		faults: map[string]Fault{}, health: map[string]*health{},
 		unowned: map[string]unownedMark{}, unownedAt: map[string]time.Time{}, held: map[string]*heldMemo{},
 
 		large: map[string]largeCategory{},
-	}, nil
+	}
+	e.wake.onSignal = e.index.signalled
+	return e, nil
 }
 
 // Name is "redis".

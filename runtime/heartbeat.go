@@ -37,7 +37,7 @@ func (e *Engine) announce(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, e.o.HeartbeatInterval)
 	defer cancel()
 	for try := 0; try < 2; try++ {
-		err := rdb.AnnounceAll(ctx, e.c, handlers, e.o.OwnerID, e.memberTTL())
+		err := rdb.AnnounceAll(ctx, e.c, handlers, e.ownedCounts(handlers), e.o.OwnerID, e.memberTTL())
 		if err == nil || e.leaving.Load() {
 			return
 		}
@@ -51,6 +51,21 @@ func (e *Engine) announce(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// ownedCounts is how many partitions this instance owns per handler.
+func (e *Engine) ownedCounts(handlers []string) []int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	by := map[string]int{}
+	for _, p := range e.parts {
+		by[p.reg.Name]++
+	}
+	out := make([]int, len(handlers))
+	for i, h := range handlers {
+		out[i] = by[h]
+	}
+	return out
 }
 
 func (e *Engine) renewAll(ctx context.Context) {

@@ -472,8 +472,15 @@ func (p *partition) reclaim() bool {
 }
 
 // idleRecheck is a safety net re-read of an idle partition, should a
-// wake-up signal have been trimmed away; signals normally wake it.
+// wake-up signal never have been written (a publisher that died between
+// the entry and its signal on a cluster); signals normally wake it, and
+// a reader that lost signals to the stream's cap wakes every partition
+// (waiter.follow).
 const idleRecheck = 30 * time.Second
+
+// idleRecheckEach spaces the safety net re-reads of an instance with many
+// idle partitions (idleWait).
+const idleRecheckEach = time.Second
 
 func (p *partition) isHalted() bool {
 	p.mu.Lock()

@@ -281,7 +281,7 @@ func (e *Engine) balancePM(base context.Context, stop <-chan struct{}, name stri
 		seen := map[string]bool{}
 		var units []unit
 		for _, cat := range cats {
-			keys, err := rdb.Partitions(ctx, e.c, cat)
+			keys, err := e.partitions(ctx, cat)
 			if err != nil {
 				return nil, fmt.Errorf("reading the partition index of %s: %w", cat, err)
 			}

@@ -87,11 +87,18 @@ func (e *Engine) pruneCold() {
 func (e *Engine) reaping() bool { return e.o.ReapAfter > 0 }
 
 // idleWait is how long an idle worker waits for a signal before it
-// re-reads: idleRecheck give or take a fifth (so the re-reads of
-// partitions that went idle together spread out instead of arriving in
-// one burst), or less when its partition turns cold sooner.
+// re-reads: idleRecheck, or idleRecheckEach per partition this instance
+// owns if that is longer (so an instance re-reads about one idle
+// partition a second at most, however many it owns), give or take a
+// fifth (so the re-reads of partitions that went idle together spread out
+// instead of arriving in one burst); or less when its partition turns cold
+// sooner.
 func (p *partition) idleWait() time.Duration {
-	d := idleRecheck - idleRecheck/5 + rand.N(2*idleRecheck/5)
+	p.e.mu.Lock()
+	owned := len(p.e.parts)
+	p.e.mu.Unlock()
+	base := max(idleRecheck, time.Duration(owned)*idleRecheckEach)
+	d := base - base/5 + rand.N(2*base/5)
 	if p.e.reaping() {
 		d = min(d, max(time.Until(p.active.Add(p.e.o.ReapAfter)), time.Millisecond))
 	}
@@ -217,6 +224,7 @@ func (e *Engine) reapCategory(base context.Context, stop <-chan struct{}, cat st
 		}
 	}
 	if reaped > 0 {
+		e.index.invalidate(cat)
 		e.log.Info("seqby: reaped cold partitions", "category", cat, "reaped", reaped, "partitions", len(keys))
 	}
 }

@@ -102,7 +102,7 @@ type fanWorker struct {
 // follows the index.
 func (e *Engine) startFans(base context.Context, stop <-chan struct{}, c consumer, running map[string]*fanWorker, wg *sync.WaitGroup) {
 	ctx, cancel := context.WithTimeout(base, max(e.o.DiscoveryInterval, time.Second))
-	keys, err := rdb.Partitions(ctx, e.c, c.category)
+	keys, err := e.partitions(ctx, c.category)
 	cancel()
 	if err != nil {
 		e.log.Warn("seqby: reading the partition index failed", "category", c.category, "err", err)

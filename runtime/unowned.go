@@ -16,7 +16,27 @@ import (
 // OwnerStates), and reports those unowned for longer than UnownedAfter
 // (FaultUnowned: log, OnFault, Status.Faults). A unit without work (a cold
 // partition left for the reaper, one its handler has drained) needs no
-// owner and is never reported.
+// owner and is never reported. The per-unit look is skipped while the
+// other live instances' recorded counts cover every unit this one does
+// not own and nothing is marked yet: in a steady state the check costs
+// two calls per LeaseTTL, not one per partition.
+
+// othersOwnAll reports whether the live instances other than this one
+// recorded owning at least n partitions of handler (rdb.OwnedByOthers):
+// then none of the n is unowned but for a moment, and the check need not
+// look at each one, which would cost a script per partition. Any doubt
+// (an instance without a record, an error) answers false.
+func (e *Engine) othersOwnAll(ctx context.Context, handler string, n int) bool {
+	if n == 0 {
+		return true
+	}
+	live, err := rdb.LiveMembers(ctx, e.c, handler, e.memberTTL())
+	if err != nil {
+		return false
+	}
+	sum, complete, err := rdb.OwnedByOthers(ctx, e.c, handler, e.o.OwnerID, live)
+	return err == nil && complete && sum >= int64(n)
+}
 
 // UnownedAfter is how long a partition with work may stay without an owner
 // before it is reported: two lease TTLs (a crashed owner's lease expires)
@@ -49,9 +69,16 @@ func (e *Engine) checkUnowned(base context.Context, handler string, units []unit
 			checks = append(checks, rdb.OwnerCheck{Lease: u.ref, Lanes: u.lanes})
 		}
 	}
+	marked := false
+	for _, m := range e.unowned {
+		marked = marked || m.handler == handler
+	}
 	e.mu.Unlock()
 	ctx, cancel := context.WithTimeout(base, e.o.LeaseTTL)
 	defer cancel()
+	if !marked && e.othersOwnAll(ctx, handler, len(others)) {
+		return
+	}
 	states, unreadable, err := rdb.OwnerStates(ctx, e.c, handler, checks)
 	if err != nil {
 		e.log.Warn("seqby: checking for unowned partitions failed; retried next lease TTL", "handler", handler, "err", err)

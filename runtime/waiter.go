@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +36,13 @@ type waiter struct {
 	// waiting is each key's wake-up channel, closed (and dropped) by the
 	// key's next signal or by forget.
 	waiting map[string]chan struct{}
+	// onSignal, if set, sees every signal read (the engine's index cache),
+	// called with w.mu held.
+	onSignal func(category, key string)
+	// gaps is, per category, the total at the last time its signals may
+	// have been trimmed before they were read: every wait marked before it
+	// wakes (see follow).
+	gaps map[string]uint64
 }
 
 // maxSignalled bounds the last-signal table: prune keeps the keys
@@ -46,7 +54,7 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 
 func newWaiter(c redis.UniversalClient, block time.Duration) *waiter {
 	return &waiter{c: c, block: block, cursors: map[string]string{}, cats: map[string]string{},
-		last: map[string]uint64{}, waiting: map[string]chan struct{}{}}
+		last: map[string]uint64{}, waiting: map[string]chan struct{}{}, gaps: map[string]uint64{}}
 }
 
 // watch starts following a category's signals from its newest entry. It
@@ -106,8 +114,25 @@ func (w *waiter) since(category, key string, seq uint64) bool {
 
 // signalled is since for a key id; w.mu held.
 func (w *waiter) signalled(id string, seq uint64) bool {
+	if cat, _, ok := strings.Cut(id, "\x00"); ok && w.gaps[cat] > seq {
+		return true
+	}
 	l, ok := w.last[id]
 	return (ok && l > seq) || (!ok && w.floor > seq)
+}
+
+// gap wakes every wait of the category, marked before now: its signals
+// may have been trimmed before they were read; w.mu held.
+func (w *waiter) gap(category string) {
+	w.total++
+	w.gaps[category] = w.total
+	prefix := category + "\x00"
+	for id, ch := range w.waiting {
+		if strings.HasPrefix(id, prefix) {
+			close(ch)
+			delete(w.waiting, id)
+		}
+	}
 }
 
 // forget wakes and drops the key's waiters, so a key nobody waits on any
@@ -126,6 +151,9 @@ func (w *waiter) forget(category, key string) {
 // signal counts one signal for the key and wakes its waiters; w.mu held.
 func (w *waiter) signal(category, key string) {
 	id := category + "\x00" + key
+	if w.onSignal != nil {
+		w.onSignal(category, key)
+	}
 	w.total++
 	w.last[id] = w.total
 	if ch := w.waiting[id]; ch != nil {
@@ -177,6 +205,16 @@ func (w *waiter) run(ctx context.Context, onErr func(error)) {
 }
 
 // follow reads the signals of the signal streams sigs until ctx ends.
+//
+// A signal stream is capped (SignalMaxLen): a reader that falls that far
+// behind (a long outage, a stalled process) may find signals trimmed before
+// it read them, and XREAD says nothing of it. A read that returned less
+// than a full batch was not that far behind. After a full one, the reader
+// asks whether the stream's oldest signal is now past the cursor it read
+// from: trimming removes the oldest first, so if it is not, nothing after
+// the cursor was lost. If it is (or the question fails), every idle
+// partition of the category wakes once (gap): a missed signal costs a read
+// per partition, never an entry left unread.
 func (w *waiter) follow(ctx context.Context, sigs []string, onErr func(error)) {
 	cursors := make(map[string]string, len(sigs))
 	for ctx.Err() == nil {
@@ -197,11 +235,32 @@ func (w *waiter) follow(ctx context.Context, sigs []string, onErr func(error)) {
 			}
 			continue
 		}
-		w.mu.Lock()
+		per := map[string]int{}
 		for _, sg := range got {
-			w.cursors[sg.Stream] = sg.ID
-			w.signal(w.cats[sg.Stream], sg.Key)
+			per[sg.Stream]++
 		}
+		var lost []string
+		for sig, n := range per {
+			if n < rdb.SignalBatch {
+				continue
+			}
+			if gone, err := rdb.SignalsLost(ctx, w.c, sig, cursors[sig]); gone || err != nil {
+				lost = append(lost, sig)
+			}
+		}
+		w.mu.Lock()
+		for _, sig := range lost {
+			w.gap(w.cats[sig])
+		}
+		w.take(got)
 		w.mu.Unlock()
+	}
+}
+
+// take counts the signals read and moves the cursors; w.mu held.
+func (w *waiter) take(got []rdb.Signal) {
+	for _, sg := range got {
+		w.cursors[sg.Stream] = sg.ID
+		w.signal(w.cats[sg.Stream], sg.Key)
 	}
 }

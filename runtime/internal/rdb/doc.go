@@ -30,6 +30,7 @@
 //	{value}:__pmstate__:pm               hash        pm state: version, data (JSON), applied:<stream> (last entry included)
 //	{value}:__pmhalt__:pm                string      its halt record (JSON) while halted
 //	seqby:__members__:handler            sorted set  live instances, score = last announcement (Redis ms)
+//	seqby:__owned__:handler:owner        string      partitions owner held at its last heartbeat (expires with its membership)
 //	seqby:__halted__:handler             set         the handler's halt record keys, for operators
 //
 // A partition's keys are tagged with its key, so a key's streams in every

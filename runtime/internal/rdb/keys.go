@@ -81,6 +81,12 @@ func HaltKey(stream, group string) string { return SubStream(stream, "__halt__:"
 // group, scored by their last heartbeat (Redis time, ms).
 func MembersKey(group string) string { return "seqby:__members__:" + group }
 
+// OwnedKey is how many of group's partitions owner held at its last
+// heartbeat, expiring with its membership: "seqby:__owned__:group:owner".
+// The check for unowned partitions sums them before it looks at any
+// partition.
+func OwnedKey(group, owner string) string { return "seqby:__owned__:" + group + ":" + owner }
+
 // A process manager's keys are per (pm, correlation value), never per
 // stream: one lease covers the value's streams in every category the pm
 // handles, and the names stay the same when the pm gains or drops a

@@ -33,6 +33,7 @@ func layout() []string {
 		StateKey("pm", "value"),
 		PMHaltKey("pm", "value"),
 		MembersKey("handler"),
+		OwnedKey("handler", "owner"),
 		HaltedKey("handler"),
 	}
 }

@@ -2,6 +2,7 @@ package rdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,16 +17,49 @@ func Announce(ctx context.Context, c redis.UniversalClient, group, owner string,
 	return scriptMember.Run(ctx, c, []string{MembersKey(group)}, owner, ttl.Milliseconds(), joinFlag(join)).Int64()
 }
 
-// AnnounceAll joins owner to every group's member set in one pipeline. A
-// pipeline has no EVAL fallback: an IsNoScript error means the server lost
-// its script cache; LoadScripts, then announce again.
-func AnnounceAll(ctx context.Context, c redis.UniversalClient, groups []string, owner string, ttl time.Duration) error {
+// AnnounceAll joins owner to every group's member set in one pipeline,
+// and records how many of each group's partitions owner holds (owned[i]
+// for groups[i]) for ttl (OwnedKey). A pipeline has no EVAL fallback: an
+// IsNoScript error means the server lost its script cache; LoadScripts,
+// then announce again.
+func AnnounceAll(ctx context.Context, c redis.UniversalClient, groups []string, owned []int, owner string, ttl time.Duration) error {
 	pipe := c.Pipeline()
-	for _, g := range groups {
+	for i, g := range groups {
 		scriptMember.EvalSha(ctx, pipe, []string{MembersKey(g)}, owner, ttl.Milliseconds(), "1")
+		pipe.Set(ctx, OwnedKey(g, owner), owned[i], ttl)
 	}
 	_, err := pipe.Exec(ctx)
 	return err
+}
+
+// OwnedByOthers sums what the owners other than self last recorded as
+// owned in group (AnnounceAll). complete is false when some owner has no
+// record (it stopped announcing, or runs a version that does not record):
+// the sum then says nothing.
+func OwnedByOthers(ctx context.Context, c redis.UniversalClient, group, self string, owners map[string]bool) (sum int64, complete bool, err error) {
+	pipe := c.Pipeline()
+	var cmds []*redis.StringCmd
+	for o := range owners {
+		if o != self {
+			cmds = append(cmds, pipe.Get(ctx, OwnedKey(group, o)))
+		}
+	}
+	if len(cmds) == 0 {
+		return 0, true, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return 0, false, fmt.Errorf("read owned counts of %s: %w", group, err)
+	}
+	complete = true
+	for _, cmd := range cmds {
+		n, err := cmd.Int64()
+		if err != nil {
+			complete = false
+			continue
+		}
+		sum += n
+	}
+	return sum, complete, nil
 }
 
 func joinFlag(join bool) string {

@@ -2,6 +2,7 @@ package rdb
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -25,5 +26,29 @@ func TestPublishRefusedIndexWritesNoEntry(t *testing.T) {
 	}
 	if n, _ := admin.Exists(ctx, stream).Result(); n != 0 {
 		t.Fatalf("the entry was appended although its key could not be indexed")
+	}
+}
+
+func TestSignalsLost(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	sig := SignalKey("order")
+	if lost, err := SignalsLost(ctx, c, sig, "0-0"); lost || err != nil {
+		t.Fatalf("no stream: %v %v", lost, err)
+	}
+	for i := 1; i <= 5; i++ {
+		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: sig, ID: fmt.Sprintf("%d-0", i), Values: []any{"k", i}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.XTrimMinID(ctx, sig, "4-0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		cursor string
+		lost   bool
+	}{{"0-0", true}, {"2-0", true}, {"3-0", true}, {"3-5", true}, {"4-0", false}, {"5-0", false}, {"9-0", false}} {
+		if lost, err := SignalsLost(ctx, c, sig, tt.cursor); lost != tt.lost || err != nil {
+			t.Errorf("cursor %s: lost %v (%v), want %v", tt.cursor, lost, err, tt.lost)
+		}
 	}
 }

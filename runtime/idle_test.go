@@ -1,0 +1,137 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/rdb"
+)
+
+// commandCalls is how many times Redis ran cmd (inside scripts too) since
+// the last CONFIG RESETSTAT.
+func commandCalls(t *testing.T, c *redis.Client, cmd string) int64 {
+	t.Helper()
+	stats, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(stats, "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls="); ok {
+			n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// Discovery reads a category's index again only when it may have changed:
+// idle cycles read nothing, and a key published for the first time (its
+// signal names a key the kept index lacks) is read and claimed at once.
+func TestDiscoveryReadsTheIndexOnlyOnChange(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	p := NewPublisher(c, PublisherOptions{})
+	if err := p.Publish(ctx, ev("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	applied := make(chan string, 10)
+	opts := fastOptions("p1")
+	opts.LeaseTTL = 20 * time.Second // the index is read again every 2 x LeaseTTL regardless
+	r := startEngine(t, c, opts, keyedHandler("orders", func(_ context.Context, e *testEvent) error {
+		applied <- e.Client
+		return nil
+	}))
+	eventually(t, 20*time.Second, "p1 owns a", func() bool { return owned(r)[0] == 1 })
+	<-applied
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Each discovery cycle announces the instance (member.lua runs one
+	// ZREMRANGEBYSCORE): twenty cycles without a change.
+	eventually(t, 20*time.Second, "twenty discovery cycles", func() bool { return commandCalls(t, c, "zremrangebyscore") >= 20 })
+	if n := commandCalls(t, c, "sunion"); n != 0 {
+		t.Fatalf("idle discovery read the index %d times in twenty cycles, want 0", n)
+	}
+	if err := p.Publish(ctx, ev("b", 1)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the new key claimed and applied", func() bool { return owned(r)[0] == 2 })
+	if got := <-applied; got != "b" {
+		t.Fatalf("applied %s, want b", got)
+	}
+	if n := commandCalls(t, c, "sunion"); n == 0 {
+		t.Fatal("the new key was claimed without reading the index: the test does not test what it says")
+	}
+}
+
+// With every partition owned, the check for unowned partitions sums the
+// instances' recorded counts instead of looking at each partition
+// (owner_state.lua, the only script running PTTL, never runs); a partition
+// nobody can own is still found and reported.
+func TestUnownedCheckSkipsOwnedPartitions(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	p := NewPublisher(c, PublisherOptions{})
+	const parts = 20
+	for i := range parts {
+		if err := p.Publish(ctx, ev(fmt.Sprint("k", i), 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := keyedHandler("orders", func(context.Context, *testEvent) error { return nil })
+	faults := make(chan Fault, 16)
+	var rs []*running
+	for _, owner := range []string{"e1", "e2"} {
+		opts := fastOptions(owner)
+		opts.OnFault = func(f Fault) { faults <- f }
+		rs = append(rs, startEngine(t, c, opts, h))
+	}
+	eventually(t, 20*time.Second, "all owned", func() bool { o := owned(rs...); return o[0]+o[1] == parts })
+	// Let a heartbeat record the counts (HeartbeatInterval 150ms), then
+	// watch three check periods (LeaseTTL 1s; a discovery cycle is 50ms).
+	// Wait for the counts to cover every partition, then for a check on
+	// each instance after that, which forgets the partitions marked while
+	// they were still free during the start.
+	eventually(t, 20*time.Second, "the counts recorded", func() bool {
+		a, _ := c.Get(ctx, rdb.OwnedKey("orders", "e1")).Int()
+		b, _ := c.Get(ctx, rdb.OwnedKey("orders", "e2")).Int()
+		return a+b == parts
+	})
+	recorded := time.Now()
+	eventually(t, 20*time.Second, "a check on each instance since", func() bool {
+		for _, r := range rs {
+			r.mu.Lock()
+			marks, at := len(r.unowned), r.unownedAt["orders"]
+			r.mu.Unlock()
+			if marks > 0 || !at.After(recorded) {
+				return false
+			}
+		}
+		return true
+	})
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "three check periods", func() bool { return commandCalls(t, c, "zremrangebyscore") >= 2*3*20+10 })
+	if n := commandCalls(t, c, "pttl"); n != 0 {
+		t.Fatalf("the unowned check looked at partitions %d times with all of them owned, want 0", n)
+	}
+	// A partition no one can own: its generation key holds garbage.
+	if err := c.Set(ctx, rdb.GenerationKey(rdb.PartitionStream("order", "bad"), "orders"), "not-a-number", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Publish(ctx, ev("bad", 1)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case f := <-faults:
+		if f.Kind != FaultUnowned || f.Key != "bad" {
+			t.Fatalf("fault %+v, want the unowned partition bad", f)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the partition nobody owns was not reported")
+	}
+}
