@@ -230,6 +230,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	for _, c := range cs {
 		if c.mode != modePlain {
 			if err := e.wake.watch(ctx, c.category); err != nil {
+				if ctx.Err() != nil {
+					return nil // stopped while starting, as registerGroups above
+				}
 				return fmt.Errorf("seqby engine: watch %s: %w", c.category, err)
 			}
 		}

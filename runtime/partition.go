@@ -62,6 +62,12 @@ type partition struct {
 	// yet: each runs only after the entry before it is acked. Only the
 	// partition's own goroutine touches it.
 	ahead []rdb.Entry
+	// drained: the last read saw nothing after what it returned, so once
+	// those have run the last ack goes alone and the worker waits for a
+	// signal counted after readMark, the wake-up mark taken before that
+	// read. Only the partition's own goroutine touches them.
+	drained  bool
+	readMark uint64
 
 	// head is the halted head, retried from memory: reading it again would
 	// count one more delivery (MaxDeliveries counts owners). Only the
@@ -193,7 +199,7 @@ func (p *partition) run() {
 		seq := e.wake.mark(p.category, p.key)
 		en, ok, err := p.heldHead()
 		if !ok {
-			en, ok, err = p.next()
+			en, ok, err = p.next(seq)
 		}
 		if err != nil {
 			if !p.retryable(err) {
@@ -210,7 +216,7 @@ func (p *partition) run() {
 			}
 			t := time.NewTimer(p.idleWait())
 			select {
-			case <-e.wake.wait(p.category, p.key, seq):
+			case <-e.wake.wait(p.category, p.key, p.readMark):
 			case <-p.release:
 			case <-p.ctx.Done():
 			case <-t.C:
@@ -232,13 +238,26 @@ func (p *partition) run() {
 
 // next returns the partition's next entry (ok false: drained): the
 // first entry read ahead, once the entry before it is acked (fenced), or
-// else the first of a fenced read that carries that ack.
-func (p *partition) next() (rdb.Entry, bool, error) {
+// else the first of a fenced read that carries that ack (seq: the wake-up
+// mark taken before it). When the last read saw nothing more, the last
+// ack goes alone, a cheaper script, and the worker waits for a signal
+// counted after that read (an entry published since has one).
+func (p *partition) next(seq uint64) (rdb.Entry, bool, error) {
 	e := p.e
-	if len(p.ahead) == 0 {
-		es, err := e.batch.ReadAhead(p.ctx, p.lease, p.reg.Name, p.lanes, e.o.ReadAhead, p.unacked)
-		if err != nil || len(es) == 0 {
+	if len(p.ahead) == 0 && p.drained && p.unacked != nil {
+		if err := e.batch.Ack(p.ctx, p.lease, p.reg.Name, p.unacked.Stream, p.unacked.ID); err != nil {
 			return rdb.Entry{}, false, err
+		}
+		return rdb.Entry{}, false, nil
+	}
+	if len(p.ahead) == 0 {
+		es, more, err := e.batch.ReadAhead(p.ctx, p.lease, p.reg.Name, p.lanes, e.o.ReadAhead, p.unacked)
+		if err != nil {
+			return rdb.Entry{}, false, err
+		}
+		p.readMark, p.drained = seq, !more
+		if len(es) == 0 {
+			return rdb.Entry{}, false, nil
 		}
 		p.ahead = es[1:]
 		return es[0], true, nil

@@ -92,13 +92,16 @@ func (e *Engine) reaping() bool { return e.o.ReapAfter > 0 }
 // partition a second at most, however many it owns), give or take a
 // fifth (so the re-reads of partitions that went idle together spread out
 // instead of arriving in one burst); or less when its partition turns cold
-// sooner.
+// sooner, or its acked entries are due to be trimmed (trimmer.wait).
 func (p *partition) idleWait() time.Duration {
 	p.e.mu.Lock()
 	owned := len(p.e.parts)
 	p.e.mu.Unlock()
 	base := max(idleRecheck, time.Duration(owned)*idleRecheckEach)
 	d := base - base/5 + rand.N(2*base/5)
+	if w := p.trims.wait(); w > 0 {
+		d = min(d, w)
+	}
 	if p.e.reaping() {
 		d = min(d, max(time.Until(p.active.Add(p.e.o.ReapAfter)), time.Millisecond))
 	}

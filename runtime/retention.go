@@ -16,15 +16,36 @@ import (
 // trimEvery is how many acks a worker makes before it trims while busy.
 const trimEvery = 100
 
+// trimQuiet spaces the trims of a worker that keeps finding its lanes
+// drained: a trim costs a round trip per lane, and a partition that gets
+// an event now and then drains after each one.
+const trimQuiet = time.Second
+
 // trimmer counts a worker's acks since its last trim.
-type trimmer struct{ acks int }
+type trimmer struct {
+	acks int
+	last time.Time // the last trim that succeeded
+}
 
 // acked counts one ack.
 func (t *trimmer) acked() { t.acks++ }
 
 // due reports whether the worker should trim now: it acked trimEvery
-// entries, or it found its lanes drained after acking any.
-func (t *trimmer) due(drained bool) bool { return t.acks >= trimEvery || drained && t.acks > 0 }
+// entries, or it found its lanes drained after acking any and its last
+// trim is trimQuiet old.
+func (t *trimmer) due(drained bool) bool {
+	return t.acks >= trimEvery || drained && t.acks > 0 && time.Since(t.last) >= trimQuiet
+}
+
+// wait is how long a drained worker may wait before its trim is due (0:
+// none is pending): its idle wait ends by then, so what it acked is
+// trimmed (and the partition can turn cold) without waiting for more work.
+func (t *trimmer) wait() time.Duration {
+	if t.acks == 0 {
+		return 0
+	}
+	return max(trimQuiet-time.Since(t.last), time.Millisecond)
+}
 
 // trim runs retention on lanes (the category of each in cats) and resets
 // t when it succeeded. A failure is logged and tried again at the next
@@ -33,8 +54,19 @@ func (e *Engine) trim(ctx context.Context, t *trimmer, cats, lanes []string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	ok := true
+	groups := map[string][]string{} // read once per category and trim
 	for i, lane := range lanes {
-		if _, err := rdb.Trim(ctx, e.c, cats[i], lane); err != nil {
+		gs, read := groups[cats[i]]
+		var err error
+		if !read {
+			if gs, err = rdb.Groups(ctx, e.c, cats[i]); err == nil {
+				groups[cats[i]] = gs
+			}
+		}
+		if err == nil {
+			_, err = rdb.Trim(ctx, e.c, gs, lane)
+		}
+		if err != nil {
 			ok = false
 			e.log.Warn("seqby: trimming acked entries failed; retried at the next trim", "stream", lane, "err", err)
 		}
@@ -43,7 +75,7 @@ func (e *Engine) trim(ctx context.Context, t *trimmer, cats, lanes []string) {
 		// A failed trim stays due, so an idle partition trims again at its
 		// next idle wake-up instead of keeping its acked entries (and never
 		// turning cold) until it acks again.
-		t.acks = 0
+		t.acks, t.last = 0, time.Now()
 	}
 }
 

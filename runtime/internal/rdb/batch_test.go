@@ -49,7 +49,7 @@ func TestBatcherSharesRoundTrips(t *testing.T) {
 				var ack *Entry
 				next := 0
 				for {
-					es, err := b.ReadAhead(ctx, leases[w], "h", lanes, 4, ack)
+					es, _, err := b.ReadAhead(ctx, leases[w], "h", lanes, 4, ack)
 					if err != nil {
 						errs <- err
 						return

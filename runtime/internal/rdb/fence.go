@@ -35,6 +35,14 @@ func FencedRead(ctx context.Context, c redis.UniversalClient, l Lease, group str
 	return first(fencedRead(ctx, scriptRead, direct(c), l, group, lanes, 1, ack))
 }
 
+// first is the first entry of a read (ok false: none).
+func first(es []Entry, _ bool, err error) (Entry, bool, error) {
+	if err != nil || len(es) == 0 {
+		return Entry{}, false, err
+	}
+	return es[0], true, nil
+}
+
 // FencedReadAhead is FencedRead reading up to count new entries of the
 // first lane at once (every other read takes one entry); nil when every
 // lane is drained. The entries after the first are read ahead: pending
@@ -43,15 +51,13 @@ func FencedRead(ctx context.Context, c redis.UniversalClient, l Lease, group str
 // The caller must run them in order and ack each one (FencedAck, or as the
 // ack of the next read) before running the next: that ack is the fence of
 // the one after it.
-func FencedReadAhead(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string, count int, ack *Entry) ([]Entry, error) {
+//
+// more is false when the read saw nothing after what it returned: fewer
+// new entries than count on the first lane and no other lane, so the
+// caller may ack its last entry alone and wait for a signal instead of
+// reading again.
+func FencedReadAhead(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string, count int, ack *Entry) (es []Entry, more bool, err error) {
 	return fencedRead(ctx, scriptRead, direct(c), l, group, lanes, count, ack)
-}
-
-func first(es []Entry, err error) (Entry, bool, error) {
-	if err != nil || len(es) == 0 {
-		return Entry{}, false, err
-	}
-	return es[0], true, nil
 }
 
 // FencedReadOldest reads the next entry for a pm's owner across the lanes
@@ -69,36 +75,37 @@ func FencedReadOldest(ctx context.Context, c redis.UniversalClient, l Lease, gro
 
 // fencedRead runs a fenced read script, whose reply is {0} when every
 // lane is drained or {lane (1-based), entries, deliveries of the first,
-// 1 when the first came from the pending pass}.
-func fencedRead(ctx context.Context, script *redis.Script, run runner, l Lease, group string, lanes []string, arg int, ack *Entry) ([]Entry, error) {
+// 1 when the first came from the pending pass, 0 when nothing more was
+// there} (more is true when the reply does not say).
+func fencedRead(ctx context.Context, script *redis.Script, run runner, l Lease, group string, lanes []string, arg int, ack *Entry) ([]Entry, bool, error) {
 	keys := append([]string{l.Ref.Key}, lanes...)
 	ackLane, ackID := 0, ""
 	if ack != nil {
 		ackLane, ackID = slices.Index(lanes, ack.Stream)+1, ack.ID
 		if ackLane == 0 {
-			return nil, fmt.Errorf("fenced read of %v: the entry to ack is on %s, not one of the lanes", lanes, ack.Stream)
+			return nil, false, fmt.Errorf("fenced read of %v: the entry to ack is on %s, not one of the lanes", lanes, ack.Stream)
 		}
 	}
 	res, err := run(ctx, script, keys, l.Token(), group, arg, ackLane, ackID).Slice()
 	if err != nil {
-		return nil, fmt.Errorf("fenced read of %v: %w", lanes, fenced(err, l))
+		return nil, false, fmt.Errorf("fenced read of %v: %w", lanes, fenced(err, l))
 	}
 	lane, _ := res[0].(int64)
 	if lane == 0 {
-		return nil, nil
+		return nil, false, nil
 	}
 	if lane < 1 || int(lane) > len(lanes) || len(res) < 2 {
-		return nil, fmt.Errorf("fenced read of %v: unexpected reply %v", lanes, res)
+		return nil, false, fmt.Errorf("fenced read of %v: unexpected reply %v", lanes, res)
 	}
 	raw, _ := res[1].([]any)
 	if len(raw) == 0 {
-		return nil, fmt.Errorf("fenced read of %v: unexpected reply %v", lanes, res)
+		return nil, false, fmt.Errorf("fenced read of %v: unexpected reply %v", lanes, res)
 	}
 	es := make([]Entry, len(raw))
 	for i, v := range raw {
 		e, err := parseEntry(v)
 		if err != nil {
-			return nil, fmt.Errorf("fenced read of %v: %w", lanes, err)
+			return nil, false, fmt.Errorf("fenced read of %v: %w", lanes, err)
 		}
 		// Entries after the first are new ones read ahead: when they run
 		// it is their first time.
@@ -112,7 +119,12 @@ func fencedRead(ctx context.Context, script *redis.Script, run runner, l Lease, 
 		pending, _ := res[3].(int64)
 		es[0].Pending = pending == 1
 	}
-	return es, nil
+	more := true
+	if len(res) > 4 {
+		n, _ := res[4].(int64)
+		more = n == 1
+	}
+	return es, more, nil
 }
 
 // FencedAck acks id on stream in group if the lease still holds its token.
@@ -137,7 +149,7 @@ func direct(c redis.UniversalClient) runner {
 }
 
 // ReadAhead is FencedReadAhead through the shared pipelines.
-func (b *Batcher) ReadAhead(ctx context.Context, l Lease, group string, lanes []string, count int, ack *Entry) ([]Entry, error) {
+func (b *Batcher) ReadAhead(ctx context.Context, l Lease, group string, lanes []string, count int, ack *Entry) ([]Entry, bool, error) {
 	return fencedRead(ctx, scriptRead, b.run, l, group, lanes, count, ack)
 }
 

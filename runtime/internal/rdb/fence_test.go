@@ -202,9 +202,9 @@ func TestFencedReadAhead(t *testing.T) {
 	if _, err := Reclaim(ctx, c, l1, group, lanes); err != nil {
 		t.Fatal(err)
 	}
-	es, err := FencedReadAhead(ctx, c, l1, group, lanes, 3, nil)
-	if err != nil || len(es) != 3 {
-		t.Fatalf("read ahead: %+v %v", es, err)
+	es, more, err := FencedReadAhead(ctx, c, l1, group, lanes, 3, nil)
+	if err != nil || len(es) != 3 || !more {
+		t.Fatalf("read ahead: %+v more=%v %v", es, more, err)
 	}
 	for i, e := range es {
 		if e.Fields["n"] != fmt.Sprint(i) || e.Stream != stream || e.Deliveries != 1 || e.Pending {
@@ -237,13 +237,14 @@ func TestFencedReadAhead(t *testing.T) {
 	if _, err := Reclaim(ctx, c, l2, group, lanes); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
+	var got, reads []string
 	var ack *Entry
 	for {
-		es, err := FencedReadAhead(ctx, c, l2, group, lanes, 3, ack)
+		es, more, err := FencedReadAhead(ctx, c, l2, group, lanes, 3, ack)
 		if err != nil {
 			t.Fatal(err)
 		}
+		reads = append(reads, fmt.Sprintf("%d/%v", len(es), more))
 		if len(es) == 0 {
 			break
 		}
@@ -266,6 +267,27 @@ func TestFencedReadAhead(t *testing.T) {
 	want := "[/1:2 /2:2 /3:1 /4:1 :backfill/0:1 :backfill/1:1 :backfill/2:1 :backfill/3:1 :backfill/4:1]"
 	if fmt.Sprint(got) != want {
 		t.Fatalf("successor read\n %v\nwant\n %v", got, want)
+	}
+	// Whether more may wait: after pending entries, a full read (the
+	// backfill lane is read one at a time) or one with the backfill lane
+	// there, yes.
+	if want := "[1/true 1/true 2/true 1/true 1/true 1/true 1/true 1/true 0/false]"; fmt.Sprint(reads) != want {
+		t.Fatalf("reads (entries/more) %v, want %s", reads, want)
+	}
+	// A read that is not full, with no other lane: nothing more.
+	other := PartitionStream("order", "other")
+	for i := 0; i < 2; i++ {
+		c.XAdd(ctx, &redis.XAddArgs{Stream: other, Values: []string{"n", fmt.Sprint(i)}})
+	}
+	l3, err := Acquire(ctx, c, PartitionLease(other, group), "p3", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Reclaim(ctx, c, l3, group, []string{other, other + ":backfill"}); err != nil {
+		t.Fatal(err)
+	}
+	if es, more, err := FencedReadAhead(ctx, c, l3, group, []string{other, other + ":backfill"}, 3, nil); len(es) != 2 || more || err != nil {
+		t.Fatalf("a read of 2 of 3 with no backfill lane: %d entries, more=%v, %v; want 2, false", len(es), more, err)
 	}
 	if n := c.XPending(ctx, stream, group).Val().Count; n != 0 {
 		t.Fatalf("%d entries left pending", n)

@@ -36,3 +36,13 @@ func eventually(t *testing.T, within time.Duration, what string, cond func() boo
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// trimCategory trims stream for the groups registered for category, as the
+// engine does.
+func trimCategory(ctx context.Context, c redis.UniversalClient, category, stream string) (int64, error) {
+	groups, err := Groups(ctx, c, category)
+	if err != nil {
+		return 0, err
+	}
+	return Trim(ctx, c, groups, stream)
+}

@@ -30,7 +30,7 @@ func handled(t *testing.T, ctx context.Context, c redis.UniversalClient, key, st
 	if err := c.XAck(ctx, stream, group, ens[0].ID).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Trim(ctx, c, "order", stream); err != nil {
+	if _, err := trimCategory(ctx, c, "order", stream); err != nil {
 		t.Fatal(err)
 	}
 }

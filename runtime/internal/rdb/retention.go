@@ -28,15 +28,12 @@ func RegisterGroup(ctx context.Context, c redis.UniversalClient, category, group
 }
 
 // Trim removes the entries of stream that every consumer group has acked,
-// creating category's registered groups that are missing on it first (from
-// id 0, so they keep everything), and returns how many it removed. Never
-// call it on a dead-letter stream: its entries stay until an operator
-// removes them.
-func Trim(ctx context.Context, c redis.UniversalClient, category, stream string) (int64, error) {
-	groups, err := Groups(ctx, c, category)
-	if err != nil {
-		return 0, fmt.Errorf("trim %s: %w", stream, err)
-	}
+// creating the groups registered for its category (groups, as Groups read
+// them just before: a list older than a new handler's registration would
+// let its entries go) that are missing on it first (from id 0, so they
+// keep everything), and returns how many it removed. Never call it on a
+// dead-letter stream: its entries stay until an operator removes them.
+func Trim(ctx context.Context, c redis.UniversalClient, groups []string, stream string) (int64, error) {
 	args := make([]any, len(groups))
 	for i, g := range groups {
 		args[i] = g

@@ -57,7 +57,7 @@ func TestTrim(t *testing.T) {
 	}
 	for _, s := range steps {
 		s.prepare()
-		if _, err := Trim(ctx, c, "order", stream); err != nil {
+		if _, err := trimCategory(ctx, c, "order", stream); err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
 		left, _ := c.XRange(ctx, stream, "-", "+").Result()

@@ -11,7 +11,9 @@
 -- ARGV[4] the lane (1-based) of the entry to ack first, 0 for none
 -- ARGV[5] the id of that entry
 -- Returns {lane (1-based among the lanes), entries, deliveries of the
--- first entry, 1 when it came from the pending pass else 0}, or {0} when
+-- first entry, 1 when it came from the pending pass else 0, 1 when more
+-- may be waiting (a full read, a pending entry, or a later lane exists)
+-- else 0}, or {0} when
 -- every lane is drained (the pending pass always runs: a caller cannot
 -- know its consumer has nothing pending, since a read whose reply was
 -- lost and was sent again by the client delivered an entry it never saw); the SEQBY_FENCED error when the lease does not hold
@@ -65,7 +67,12 @@ for _, id in ipairs({'0', '>'}) do
           -- Never delivered before in the group: this is the first
           -- entry's first time; the others are read ahead (see above).
           local es = r[1][2]
-          return {i - 1, es, 1, 0}
+          local more = 0
+          if #es >= tonumber(count) then more = 1 end
+          for j = i + 1, #KEYS do
+            if redis.call('EXISTS', KEYS[j]) == 1 then more = 1 end
+          end
+          return {i - 1, es, 1, 0, more}
         end
         return {i - 1, r[1][2], deliveries(KEYS[i], ARGV[2], r[1][2][1][1]), 1}
       end
