@@ -217,7 +217,8 @@ func (e *Engine) claim(ctx context.Context, wg *sync.WaitGroup, handler string, 
 		e.mu.Unlock()
 		e.log.Info("seqby: acquired", "handler", handler, "partition", u.key, "stream", u.lanes[0], "token", l.Token())
 		wg.Add(1)
-		go func() { defer wg.Done(); work(p) }()
+		p.onFinish = wg.Done // finish calls it: a sleeping partition has no goroutine
+		go work(p)
 		claimed++
 	}
 	return claimed

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	goruntime "runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -133,5 +134,43 @@ func TestUnownedCheckSkipsOwnedPartitions(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the partition nobody owns was not reported")
+	}
+}
+
+// An idle partition keeps no goroutine: 300 owned, idle partitions add a
+// handful of goroutines to the process, not 300; a publish wakes the one
+// it is for, and a graceful stop releases the sleeping ones.
+func TestIdlePartitionsHaveNoGoroutine(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	p := NewPublisher(c, PublisherOptions{})
+	const parts = 300
+	var msgs []Message
+	for i := range parts {
+		msgs = append(msgs, ev(fmt.Sprint("k", i), 1))
+	}
+	if err := p.PublishBatch(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	base := goruntime.NumGoroutine()
+	applied := make(chan string, parts+1)
+	r := startEngine(t, c, fastOptions("p1"), keyedHandler("orders", func(_ context.Context, e *testEvent) error {
+		applied <- fmt.Sprint(e.Client, "/", e.Seq)
+		return nil
+	}))
+	for range parts {
+		<-applied
+	}
+	eventually(t, 20*time.Second, "all owned and asleep", func() bool {
+		return owned(r)[0] == parts && goruntime.NumGoroutine()-base < 50
+	})
+	if err := p.Publish(ctx, ev("k7", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-applied; got != "k7/2" {
+		t.Fatalf("applied %s, want k7/2", got)
+	}
+	r.stop()
+	if n, _ := c.Keys(ctx, "order:*:__lease__:*").Result(); len(n) != 0 {
+		t.Fatalf("%d leases left after a graceful stop, want 0", len(n))
 	}
 }

@@ -37,6 +37,15 @@ type partition struct {
 
 	releaseOnce sync.Once
 	release     chan struct{} // closed: hand over at the next boundary
+	// onRelease resumes the sleeping partition when a release is asked
+	// for (sleep.go); relMu orders it with requestRelease.
+	relMu     sync.Mutex
+	onRelease func()
+	// onFinish is called once finish is done: the worker group's Done,
+	// counted for the partition, not for one of its goroutines.
+	onFinish func()
+	// loop is the worker loop (start): true when it went to sleep.
+	loop func(*partition) bool
 
 	mu     sync.Mutex
 	halt   *Halt
@@ -151,6 +160,13 @@ func (p *partition) requestRelease() {
 	p.releaseOnce.Do(func() {
 		p.releaseAt.Store(time.Now().UnixNano())
 		close(p.release)
+		p.relMu.Lock()
+		f := p.onRelease
+		p.onRelease = nil
+		p.relMu.Unlock()
+		if f != nil {
+			f()
+		}
 	})
 }
 
@@ -188,13 +204,34 @@ func (p *partition) status() PartitionStatus {
 }
 
 // run works the partition until it is released, its lease is lost, or it
-// is fenced. It reclaims its predecessors' pending entries first.
-func (p *partition) run() {
-	e := p.e
-	defer p.finish()
+// is fenced. It reclaims its predecessors' pending entries first. An idle
+// partition keeps no goroutine: it sleeps (sleep.go) and resumes on a new
+// one.
+func (p *partition) run() { p.start((*partition).work) }
+
+// start reclaims, then runs work (the worker loop of a keyed partition or
+// of a pm's correlation value) until the partition ends or sleeps.
+func (p *partition) start(work func(*partition) (asleep bool)) {
+	p.loop = work
 	if !p.begin() {
+		p.finish()
 		return
 	}
+	p.resume()
+}
+
+// resume works the partition until it ends, then finishes it, or until
+// it sleeps idle.
+func (p *partition) resume() {
+	if !p.loop(p) {
+		p.finish()
+	}
+}
+
+// work is the worker loop; true: it sleeps (sleep armed what resumes it),
+// false: the partition must end.
+func (p *partition) work() (asleep bool) {
+	e := p.e
 	for !p.parked() {
 		seq := e.wake.mark(p.category, p.key)
 		en, ok, err := p.heldHead()
@@ -203,7 +240,7 @@ func (p *partition) run() {
 		}
 		if err != nil {
 			if !p.retryable(err) {
-				return
+				return false
 			}
 			continue
 		}
@@ -212,28 +249,22 @@ func (p *partition) run() {
 		if !ok {
 			p.trimIf(true)
 			if p.releaseCold() {
-				return
+				return false
 			}
-			t := time.NewTimer(p.idleWait())
-			select {
-			case <-e.wake.wait(p.category, p.key, p.readMark):
-			case <-p.release:
-			case <-p.ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
-			continue
+			p.sleep(p.idleWait(), []string{p.category}, []uint64{p.readMark})
+			return true
 		}
 		out, h := outHalt, e.overDelivered(p.reg, p.category, en)
 		if h == nil {
 			out, h = e.handle(p.ctx, p.release, p.verifyLease, p.reg, p.category, en, p.isHalted())
 		}
 		if !p.settle(en, out, h) {
-			return
+			return false
 		}
 		p.active = time.Now()
 		p.trimIf(false)
 	}
+	return false
 }
 
 // next returns the partition's next entry (ok false: drained): the
@@ -416,6 +447,9 @@ func (p *partition) finish() {
 	e.mu.Lock()
 	delete(e.parts, p.id)
 	e.mu.Unlock()
+	if p.onFinish != nil {
+		p.onFinish()
+	}
 }
 
 // ackedPrevious does what follows the ack of p.unacked, once a read that

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -49,12 +48,11 @@ func (e *Engine) newPMPartition(base context.Context, reg Registration, cats []s
 // runPM works a pm's correlation value until it is released, its lease
 // is lost, or it is fenced: reclaim the past owners' pending entries on
 // every lane, then apply one entry at a time, oldest first across lanes.
-func (p *partition) runPM() {
+func (p *partition) runPM() { p.start((*partition).workPM) }
+
+// workPM is runPM's worker loop (see partition.work).
+func (p *partition) workPM() (asleep bool) {
 	e := p.e
-	defer p.finish()
-	if !p.begin() {
-		return
-	}
 	marks := make([]uint64, len(p.cats))
 	for !p.parked() {
 		for i, c := range p.cats {
@@ -66,7 +64,7 @@ func (p *partition) runPM() {
 		}
 		if err != nil {
 			if !p.retryable(err) {
-				return
+				return false
 			}
 			continue
 		}
@@ -75,10 +73,10 @@ func (p *partition) runPM() {
 		if !ok {
 			p.trimIf(true)
 			if p.releaseCold() {
-				return
+				return false
 			}
-			p.idle(marks)
-			continue
+			p.sleep(p.idleWait(), p.cats, marks)
+			return true
 		}
 		category := p.laneCats[max(slices.Index(p.lanes, en.Stream), 0)]
 		out, h := outHalt, e.overDelivered(p.reg, category, en)
@@ -86,27 +84,12 @@ func (p *partition) runPM() {
 			out, h = e.handlePM(p, category, en)
 		}
 		if !p.settle(en, out, h) {
-			return
+			return false
 		}
 		p.active = time.Now()
 		p.trimIf(false)
 	}
-}
-
-// idle waits for a signal on any of the value's categories counted after
-// marks, a release, the lease's end, or the safety-net recheck.
-func (p *partition) idle(marks []uint64) {
-	cases := []reflect.SelectCase{
-		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.release)},
-		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.ctx.Done())},
-	}
-	t := time.NewTimer(p.idleWait())
-	defer t.Stop()
-	cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(t.C)})
-	for i, c := range p.cats {
-		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(p.e.wake.wait(c, p.key, marks[i]))})
-	}
-	reflect.Select(cases)
+	return false
 }
 
 // handlePM applies one entry to the pm instance of p's correlation value:

@@ -19,8 +19,9 @@ import (
 //
 // Its state stays bounded however long idle partitions wait and however
 // many keys are signalled: a key has at most one wake-up channel, shared by
-// all its waiters (a wait that times out leaves nothing new behind), and
-// the last-signal table forgets old signals (see prune).
+// all its waiters (a wait that times out leaves nothing new behind), a
+// sleeping partition at most one callback (notify; removed when it
+// resumes), and the last-signal table forgets old signals (see prune).
 type waiter struct {
 	c       redis.UniversalClient
 	block   time.Duration
@@ -43,6 +44,11 @@ type waiter struct {
 	// have been trimmed before they were read: every wait marked before it
 	// wakes (see follow).
 	gaps map[string]uint64
+	// wakers are the callbacks of sleeping partitions (notify) by key id,
+	// called and dropped with the key's wake-up channel; each is one
+	// sleeping partition's, removed when it resumes.
+	wakers    map[string]map[uint64]func()
+	nextWaker uint64
 }
 
 // maxSignalled bounds the last-signal table: prune keeps the keys
@@ -54,7 +60,8 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 
 func newWaiter(c redis.UniversalClient, block time.Duration) *waiter {
 	return &waiter{c: c, block: block, cursors: map[string]string{}, cats: map[string]string{},
-		last: map[string]uint64{}, waiting: map[string]chan struct{}{}, gaps: map[string]uint64{}}
+		last: map[string]uint64{}, waiting: map[string]chan struct{}{}, gaps: map[string]uint64{},
+		wakers: map[string]map[uint64]func(){}}
 }
 
 // watch starts following a category's signals from its newest entry. It
@@ -104,6 +111,49 @@ func (w *waiter) wait(category, key string, seq uint64) <-chan struct{} {
 	return ch
 }
 
+// notify is wait with a callback instead of a channel, for a partition
+// that sleeps without a goroutine: f runs (with w.mu held: it must only
+// start work elsewhere) on the first signal for the key after seq, or at
+// once if it already came. The returned func removes f if it has not run.
+func (w *waiter) notify(category, key string, seq uint64, f func()) (cancel func()) {
+	id := category + "\x00" + key
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.signalled(id, seq) {
+		f()
+		return func() {}
+	}
+	w.nextWaker++
+	n := w.nextWaker
+	if w.wakers[id] == nil {
+		w.wakers[id] = map[uint64]func(){}
+	}
+	w.wakers[id][n] = f
+	return func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if m := w.wakers[id]; m != nil {
+			delete(m, n)
+			if len(m) == 0 {
+				delete(w.wakers, id)
+			}
+		}
+	}
+}
+
+// wakeKey closes the key id's wake-up channel and runs its callbacks;
+// w.mu held.
+func (w *waiter) wakeKey(id string) {
+	if ch := w.waiting[id]; ch != nil {
+		close(ch)
+		delete(w.waiting, id)
+	}
+	for _, f := range w.wakers[id] {
+		f()
+	}
+	delete(w.wakers, id)
+}
+
 // since reports whether the key may have been signalled after seq (a
 // signal counted, or one forgotten, after the mark), without waiting.
 func (w *waiter) since(category, key string, seq uint64) bool {
@@ -127,10 +177,14 @@ func (w *waiter) gap(category string) {
 	w.total++
 	w.gaps[category] = w.total
 	prefix := category + "\x00"
-	for id, ch := range w.waiting {
+	for id := range w.waiting {
 		if strings.HasPrefix(id, prefix) {
-			close(ch)
-			delete(w.waiting, id)
+			w.wakeKey(id)
+		}
+	}
+	for id := range w.wakers {
+		if strings.HasPrefix(id, prefix) {
+			w.wakeKey(id)
 		}
 	}
 }
@@ -139,13 +193,9 @@ func (w *waiter) gap(category string) {
 // more (its partition was released or lost) leaves no channel behind.
 // Anyone else still waiting on the key wakes once and re-reads.
 func (w *waiter) forget(category, key string) {
-	id := category + "\x00" + key
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if ch := w.waiting[id]; ch != nil {
-		close(ch)
-		delete(w.waiting, id)
-	}
+	w.wakeKey(category + "\x00" + key)
 }
 
 // signal counts one signal for the key and wakes its waiters; w.mu held.
@@ -156,10 +206,7 @@ func (w *waiter) signal(category, key string) {
 	}
 	w.total++
 	w.last[id] = w.total
-	if ch := w.waiting[id]; ch != nil {
-		close(ch)
-		delete(w.waiting, id)
-	}
+	w.wakeKey(id)
 	if len(w.last) >= 2*maxSignalled {
 		w.prune()
 	}

@@ -1,0 +1,60 @@
+package runtime
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// An idle partition keeps no goroutine: thousands of partitions with
+// nothing to do cost their state, not a stack each. sleep arms what ends
+// the idleness (a wake-up signal for the key, a release asked for, the
+// end of the lease's context, the safety-net re-read) as callbacks; the
+// first to fire starts resume on a new goroutine, which disarms the others
+// first. The worker goroutine that called sleep returns right after it.
+
+// sleep leaves the partition idle until a signal for its key in one of
+// cats counted after the matching mark, a release, the end of p.ctx, or d
+// passes.
+func (p *partition) sleep(d time.Duration, cats []string, marks []uint64) {
+	e := p.e
+	var (
+		armed  sync.Mutex // held while arming: a wake waits for it
+		once   sync.Once
+		timer  *time.Timer
+		stop   func() bool
+		cancel []func()
+	)
+	wake := func() {
+		once.Do(func() {
+			go func() {
+				armed.Lock()
+				timer.Stop()
+				stop()
+				for _, c := range cancel {
+					c()
+				}
+				armed.Unlock()
+				p.relMu.Lock()
+				p.onRelease = nil
+				p.relMu.Unlock()
+				p.resume()
+			}()
+		})
+	}
+	armed.Lock()
+	defer armed.Unlock()
+	timer = time.AfterFunc(d, wake)
+	stop = context.AfterFunc(p.ctx, wake)
+	for i, c := range cats {
+		cancel = append(cancel, e.wake.notify(c, p.key, marks[i], wake))
+	}
+	p.relMu.Lock()
+	if p.releasing() {
+		p.relMu.Unlock()
+		wake()
+		return
+	}
+	p.onRelease = wake
+	p.relMu.Unlock()
+}
