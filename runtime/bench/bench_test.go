@@ -34,8 +34,53 @@ func newClient(b testing.TB) *redis.Client {
 // BenchmarkPublish publishes keyed events one at a time: index, entry and
 // wake-up signal in one pipeline on a single Redis, one after the other on
 // a three-master cluster (each step on its slot's node).
+//
+// Against plain XADD of the same payload on the same server: xadd one at a
+// time, batch (PublishBatch of 100 messages over 64 keys) against
+// xadd-pipelined (100 XADDs in a pipeline).
 func BenchmarkPublish(b *testing.B) {
 	b.Run("single", func(b *testing.B) { benchPublish(b, newClient(b)) })
+	b.Run("xadd", func(b *testing.B) {
+		c, ctx := newClient(b), context.Background()
+		for i := 0; b.Loop(); i++ {
+			if err := c.XAdd(ctx, plainXAdd(i)).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
+	})
+	b.Run("batch", func(b *testing.B) {
+		c, ctx := newClient(b), context.Background()
+		pub := runtime.NewPublisher(c, runtime.PublisherOptions{})
+		msgs := make([]runtime.Message, 0, 100)
+		n := 0
+		for b.Loop() {
+			msgs = msgs[:0]
+			for range 100 {
+				msgs = append(msgs, events.ItemAdded{ClientID: fmt.Sprintf("c-%d", n%64), Seq: n})
+				n++
+			}
+			if err := pub.PublishBatch(ctx, msgs); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msg/s")
+	})
+	b.Run("xadd-pipelined", func(b *testing.B) {
+		c, ctx := newClient(b), context.Background()
+		n := 0
+		for b.Loop() {
+			pipe := c.Pipeline()
+			for range 100 {
+				pipe.XAdd(ctx, plainXAdd(n))
+				n++
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "msg/s")
+	})
 	b.Run("cluster", func(b *testing.B) {
 		cl := redistest.NewCluster(b, 3)
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
@@ -54,6 +99,12 @@ func benchPublish(b *testing.B, c redis.UniversalClient) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
+}
+
+// plainXAdd is the XADD of a plain producer: the same payload, one stream.
+func plainXAdd(i int) *redis.XAddArgs {
+	ev, _ := runtime.JSON.Marshal(events.ItemAdded{ClientID: fmt.Sprintf("c-%d", i%64), Seq: i})
+	return &redis.XAddArgs{Stream: "plain", Values: []any{"type", "ItemAdded", "payload", ev}}
 }
 
 // counter is a keyed handler that counts what it applies.
@@ -127,7 +178,8 @@ func BenchmarkThroughput(b *testing.B) {
 			if os.Getenv("SEQBY_BENCH_STATS") != "" {
 				fmt.Fprintln(os.Stderr, c.Info(ctx, "commandstats").Val())
 			}
-			ep.stop(b)
+			// Over the processes' whole life, start and stop included.
+			b.ReportMetric(100*ep.stop(b).Seconds()/time.Since(t0).Seconds(), "engines-cpu-%")
 		})
 		b.Run(fmt.Sprintf("plain/keys=%d", keys), func(b *testing.B) {
 			c := newClient(b)
@@ -237,7 +289,10 @@ func BenchmarkClaim(b *testing.B) {
 // script one), the script calls among them, the commands Redis ran (every
 // command, inside scripts too, from INFO commandstats), Redis's CPU use
 // over the window, and Redis's memory per idle partition (used_memory
-// with the partitions idle, less before anything was published, over b.N).
+// with the partitions idle, less before anything was published, over b.N);
+// also how long the engines took to handle every partition's event from
+// their start, and the warnings they logged other than the one about a
+// category's cardinality (make bench runs it at 2,000 and 100,000).
 func BenchmarkIdle(b *testing.B) {
 	c := newClient(b)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -246,10 +301,13 @@ func BenchmarkIdle(b *testing.B) {
 	publishAll(ctx, b, c, b.N)
 	h := &counter{}
 	ec, calls := countingClient(b, c)
-	wg := startEngines(ctx, b, ec, h, runtime.Options{})
+	var logs lockedBuffer
+	start := time.Now()
+	wg := startEngines(ctx, b, ec, h, runtime.Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	for h.n.Load() < int64(b.N) {
 		time.Sleep(10 * time.Millisecond)
 	}
+	handled := time.Since(start)
 	time.Sleep(5 * time.Second) // let the last reads, trims and claims settle
 	if err := c.ConfigResetStat(ctx).Err(); err != nil {
 		b.Fatal(err)
@@ -281,8 +339,37 @@ func BenchmarkIdle(b *testing.B) {
 	b.ReportMetric(float64(commands)/secs, "redis-cmds/s")
 	b.ReportMetric(100*cpu/secs, "redis-cpu-%")
 	b.ReportMetric((usedMemory(ctx, b, c)-mem0)/float64(b.N), "redis-bytes/partition")
+	b.ReportMetric(handled.Seconds(), "s-to-handle-all")
+	warnings := 0
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if line != "" && !strings.Contains(line, "category has many partitions") {
+			warnings++
+			if warnings <= 5 {
+				b.Log(line)
+			}
+		}
+	}
+	b.ReportMetric(float64(warnings), "other-warnings")
 	cancel()
 	wg.Wait()
+}
+
+// lockedBuffer is a log sink shared by goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 // callCounter counts the commands a client sends.
@@ -435,7 +522,10 @@ func startEngines(ctx context.Context, b testing.TB, c redis.UniversalClient, h 
 func startRegistration(ctx context.Context, b testing.TB, c redis.UniversalClient, reg runtime.Registration, opts runtime.Options) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for i := range 2 {
-		opts.OwnerID, opts.Logger = fmt.Sprintf("bench-%d", i), slog.New(slog.NewTextHandler(io.Discard, nil))
+		opts.OwnerID = fmt.Sprintf("bench-%d", i)
+		if opts.Logger == nil {
+			opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		}
 		eng, err := runtime.NewEngine(c, opts)
 		if err != nil {
 			b.Fatal(err)

@@ -142,15 +142,19 @@ func (ep *engineProcs) applied() (n int64, rate float64) {
 	return n, float64(n) / time.Duration(last-first).Seconds()
 }
 
-// stop ends the processes gracefully and waits for them.
-func (ep *engineProcs) stop(b *testing.B) {
+// stop ends the processes gracefully, waits for them, and returns the
+// CPU time they used in all (user and system), start and stop included.
+func (ep *engineProcs) stop(b *testing.B) time.Duration {
 	for _, in := range ep.stdin {
 		in.Close()
 	}
+	var cpu time.Duration
 	for _, cmd := range ep.cmds {
 		if err := cmd.Wait(); err != nil {
 			b.Errorf("engine process: %v", err)
 		}
+		cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	}
 	ep.wg.Wait()
+	return cpu
 }
