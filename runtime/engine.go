@@ -61,6 +61,9 @@ type Engine struct {
 	// unownedAt when each handler was last checked.
 	unowned   map[string]unownedMark
 	unownedAt map[string]time.Time
+	// ownedTotal is, per handler, the partitions owned across the live
+	// instances at the last unowned check (unowned.go).
+	ownedTotal map[string]int64
 	// held holds, per handler, the units found held lately (held.go).
 	held map[string]*heldMemo
 
@@ -98,11 +101,11 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 		index:  newIndexCache(),
 		parts:  map[string]*partition{},
 		faults: map[string]Fault{}, health: map[string]*health{},
-		unowned: map[string]unownedMark{}, unownedAt: map[string]time.Time{}, held: map[string]*heldMemo{},
+		unowned: map[string]unownedMark{}, unownedAt: map[string]time.Time{}, ownedTotal: map[string]int64{}, held: map[string]*heldMemo{},
 
 		large: map[string]largeCategory{},
 	}
-	e.wake.onSignal = e.index.signalled
+	e.wake.onSignal, e.wake.onGap = e.index.signalled, e.index.invalidate
 	return e, nil
 }
 

@@ -53,13 +53,17 @@ func (e *Engine) announce(ctx context.Context) {
 	}
 }
 
-// ownedCounts is how many partitions this instance owns per handler.
+// ownedCounts is how many partitions this instance owns per handler, not
+// counting those it is losing or handing over (the unowned check trusts
+// the sum).
 func (e *Engine) ownedCounts(handlers []string) []int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	by := map[string]int{}
 	for _, p := range e.parts {
-		by[p.reg.Name]++
+		if p.ctx.Err() == nil && !p.releasing() {
+			by[p.reg.Name]++
+		}
 	}
 	out := make([]int, len(handlers))
 	for i, h := range handlers {

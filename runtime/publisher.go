@@ -21,11 +21,14 @@ type PublisherOptions struct {
 	// Default DefaultBackfillSuffix ("backfill"); must match the engines'.
 	BackfillSuffix string
 	// SignalMaxLen caps each category's wake-up stream (approximate
-	// trimming). Default 10000.
+	// trimming). Default 10000; a value under 2000 counts as 2000, so an
+	// engine that fell behind can tell that signals were trimmed before
+	// it read them (it reads them 1000 at a time).
 	SignalMaxLen int64
 	// Logger receives the warning when an entry was stored but idle
 	// consumers could not be woken (they find it at their next re-check,
-	// within 30 s). Default slog.Default().
+	// within 30 s, or a second per partition the consumer owns beyond 30).
+	// Default slog.Default().
 	Logger *slog.Logger
 	// DedupWindow is how long a message id given with WithMessageID is
 	// remembered per partition: publishing the same id to the same
@@ -68,6 +71,7 @@ func NewPublisher(c redis.UniversalClient, options ...PublisherOptions) *Publish
 	if opts.SignalMaxLen <= 0 {
 		opts.SignalMaxLen = 10000
 	}
+	opts.SignalMaxLen = max(opts.SignalMaxLen, minSignalMaxLen)
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -256,3 +260,8 @@ func partitionKey(msg Message, suffix string) (key string, partitioned bool, err
 	}
 	return key, true, nil
 }
+
+// minSignalMaxLen keeps a signal stream at least two reads long: a reader
+// whose read came back less than full was then never past the trimmed end
+// (waiter.follow).
+const minSignalMaxLen = 2 * rdb.SignalBatch

@@ -24,7 +24,7 @@ const trimQuiet = time.Second
 // trimmer counts a worker's acks since its last trim.
 type trimmer struct {
 	acks int
-	last time.Time // the last trim that succeeded
+	last time.Time // the last trim tried
 }
 
 // acked counts one ack.
@@ -71,11 +71,12 @@ func (e *Engine) trim(ctx context.Context, t *trimmer, cats, lanes []string) {
 			e.log.Warn("seqby: trimming acked entries failed; retried at the next trim", "stream", lane, "err", err)
 		}
 	}
+	// A failed trim stays due, retried trimQuiet later (not at once: a
+	// drained partition would spin on it), so an idle partition does not
+	// keep its acked entries (and never turn cold) until it acks again.
+	t.last = time.Now()
 	if ok {
-		// A failed trim stays due, so an idle partition trims again at its
-		// next idle wake-up instead of keeping its acked entries (and never
-		// turning cold) until it acks again.
-		t.acks, t.last = 0, time.Now()
+		t.acks = 0
 	}
 }
 

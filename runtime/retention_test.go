@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -119,5 +120,39 @@ func TestNewHandlerStart(t *testing.T) {
 	}
 	if got := jOld.seqs("a"); !slices.Equal(got, seq(5)) {
 		t.Fatalf("the default handler applied %v, want 1..5", got)
+	}
+}
+
+// A trim that keeps failing while reads succeed (here the category's
+// groups hash holds a string) is retried about once per trimQuiet by an
+// idle partition, not at every wake-up: with the first version of the
+// quiet period (found in review) one idle partition logged some 2,000
+// failed trims in two seconds.
+func TestFailingTrimIsNotRetriedAtOnce(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	var logs syncBuffer
+	var handled sync.WaitGroup
+	handled.Add(1)
+	opts := fastOptions("t1")
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	r := startEngine(t, c, opts, keyedHandler("orders", func(context.Context, *testEvent) error { handled.Done(); return nil }))
+	eventually(t, 10*time.Second, "consuming", func() bool { return r.Status().Consuming })
+	if err := c.Set(ctx, rdb.GroupsKey("order"), "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewPublisher(c).Publish(ctx, ev("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	handled.Wait()
+	failures := func() int { return strings.Count(logs.String(), "trimming acked entries failed") }
+	eventually(t, 10*time.Second, "a failed trim", func() bool { return failures() > 0 })
+	// Over the next two seconds about two more tries (one per trimQuiet,
+	// a second), with a wide margin; a spinning worker makes hundreds.
+	start, n0 := time.Now(), failures()
+	for time.Since(start) < 2*time.Second {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := failures() - n0; n > 10 {
+		t.Fatalf("an idle partition retried a failing trim %d times in 2s", n)
 	}
 }

@@ -16,26 +16,26 @@ import (
 // OwnerStates), and reports those unowned for longer than UnownedAfter
 // (FaultUnowned: log, OnFault, Status.Faults). A unit without work (a cold
 // partition left for the reaper, one its handler has drained) needs no
-// owner and is never reported. The per-unit look is skipped while the
+// owner and is never reported, and none is reported while the number of
+// partitions owned across the instances grows from one check to the next
+// (they are still claiming). The per-unit look is skipped while the
 // other live instances' recorded counts cover every unit this one does
 // not own and nothing is marked yet: in a steady state the check costs
 // two calls per LeaseTTL, not one per partition.
 
-// othersOwnAll reports whether the live instances other than this one
-// recorded owning at least n partitions of handler (rdb.OwnedByOthers):
-// then none of the n is unowned but for a moment, and the check need not
-// look at each one, which would cost a script per partition. Any doubt
-// (an instance without a record, an error) answers false.
-func (e *Engine) othersOwnAll(ctx context.Context, handler string, n int) bool {
-	if n == 0 {
-		return true
-	}
+// ownedByOthers sums how many of handler's partitions the live instances
+// other than this one recorded owning (rdb.OwnedByOthers). When that
+// covers every partition this one does not own, none is unowned but for a
+// moment, and the check need not look at each one, which would cost a
+// script per partition. complete is false on any doubt (an instance
+// without a record, an error).
+func (e *Engine) ownedByOthers(ctx context.Context, handler string) (sum int64, complete bool) {
 	live, err := rdb.LiveMembers(ctx, e.c, handler, e.memberTTL())
 	if err != nil {
-		return false
+		return 0, false
 	}
-	sum, complete, err := rdb.OwnedByOthers(ctx, e.c, handler, e.o.OwnerID, live)
-	return err == nil && complete && sum >= int64(n)
+	sum, complete, err = rdb.OwnedByOthers(ctx, e.c, handler, e.o.OwnerID, live)
+	return sum, err == nil && complete
 }
 
 // UnownedAfter is how long a partition with work may stay without an owner
@@ -63,10 +63,13 @@ func (e *Engine) checkUnowned(base context.Context, handler string, units []unit
 	e.unownedAt[handler] = now
 	var checks []rdb.OwnerCheck
 	var others []unit
+	mine := int64(0)
 	for _, u := range units {
-		if _, mine := e.parts[u.id]; !mine {
+		if p, ok := e.parts[u.id]; !ok {
 			others = append(others, u)
 			checks = append(checks, rdb.OwnerCheck{Lease: u.ref, Lanes: u.lanes})
+		} else if p.ctx.Err() == nil && !p.releasing() {
+			mine++
 		}
 	}
 	marked := false
@@ -76,9 +79,20 @@ func (e *Engine) checkUnowned(base context.Context, handler string, units []unit
 	e.mu.Unlock()
 	ctx, cancel := context.WithTimeout(base, e.o.LeaseTTL)
 	defer cancel()
-	if !marked && e.othersOwnAll(ctx, handler, len(others)) {
+	sum, complete := e.ownedByOthers(ctx, handler)
+	if !marked && complete && sum >= int64(len(others)) {
 		return
 	}
+	// More partitions owned than at the last check: the instances are
+	// still claiming (a start with many partitions takes a while), so the
+	// free ones wait their turn rather than being stuck. The marks are
+	// kept; the report waits for a check that sees no progress.
+	e.mu.Lock()
+	growing := complete && mine+sum > e.ownedTotal[handler]
+	if complete {
+		e.ownedTotal[handler] = mine + sum
+	}
+	e.mu.Unlock()
 	states, unreadable, err := rdb.OwnerStates(ctx, e.c, handler, checks)
 	if err != nil {
 		e.log.Warn("seqby: checking for unowned partitions failed; retried next lease TTL", "handler", handler, "err", err)
@@ -101,7 +115,7 @@ func (e *Engine) checkUnowned(base context.Context, handler string, units []unit
 			continue
 		}
 		fid := faultID(FaultUnowned, u.id)
-		if _, reported := e.faults[fid]; reported || now.Sub(m.since) < e.UnownedAfter() {
+		if _, reported := e.faults[fid]; reported || growing || now.Sub(m.since) < e.UnownedAfter() {
 			continue
 		}
 		f := Fault{Kind: FaultUnowned, Handler: handler, Category: strings.Join(u.cats, ","), Key: u.key,

@@ -38,8 +38,10 @@ type waiter struct {
 	// key's next signal or by forget.
 	waiting map[string]chan struct{}
 	// onSignal, if set, sees every signal read (the engine's index cache),
+	// and onGap every category whose signals may have been lost; both are
 	// called with w.mu held.
 	onSignal func(category, key string)
+	onGap    func(category string)
 	// gaps is, per category, the total at the last time its signals may
 	// have been trimmed before they were read: every wait marked before it
 	// wakes (see follow).
@@ -174,6 +176,9 @@ func (w *waiter) signalled(id string, seq uint64) bool {
 // gap wakes every wait of the category, marked before now: its signals
 // may have been trimmed before they were read; w.mu held.
 func (w *waiter) gap(category string) {
+	if w.onGap != nil {
+		w.onGap(category) // a lost signal may have been a new key's only one
+	}
 	w.total++
 	w.gaps[category] = w.total
 	prefix := category + "\x00"

@@ -340,14 +340,16 @@ func BenchmarkIdle(b *testing.B) {
 	b.ReportMetric(100*cpu/secs, "redis-cpu-%")
 	b.ReportMetric((usedMemory(ctx, b, c)-mem0)/float64(b.N), "redis-bytes/partition")
 	b.ReportMetric(handled.Seconds(), "s-to-handle-all")
-	warnings := 0
+	warnings, kinds := 0, map[string]int{}
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if line != "" && !strings.Contains(line, "category has many partitions") {
 			warnings++
-			if warnings <= 5 {
-				b.Log(line)
-			}
+			_, msg, _ := strings.Cut(line, "msg=")
+			kinds[msg[:min(len(msg), 60)]]++
 		}
+	}
+	for msg, n := range kinds {
+		b.Logf("%d warnings: %s", n, msg)
 	}
 	b.ReportMetric(float64(warnings), "other-warnings")
 	cancel()
