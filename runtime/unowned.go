@@ -80,7 +80,11 @@ func (e *Engine) checkUnowned(base context.Context, handler string, units []unit
 	ctx, cancel := context.WithTimeout(base, e.o.LeaseTTL)
 	defer cancel()
 	sum, complete := e.ownedByOthers(ctx, handler)
-	if !marked && complete && sum >= int64(len(others)) {
+	// Covered: the counts say every partition is owned, so the ones
+	// marked earlier (seen free while the instances were still claiming)
+	// are owned now; their marks go without a look at each partition.
+	covered := complete && sum >= int64(len(others))
+	if covered && !marked {
 		return
 	}
 	// More partitions owned than at the last check: the instances are
@@ -93,19 +97,23 @@ func (e *Engine) checkUnowned(base context.Context, handler string, units []unit
 		e.ownedTotal[handler] = mine + sum
 	}
 	e.mu.Unlock()
-	states, unreadable, err := rdb.OwnerStates(ctx, e.c, handler, checks)
-	if err != nil {
-		e.log.Warn("seqby: checking for unowned partitions failed; retried next lease TTL", "handler", handler, "err", err)
-		return
-	}
-	if unreadable != nil {
-		e.log.Warn("seqby: checking a partition's owner failed; it counts as unowned with work", "handler", handler, "err", unreadable)
+	var states []rdb.Ownership
+	if !covered {
+		var unreadable, err error
+		states, unreadable, err = rdb.OwnerStates(ctx, e.c, handler, checks)
+		if err != nil {
+			e.log.Warn("seqby: checking for unowned partitions failed; retried next lease TTL", "handler", handler, "err", err)
+			return
+		}
+		if unreadable != nil {
+			e.log.Warn("seqby: checking a partition's owner failed; it counts as unowned with work", "handler", handler, "err", unreadable)
+		}
 	}
 	free := map[string]bool{}
 	var report []Fault
 	e.mu.Lock()
 	for i, u := range others {
-		if states[i] != rdb.FreeWithWork && states[i] != rdb.Unreadable {
+		if covered || states[i] != rdb.FreeWithWork && states[i] != rdb.Unreadable {
 			continue
 		}
 		free[u.id] = true

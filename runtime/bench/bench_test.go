@@ -101,6 +101,33 @@ func benchPublish(b *testing.B, c redis.UniversalClient) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
 }
 
+// plainConsumers runs the plain group's two consumers on stream until ctx
+// ends: XREADGROUP COUNT 100 (blocking up to 100ms), each message to
+// each, then one XACK of the batch.
+func plainConsumers(ctx context.Context, c *redis.Client, stream, group string, each func(redis.XMessage)) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				res, err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: fmt.Sprint(i),
+					Streams: []string{stream, ">"}, Count: 100, Block: 100 * time.Millisecond}).Result()
+				if err != nil {
+					continue
+				}
+				ids := make([]string, 0, len(res[0].Messages))
+				for _, m := range res[0].Messages {
+					each(m)
+					ids = append(ids, m.ID)
+				}
+				c.XAck(ctx, stream, group, ids...)
+			}
+		}()
+	}
+	return &wg
+}
+
 // plainXAdd is the XADD of a plain producer: the same payload, one stream.
 func plainXAdd(i int) *redis.XAddArgs {
 	ev, _ := runtime.JSON.Marshal(events.ItemAdded{ClientID: fmt.Sprintf("c-%d", i%64), Seq: i})
@@ -204,29 +231,12 @@ func BenchmarkThroughput(b *testing.B) {
 			h := &counter{}
 			cpu0, t0 := redisCPU(ctx, b, c), time.Now()
 			b.ResetTimer()
-			var wg sync.WaitGroup
-			for i := range 2 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for ctx.Err() == nil {
-						res, err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: fmt.Sprint(i),
-							Streams: []string{stream, ">"}, Count: 100, Block: 100 * time.Millisecond}).Result()
-						if err != nil {
-							continue
-						}
-						var ids []string
-						for _, m := range res[0].Messages {
-							var e events.ItemAdded
-							if runtime.JSON.Unmarshal([]byte(m.Values["payload"].(string)), &e) == nil {
-								h.apply()
-							}
-							ids = append(ids, m.ID)
-						}
-						c.XAck(ctx, stream, group, ids...)
-					}
-				}()
-			}
+			wg := plainConsumers(ctx, c, stream, group, func(m redis.XMessage) {
+				var e events.ItemAdded
+				if runtime.JSON.Unmarshal([]byte(m.Values["payload"].(string)), &e) == nil {
+					h.apply()
+				}
+			})
 			for h.n.Load() < int64(b.N) {
 				time.Sleep(time.Millisecond)
 			}

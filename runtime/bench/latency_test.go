@@ -103,27 +103,10 @@ func BenchmarkLatency(b *testing.B) {
 			b.Fatal(err)
 		}
 		lat := newLatencies(b.N)
-		var wg sync.WaitGroup
-		for i := range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for ctx.Err() == nil {
-					res, err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: fmt.Sprint(i),
-						Streams: []string{stream, ">"}, Count: 100, Block: 100 * time.Millisecond}).Result()
-					if err != nil {
-						continue
-					}
-					var ids []string
-					for _, m := range res[0].Messages {
-						at, _ := strconv.ParseInt(m.Values["t"].(string), 10, 64)
-						lat.add(time.Since(time.Unix(0, at)))
-						ids = append(ids, m.ID)
-					}
-					c.XAck(ctx, stream, group, ids...)
-				}
-			}()
-		}
+		wg := plainConsumers(ctx, c, stream, group, func(m redis.XMessage) {
+			at, _ := strconv.ParseInt(m.Values["t"].(string), 10, 64)
+			lat.add(time.Since(time.Unix(0, at)))
+		})
 		cpu0 := redisCPU(ctx, b, c)
 		b.ResetTimer()
 		paced(ctx, b, rate, func(i int) error {
