@@ -70,7 +70,10 @@ func startHalting(t *testing.T, c redis.UniversalClient) *applied {
 	e, err := runtime.NewEngine(c, runtime.Options{OwnerID: "w1", LeaseTTL: time.Second,
 		HeartbeatInterval: 150 * time.Millisecond, DiscoveryInterval: 50 * time.Millisecond,
 		BlockTimeout: 200 * time.Millisecond, MaxRetries: -1,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		// One entry a read, so the halted partition holds just its head
+		// pending and the inspection below is exact.
+		ReadAhead: 1,
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
