@@ -61,7 +61,7 @@ func (e *Engine) ownedCounts(handlers []string) []int {
 	defer e.mu.Unlock()
 	by := map[string]int{}
 	for _, p := range e.parts {
-		if p.ctx.Err() == nil && !p.releasing() {
+		if p.holding() {
 			by[p.reg.Name]++
 		}
 	}

@@ -178,6 +178,10 @@ func (p *partition) releasedAt() time.Time {
 	return time.Time{}
 }
 
+// holding reports whether p counts as owned: its lease not lost and no
+// handover asked for (the owned counts of the unowned check).
+func (p *partition) holding() bool { return p.ctx.Err() == nil && !p.releasing() }
+
 func (p *partition) releasing() bool {
 	select {
 	case <-p.release:

@@ -68,7 +68,7 @@ func (e *Engine) checkUnowned(base context.Context, handler string, units []unit
 		if p, ok := e.parts[u.id]; !ok {
 			others = append(others, u)
 			checks = append(checks, rdb.OwnerCheck{Lease: u.ref, Lanes: u.lanes})
-		} else if p.ctx.Err() == nil && !p.releasing() {
+		} else if p.holding() {
 			mine++
 		}
 	}
