@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,7 +27,8 @@ import (
 // "<redis addr> <owner id>"; such a process runs one engine with the
 // counter's registration and prints "<applied> <first ns> <last ns>"
 // every few milliseconds, until its stdin closes, when it stops
-// gracefully.
+// gracefully. With SEQBY_BENCH_PROFILE set to a directory, each process
+// writes its CPU profile there as <owner id>.cpu.prof.
 
 func TestMain(m *testing.M) {
 	if spec := os.Getenv("SEQBY_BENCH_ENGINE"); spec != "" {
@@ -52,6 +55,18 @@ func engineProcess(spec string) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	if dir := os.Getenv("SEQBY_BENCH_PROFILE"); dir != "" {
+		f, err := os.Create(filepath.Join(dir, owner+".cpu.prof"))
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { io.Copy(io.Discard, os.Stdin); cancel() }()
