@@ -113,6 +113,10 @@ func (e *Engine) cycle(base context.Context, stop <-chan struct{}, handler strin
 	list func(context.Context) ([]unit, error), build func(unit, rdb.Lease, time.Time) *partition, work func(*partition)) {
 	ctx, cancel := context.WithTimeout(base, max(e.o.DiscoveryInterval, time.Second))
 	defer cancel()
+	start := time.Now()
+	defer func() {
+		e.metrics.discovery.Record(ctx, time.Since(start).Seconds(), handlerAttrs(handler))
+	}()
 	join := e.progressing(handler)
 	live, err := rdb.Announce(ctx, e.c, handler, e.o.OwnerID, e.memberTTL(), join)
 	if err != nil {
@@ -124,6 +128,7 @@ func (e *Engine) cycle(base context.Context, stop <-chan struct{}, handler strin
 		e.log.Warn("seqby: discovery failed", "handler", handler, "err", err)
 		return
 	}
+	e.discovered(handler)
 	defer e.checkUnowned(base, handler, units)
 	if !join {
 		live++ // not in the set, but claiming: count it, or it would aim at everything

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/runtime/internal/rdb"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Engine consumes Redis streams for registered handlers. It is the Redis
@@ -32,6 +33,10 @@ type Engine struct {
 	batch *rdb.Batcher
 	// index keeps the partition indexes between discovery cycles.
 	index *indexCache
+	// metrics are the engine's instruments (metrics.go), tracer its
+	// spans' (tracing.go); no-ops unless Options gave providers.
+	metrics *meters
+	tracer  trace.Tracer
 
 	mu      sync.Mutex
 	running bool
@@ -72,6 +77,14 @@ type Engine struct {
 	// lock, since workers join and leave outside e.mu.
 	unkeyedMu sync.Mutex
 	unkeyed   map[string]*unkeyedState
+
+	// Health (health.go): when Run started, when each handler last
+	// discovered its units (under mu), and, as Unix nanoseconds, when the
+	// heartbeat last ticked and the last renewal that succeeded was sent.
+	startedAt    time.Time
+	discoveredAt map[string]time.Time
+	beatAt       atomic.Int64
+	renewOK      atomic.Int64
 }
 
 // NewEngine returns an engine reading through c. Register handlers, then
@@ -91,7 +104,12 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	if o.StateStore == nil {
 		o.StateStore = NewRedisStateStore(c)
 	}
+	ms, err := newMeters(o.MeterProvider)
+	if err != nil {
+		return nil, fmt.Errorf("seqby engine metrics: %w", err)
+	}
 	e := &Engine{
+		metrics: ms, tracer: newTracer(o.TracerProvider),
 		reg: NewRegistry("redis", StreamPartitioning|ConsumerGroups),
 		c:   c, o: o,
 		log:    o.Logger.With("owner", o.OwnerID),
@@ -206,8 +224,14 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.workStruck.Store(false)
 	e.unowned, e.unownedAt = map[string]unownedMark{}, map[string]time.Time{}
 	e.held = map[string]*heldMemo{}
+	e.startedAt, e.discoveredAt = time.Now(), map[string]time.Time{}
 	e.mu.Unlock()
 	defer func() { e.mu.Lock(); e.running, e.consuming = false, false; e.mu.Unlock() }()
+	observing, err := e.metrics.register(e)
+	if err != nil {
+		return fmt.Errorf("seqby engine: register the metrics callback: %w", err)
+	}
+	defer observing.Unregister()
 
 	if err := rdb.LoadScripts(ctx, e.c); err != nil {
 		if ctx.Err() != nil {
@@ -261,11 +285,13 @@ func (e *Engine) Run(ctx context.Context) error {
 			go func() { defer wg.Done(); e.runPlain(base, stop, c) }()
 		}
 	}
+	e.mu.Lock() // the metrics' callback reads e.handlers
 	for _, c := range leased {
 		if !slices.Contains(e.handlers, c.reg.Name) {
 			e.handlers = append(e.handlers, c.reg.Name)
 		}
 	}
+	e.mu.Unlock()
 	var partsWG sync.WaitGroup
 	hbCtx, stopHeartbeat := context.WithCancel(base)
 	wg.Add(1)

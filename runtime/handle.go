@@ -57,7 +57,7 @@ func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, verify func(
 		if !g.enter(hctx) {
 			return outLost, nil
 		}
-		err = e.attempt(withMessage(hctx, en, attempt+1), reg, en, func(ctx context.Context) error {
+		err = e.attempt(hctx, reg, category, en, attempt+1, func(ctx context.Context) error {
 			if reg.Kind == ProcessManager {
 				return e.applyPMOptimistic(ctx, reg, rt, corr, m)
 			}
@@ -76,6 +76,7 @@ func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, verify func(
 		if attempt >= policy.MaxRetries {
 			return halt(fmt.Sprintf("handler failed %d times", attempt+1), err)
 		}
+		e.countOutcome(hctx, reg, category, outcomeRetried)
 		e.log.Warn("seqby: handler failed; retrying", "handler", reg.Name, "stream", en.Stream,
 			"entry", en.ID, "attempt", attempt+1, "backoff", backoff, "err", err)
 		t := time.NewTimer(backoff)

@@ -21,6 +21,7 @@ func (e *Engine) heartbeatLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		storeTime(&e.beatAt, time.Now())
 		e.renewAll(ctx)
 		e.announce(ctx)
 	}
@@ -82,6 +83,7 @@ func (e *Engine) renewAll(ctx context.Context) {
 	}
 	e.mu.Unlock()
 	if len(parts) == 0 {
+		storeTime(&e.renewOK, time.Now())
 		return
 	}
 	leases := make([]rdb.Lease, len(parts))
@@ -93,6 +95,8 @@ func (e *Engine) renewAll(ctx context.Context) {
 		sent := time.Now()
 		errs := rdb.RenewAll(rctx, e.c, leases, e.o.LeaseTTL)
 		cancel()
+		e.metrics.renew.Record(ctx, time.Since(sent).Seconds())
+		e.renewedAt(sent, errs)
 		noscript := false
 		for i, err := range errs {
 			switch {

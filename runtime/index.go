@@ -92,3 +92,14 @@ func (e *Engine) partitions(ctx context.Context, category string) ([]string, err
 	x.mu.Unlock()
 	return keys, nil
 }
+
+// sizes returns the partition count of each category's kept index.
+func (x *indexCache) sizes() map[string]int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make(map[string]int, len(x.cats))
+	for cat, ci := range x.cats {
+		out[cat] = len(ci.list)
+	}
+	return out
+}

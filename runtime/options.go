@@ -8,6 +8,10 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options configure an Engine. Zero fields take the documented defaults.
@@ -112,6 +116,21 @@ type Options struct {
 	// BlockTimeout bounds each blocking wait for new data, which also
 	// bounds how long shutdown waits for it. Default 1s.
 	BlockTimeout time.Duration
+	// MeterProvider receives the engine's metrics (docs/runtime.md,
+	// "Metrics"). Default: none (a no-op provider).
+	MeterProvider metric.MeterProvider
+	// TracerProvider starts a consumer span per handler attempt, linked to
+	// the span the message was published under (tracing.go). Default:
+	// none (no spans).
+	TracerProvider trace.TracerProvider
+	// Propagator reads the trace context the publisher wrote into an
+	// entry; it must match PublisherOptions.Propagator. Default: W3C
+	// trace context (propagation.TraceContext).
+	Propagator propagation.TextMapPropagator
+	// HaltRealertInterval is how often a halted partition is reported
+	// again (logged and passed to OnHalt, with Halt.Alerts counting) while
+	// it stays halted on its owner. Default 15m; negative: once only.
+	HaltRealertInterval time.Duration
 	// StateStore keeps process manager state: loaded by correlation value
 	// before a pm's handle method, saved (JSON) after it. Default: a
 	// RedisStateStore on the engine's client, whose saves are fenced by
@@ -135,6 +154,7 @@ func (o Options) checkDurations() error {
 		{"LeaseTTL", o.LeaseTTL}, {"HeartbeatInterval", o.HeartbeatInterval}, {"LeaseMargin", o.LeaseMargin},
 		{"DiscoveryInterval", o.DiscoveryInterval}, {"RetryBackoff", o.RetryBackoff},
 		{"MaxBackoff", o.MaxBackoff}, {"HaltedRetryInterval", o.HaltedRetryInterval}, {"HandlerTimeout", o.HandlerTimeout}, {"BlockTimeout", o.BlockTimeout}, {"ReapAfter", o.ReapAfter},
+		{"HaltRealertInterval", o.HaltRealertInterval},
 	} {
 		if d.v > 0 && d.v < time.Millisecond {
 			return fmt.Errorf("%w: %s is %v (%d ns), under the 1ms Redis resolution: Options durations are time.Duration values, write e.g. 15*time.Second, not 15000 (or leave it zero for the default)",
@@ -197,6 +217,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Codec == nil {
 		o.Codec = JSON
+	}
+	if o.Propagator == nil {
+		o.Propagator = propagation.TraceContext{}
+	}
+	if o.HaltRealertInterval == 0 {
+		o.HaltRealertInterval = 15 * time.Minute
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

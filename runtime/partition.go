@@ -47,9 +47,11 @@ type partition struct {
 	// loop is the worker loop (start): true when it went to sleep.
 	loop func(*partition) bool
 
-	mu     sync.Mutex
-	halt   *Halt
-	lostAt bool
+	mu   sync.Mutex
+	halt *Halt
+	// alertedAt is when the halt was last reported (realert).
+	alertedAt time.Time
+	lostAt    bool
 	// gone: Redis said the lease is no longer this token (a fenced script
 	// or a renew that found it gone), so finish need not release it.
 	gone bool
@@ -77,6 +79,14 @@ type partition struct {
 	// read. Only the partition's own goroutine touches them.
 	drained  bool
 	readMark uint64
+
+	// What the metrics see of the partition's work (metrics.go): the
+	// Unix milliseconds of the oldest entry read and not handled (0:
+	// none), the entries read and not handled, and whether the last read
+	// was full (more wait in Redis).
+	lagOldest atomic.Int64
+	lagLocal  atomic.Int64
+	lagMore   atomic.Bool
 
 	// head is the halted head, retried from memory: reading it again would
 	// count one more delivery (MaxDeliveries counts owners). Only the
@@ -151,6 +161,10 @@ func (p *partition) lost(cause error) {
 	}
 	p.mu.Unlock()
 	if first {
+		p.e.metrics.lost.Add(context.Background(), 1, handlerAttrs(p.reg.Name))
+		if errors.Is(cause, ErrFenced) {
+			p.e.metrics.fenced.Add(context.Background(), 1, handlerAttrs(p.reg.Name))
+		}
 		p.e.log.Warn("seqby: lease lost; abandoning the partition", "handler", p.reg.Name, "stream", p.lanes[0], "token", p.lease.Token(), "cause", cause)
 	}
 	p.cancel(errors.Join(ErrLeaseLost, cause))
@@ -250,6 +264,7 @@ func (p *partition) work() (asleep bool) {
 		}
 		p.redisOK()
 		p.ackedPrevious()
+		p.observeWork(en, ok, !p.drained)
 		if !ok {
 			p.trimIf(true)
 			if p.releaseCold() {
@@ -262,6 +277,7 @@ func (p *partition) work() (asleep bool) {
 		if h == nil {
 			out, h = e.handle(p.ctx, p.release, p.verifyLease, p.reg, p.category, en, p.isHalted())
 		}
+		e.countSettled(p.reg, p.category, out)
 		if !p.settle(en, out, h) {
 			return false
 		}
@@ -352,14 +368,46 @@ func (p *partition) parked() bool {
 		defer t.Stop()
 		retry = t.C
 	}
-	select {
-	case <-p.ctx.Done():
-		return true
-	case <-p.release:
-		return true
-	case <-retry:
-		return false
+	for {
+		var realert <-chan time.Time
+		var rt *time.Timer
+		if d := p.e.o.HaltRealertInterval; d > 0 {
+			p.mu.Lock()
+			rt = time.NewTimer(time.Until(p.alertedAt.Add(d)))
+			p.mu.Unlock()
+			realert = rt.C
+		}
+		select {
+		case <-p.ctx.Done():
+			return true
+		case <-p.release:
+			return true
+		case <-retry:
+			return false
+		case <-realert:
+			p.realert()
+		}
+		if rt != nil {
+			rt.Stop()
+		}
 	}
+}
+
+// realert reports p's halt again: it is still unresolved.
+func (p *partition) realert() {
+	p.mu.Lock()
+	if p.halt == nil {
+		p.mu.Unlock()
+		return
+	}
+	p.halt.Alerts++
+	p.alertedAt = time.Now()
+	h := *p.halt
+	p.mu.Unlock()
+	p.e.log.Error("seqby: partition still halted; nothing later for the key is applied until an operator resolves it (seqbyctl halted, inspect, skip, dlq)",
+		"handler", h.Handler, "category", h.Category, "key", h.Key, "stream", h.Stream, "entry", h.EntryID,
+		"halted_for", time.Since(h.At).Round(time.Second), "alerts", h.Alerts, "reason", h.Reason, "err", h.Err)
+	p.e.alert(h)
 }
 
 // heldHead returns the halted head to retry (ok), if p holds one.
@@ -401,7 +449,11 @@ func (p *partition) settle(en rdb.Entry, out outcome, h *Halt) bool {
 				"permanent", h.Permanent, "retry_in", p.haltedRetry(), "err", h.Err)
 			return true
 		}
-		e.reportHalt(*h)
+		p.mu.Lock()
+		h.Alerts, p.alertedAt = 1, time.Now()
+		report := *h
+		p.mu.Unlock()
+		e.reportHalt(report)
 		return p.recordHalt(h)
 	}
 	// The ack rides on the next read (ackedPrevious), or is sent alone
@@ -518,6 +570,7 @@ func (p *partition) reclaim() bool {
 		if err == nil {
 			p.redisOK()
 			if n > 0 {
+				e.metrics.reclaimed.Add(context.Background(), int64(n), handlerAttrs(p.reg.Name))
 				e.log.Info("seqby: reclaimed pending entries of past owners", "stream", p.lanes[0], "entries", n, "token", p.lease.Token())
 			}
 			return true

@@ -70,6 +70,7 @@ func (p *partition) workPM() (asleep bool) {
 		}
 		p.redisOK()
 		p.ackedPrevious()
+		p.observeWork(en, ok, true)
 		if !ok {
 			p.trimIf(true)
 			if p.releaseCold() {
@@ -83,6 +84,7 @@ func (p *partition) workPM() (asleep bool) {
 		if h == nil {
 			out, h = e.handlePM(p, category, en)
 		}
+		e.countSettled(p.reg, category, out)
 		if !p.settle(en, out, h) {
 			return false
 		}
@@ -133,7 +135,7 @@ func (e *Engine) handlePM(p *partition, category string, en rdb.Entry) (outcome,
 		if !g.enter(p.ctx) {
 			return outLost, nil
 		}
-		err = e.attempt(withMessage(ctx, en, attempt), reg, en, func(ctx context.Context) error {
+		err = e.attempt(ctx, reg, category, en, attempt, func(ctx context.Context) error {
 			var err error
 			infra, err = e.applyPM(ctx, reg, rt, corr, m, &en)
 			return err
@@ -163,6 +165,7 @@ func (e *Engine) handlePM(p *partition, category string, en rdb.Entry) (outcome,
 				return halt(fmt.Sprintf("pm failed %d times", failures), err)
 			}
 		}
+		e.countOutcome(ctx, reg, category, outcomeRetried)
 		e.log.Warn("seqby: pm failed; retrying", "handler", reg.Name, "correlation", corr, "stream", en.Stream,
 			"entry", en.ID, "failures", failures, "backoff", backoff, "err", err)
 		t := time.NewTimer(backoff)

@@ -53,7 +53,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message, opts ...Pu
 	}
 	entries := make([]rdb.BatchEntry, len(msgs))
 	for i, m := range msgs {
-		it, err := p.prepare(m, cfg)
+		it, err := p.prepare(ctx, m, cfg)
 		if err != nil {
 			return fmt.Errorf("publish batch: message %d: %w", i, err)
 		}

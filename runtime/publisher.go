@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -34,6 +36,12 @@ type PublisherOptions struct {
 	// remembered per partition: publishing the same id to the same
 	// partition again within it stores nothing. Default 24h.
 	DedupWindow time.Duration
+	// Propagator writes the trace context of Publish's ctx into the entry
+	// (as fields named by it), for the engine's spans to link to; it must
+	// match Options.Propagator. Default: W3C trace context
+	// (propagation.TraceContext). Nothing is written when ctx carries no
+	// span.
+	Propagator propagation.TextMapPropagator
 }
 
 // Publisher writes messages to their streams: a partitioned message to its
@@ -77,6 +85,9 @@ func NewPublisher(c redis.UniversalClient, options ...PublisherOptions) *Publish
 	}
 	if opts.DedupWindow <= 0 {
 		opts.DedupWindow = 24 * time.Hour
+	}
+	if opts.Propagator == nil {
+		opts.Propagator = propagation.TraceContext{}
 	}
 	return &Publisher{c: c, opts: opts}
 }
@@ -145,7 +156,7 @@ func (p *Publisher) Publish(ctx context.Context, msg Message, opts ...PublishOpt
 	for _, o := range opts {
 		o(&cfg)
 	}
-	it, err := p.prepare(msg, cfg)
+	it, err := p.prepare(ctx, msg, cfg)
 	if err != nil {
 		return err
 	}
@@ -182,7 +193,7 @@ type item struct {
 
 // prepare checks msg (category, key, message id) and encodes it; nothing
 // is written.
-func (p *Publisher) prepare(msg Message, cfg publishConfig) (item, error) {
+func (p *Publisher) prepare(ctx context.Context, msg Message, cfg publishConfig) (item, error) {
 	if msg == nil {
 		return item{}, fmt.Errorf("publish: nil message: %w", ErrPublish)
 	}
@@ -219,6 +230,7 @@ func (p *Publisher) prepare(msg Message, cfg publishConfig) (item, error) {
 		rdb.FieldPayload, payload,
 		rdb.FieldPublishedAt, time.Now().UTC().Format(time.RFC3339Nano),
 	}}
+	it.fields = injectTrace(ctx, p.opts.Propagator, it.fields)
 	if partitioned {
 		it.stream = rdb.PartitionStream(category, key)
 		if cfg.backfill {

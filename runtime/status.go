@@ -26,6 +26,9 @@ type Halt struct {
 	Owner      string    // OwnerID of the instance that halted it
 	Generation int64     // lease generation at the halt (0 when unleased)
 	At         time.Time // when it halted
+	// Alerts counts the reports of this halt by its owner: 1 the first
+	// time, then one more each HaltRealertInterval while it stays halted.
+	Alerts int
 }
 
 // PartitionStatus is one partition this instance owns. For a sequential

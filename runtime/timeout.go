@@ -35,8 +35,12 @@ func (e *Engine) timeoutOf(reg Registration) time.Duration {
 	return max(d, 0)
 }
 
-// attempt runs one attempt of reg's body under its timeout.
-func (e *Engine) attempt(ctx context.Context, reg Registration, en rdb.Entry, body func(context.Context) error) error {
+// attempt runs attempt n (from 1) of reg's body on en, of category, under
+// its timeout, with its MessageInfo in ctx, its span and its duration
+// measured (tracing.go).
+func (e *Engine) attempt(ctx context.Context, reg Registration, category string, en rdb.Entry, n int, body func(context.Context) error) (err error) {
+	ctx, end := e.startAttempt(withMessage(ctx, en, n), reg, category, en, n)
+	defer func() { end(err) }()
 	d := e.timeoutOf(reg)
 	if d == 0 {
 		return body(ctx)
@@ -60,7 +64,7 @@ func (e *Engine) attempt(ctx context.Context, reg Registration, en rdb.Entry, bo
 			}
 		}
 	}()
-	err := body(actx)
+	err = body(actx)
 	// A body that returned nil succeeded, however late: its effect is
 	// done, and running it again would only repeat it.
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), ErrHandlerTimeout) {

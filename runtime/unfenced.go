@@ -429,6 +429,7 @@ func (u *unfenced) process(en rdb.Entry) {
 		return
 	}
 	out, h := e.handle(u.base, u.stop, nil, u.c.reg, u.c.category, en, false)
+	e.countSettled(u.c.reg, u.c.category, out)
 	switch out {
 	case outDone:
 		ctx, cancel := context.WithTimeout(u.base, 5*time.Second)

@@ -128,6 +128,16 @@ const (
 	FieldPublishedAt = "published_at" // RFC 3339 with nanoseconds, UTC
 )
 
+// OwnField reports whether name is one of the fields the publisher
+// writes itself (a trace propagator's field of that name is left out).
+func OwnField(name string) bool {
+	switch name {
+	case FieldType, FieldID, FieldPayload, FieldPublishedAt:
+		return true
+	}
+	return false
+}
+
 // DefaultBackfillSuffix names a partition's backfill lane unless the
 // engine is configured otherwise.
 const DefaultBackfillSuffix = "backfill"

@@ -1,0 +1,149 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+)
+
+// Health is an engine's health at one moment (Engine.Health).
+//
+// Live: Run is running and its heartbeat loop, which renews the leases,
+// ticked within LeaseTTL. A process that is not live should be restarted.
+// Ready: live, Run finished starting, Redis answers a PING, the last
+// renewal of the leases succeeded within LeaseTTL, and every keyed handler
+// and sequential pm finished a discovery cycle within max(3 ×
+// DiscoveryInterval, LeaseTTL). An instance that is live but not ready
+// (Redis down, say) needs no restart: it recovers by itself, and its
+// leases are taken over by others meanwhile if it stays cut off.
+type Health struct {
+	Ready bool `json:"ready"`
+	Live  bool `json:"live"`
+	// Reasons say what is wrong, one line each; empty when ready.
+	Reasons []string `json:"reasons"`
+	// LastRenew is when the last successful renewal of this instance's
+	// leases was sent (a heartbeat with none to renew counts); zero
+	// before the first.
+	LastRenew time.Time `json:"last_renew"`
+	// LastDiscovery is when the last discovery cycle that read its
+	// partitions ended, for the handler that did so the longest ago;
+	// zero before every handler had one.
+	LastDiscovery time.Time `json:"last_discovery"`
+	// Redis is "ok", or the error of the PING.
+	Redis string `json:"redis"`
+}
+
+// healthPing bounds the PING of Health.
+const healthPing = time.Second
+
+// Health reports whether e is live and ready (see Health); it sends one
+// PING to Redis, bounded by ctx and a second.
+func (e *Engine) Health(ctx context.Context) Health {
+	now := time.Now()
+	e.mu.Lock()
+	running, consuming, started := e.running, e.consuming, e.startedAt
+	handlers := append([]string(nil), e.handlers...)
+	var oldest time.Time
+	for i, h := range handlers {
+		at := e.discoveredAt[h]
+		if i == 0 || at.Before(oldest) {
+			oldest = at
+		}
+	}
+	e.mu.Unlock()
+	h := Health{Reasons: []string{}, LastRenew: loadTime(&e.renewOK), LastDiscovery: oldest, Redis: "ok"}
+	beat := loadTime(&e.beatAt)
+	ttl := e.o.LeaseTTL
+	switch {
+	case !running:
+		h.Reasons = append(h.Reasons, "not running: Run has not been called or has returned")
+	case now.Sub(later(beat, started)) > ttl:
+		h.Reasons = append(h.Reasons, fmt.Sprintf("the heartbeat loop has not run for %v (LeaseTTL %v): the process is stuck", now.Sub(later(beat, started)).Round(time.Millisecond), ttl))
+	default:
+		h.Live = true
+	}
+	pctx, cancel := context.WithTimeout(ctx, healthPing)
+	defer cancel()
+	if err := e.c.Ping(pctx).Err(); err != nil {
+		h.Redis = err.Error()
+		h.Reasons = append(h.Reasons, "redis does not answer: "+err.Error())
+	}
+	if running && !consuming {
+		h.Reasons = append(h.Reasons, "starting: Run has not finished starting")
+	}
+	if running && consuming {
+		if since := now.Sub(later(h.LastRenew, started)); since > ttl {
+			h.Reasons = append(h.Reasons, fmt.Sprintf("no lease renewal succeeded for %v (LeaseTTL %v)", since.Round(time.Millisecond), ttl))
+		}
+		limit := max(3*e.o.DiscoveryInterval, ttl)
+		if len(handlers) > 0 {
+			if since := now.Sub(later(oldest, started)); since > limit {
+				h.Reasons = append(h.Reasons, fmt.Sprintf("no discovery cycle succeeded for %v (limit %v)", since.Round(time.Millisecond), limit))
+			}
+		}
+	}
+	h.Ready = h.Live && len(h.Reasons) == 0
+	return h
+}
+
+// HealthHandler serves Health as JSON, for a service to mount where it
+// wants (/healthz, say): status 200 when ready, 503 when not. With the
+// query parameter "live" (/healthz?live) the status answers liveness
+// instead: 200 when live, ready or not.
+func (e *Engine) HealthHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := e.Health(r.Context())
+		ok := h.Ready
+		if r.URL.Query().Has("live") {
+			ok = h.Live
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(h)
+	})
+}
+
+// discovered records a discovery cycle of handler that read its units.
+func (e *Engine) discovered(handler string) {
+	e.mu.Lock()
+	e.discoveredAt[handler] = time.Now()
+	e.mu.Unlock()
+}
+
+// renewedAt records a renewal sent at sent whose results are errs: a
+// success unless some lease failed for another reason than being lost (a
+// lost lease is the partition's fate, not the instance's health).
+func (e *Engine) renewedAt(sent time.Time, errs []error) {
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, ErrLeaseLost) {
+			return
+		}
+	}
+	storeTime(&e.renewOK, sent)
+}
+
+// storeTime and loadTime keep a time in an atomic as Unix nanoseconds
+// (zero: never).
+func storeTime(a *atomic.Int64, t time.Time) { a.Store(t.UnixNano()) }
+
+func loadTime(a *atomic.Int64) time.Time {
+	if n := a.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
