@@ -48,8 +48,11 @@
 // # Testing handlers
 //
 // An InlineBroker runs registrations in process, one message at a time in
-// submission order, encoding and decoding each message as on the wire;
-// Publish returns the handlers' errors:
+// submission order, encoding and decoding each message as on the wire,
+// with a lease in the context of a keyed message, retries, and halts that
+// hold a key's later messages until Skip or Retry, as the engine would;
+// Publish returns the handlers' errors. The runtime/seqbytest package
+// wraps it for tests, and starts real engines on an embedded Redis:
 //
 //	b := runtime.NewInlineBroker()
 //	err := b.Register(h.SeqbyRegistration())

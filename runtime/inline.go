@@ -5,14 +5,31 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
+	"time"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // InlineBroker runs handlers in process, one message at a time in
-// submission order. Keyed handlers are accepted (it advertises
-// StreamPartitioning: with one goroutine and submission order, sequential
-// by key holds trivially), so it is how handlers are unit-tested. Each
-// message is encoded and decoded with the codec, as on the wire.
+// submission order, the way the engine runs them, so it is how handlers
+// are unit-tested (the seqbytest package wraps it for tests). Keyed
+// handlers are accepted (it advertises StreamPartitioning: with one
+// goroutine and submission order, sequential by key holds trivially).
+// Each message is encoded and decoded with the codec, as on the wire.
+//
+// As on the engine, a keyed handler's or a sequential pm's message runs
+// with a lease in its context (LeaseFromContext: generation 1, token
+// "inline:1", the LeaseKey the engine would use) and its MessageInfo
+// (MessageFromContext); a failing message is retried at once, up to the
+// registration's MaxRetries (default 3, Permanent errors not at all), and
+// then its partition halts: the message stays the partition's head, and
+// the handler's later messages of that key are held, not delivered, until
+// the test resolves the halt with Skip or Retry. Halts lists them. Other
+// keys, and other handlers of the same message, go on. An unkeyed
+// handler's failure halts nothing (the engine moves on too).
 type InlineBroker struct {
 	reg   *Registry
 	codec Codec
@@ -21,7 +38,32 @@ type InlineBroker struct {
 	queue    []Message
 	draining bool
 	states   *MemoryStateStore
+	seq      int64                    // entry ids handed out
+	parts    map[inlineID]*inlinePart // halted partitions
 }
+
+// inlineID names a partition of the inline broker: a handler and a key
+// (a pm's correlation value).
+type inlineID struct{ handler, key string }
+
+// inlinePart is a halted partition: its head and the messages held behind
+// it, in order.
+type inlinePart struct {
+	halt Halt
+	head inlineMsg
+	held []inlineMsg
+}
+
+// inlineMsg is one delivery of a message to a registration.
+type inlineMsg struct {
+	reg     Registration
+	rt      Route
+	payload []byte
+	en      rdb.Entry // its entry as the engine would see it
+}
+
+// inlineToken is the lease token of every inline partition.
+const inlineToken = "inline:1"
 
 // NewInlineBroker returns an empty inline broker. It encodes with the
 // given codec, or JSON when none (or nil) is given.
@@ -30,7 +72,8 @@ func NewInlineBroker(codecs ...Codec) *InlineBroker {
 	if len(codecs) > 0 && codecs[0] != nil {
 		codec = codecs[0]
 	}
-	return &InlineBroker{reg: NewRegistry("inline", StreamPartitioning), codec: codec, states: NewMemoryStateStore()}
+	return &InlineBroker{reg: NewRegistry("inline", StreamPartitioning), codec: codec, states: NewMemoryStateStore(),
+		parts: map[inlineID]*inlinePart{}}
 }
 
 // Name is "inline".
@@ -48,9 +91,11 @@ func (b *InlineBroker) Registrations() []Registration { return b.reg.Registratio
 // Publish checks msg's key like the Redis publisher, then delivers it to
 // every matching route, in order, after any message queued before it. A
 // handler that publishes gets its message queued behind the current one,
-// never run inside it. Publish returns the handler errors of the messages
-// it delivered (joined); the inline broker does not retry. A backfill
-// option is accepted and ignored: there is one lane, submission order.
+// never run inside it. Publish returns the errors of the messages it
+// delivered that failed for good (joined; each wraps the handler's last
+// error), whether or not they halted a partition; a message held behind a
+// halted head is no error. A backfill option is accepted and ignored:
+// there is one lane, submission order.
 func (b *InlineBroker) Publish(ctx context.Context, msg Message, _ ...PublishOption) error {
 	if msg == nil {
 		return fmt.Errorf("inline publish: nil message: %w", ErrPublish)
@@ -89,14 +134,197 @@ func (b *InlineBroker) deliver(ctx context.Context, msg Message) error {
 	if err != nil {
 		return fmt.Errorf("inline: encode %s: %w", typeName(msg), err)
 	}
+	key, _, _ := partitionKey(msg, DefaultBackfillSuffix)
+	b.mu.Lock()
+	b.seq++
+	id := fmt.Sprintf("%d-0", b.seq)
+	b.mu.Unlock()
 	var errs []error
 	for _, reg := range b.reg.Registrations() {
 		rt, ok := routeFor(reg, msg.StreamCategory(), typeName(msg))
 		if !ok {
 			continue
 		}
-		if err := b.invoke(ctx, reg, rt, payload); err != nil {
+		stream := msg.StreamCategory()
+		if key != "" {
+			stream = rdb.PartitionStream(stream, key)
+		}
+		m := inlineMsg{reg: reg, rt: rt, payload: payload, en: rdb.Entry{Stream: stream, ID: id, Fields: map[string]string{
+			rdb.FieldType: typeName(msg), rdb.FieldID: newMessageID(), rdb.FieldPublishedAt: time.Now().UTC().Format(time.RFC3339Nano)}}}
+		if err := b.run(ctx, m); err != nil {
 			errs = append(errs, fmt.Errorf("handler %s on %s: %w", reg.Name, typeName(msg), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// run delivers m unless its partition is halted (then it is held), with
+// retries; a failure for good halts a keyed or sequential partition.
+func (b *InlineBroker) run(ctx context.Context, m inlineMsg) error {
+	id, partitioned, err := b.partitionOf(m)
+	if err != nil {
+		return err
+	}
+	if partitioned {
+		b.mu.Lock()
+		if p := b.parts[id]; p != nil {
+			p.held = append(p.held, m)
+			b.mu.Unlock()
+			return nil
+		}
+		b.mu.Unlock()
+	}
+	err = b.attempts(ctx, m, id, partitioned, b.maxRetries(m.reg))
+	if err != nil && partitioned {
+		b.halt(id, m, err)
+	}
+	return err
+}
+
+// partitionOf is the partition m runs in: its key for a keyed handler, its
+// correlation value for a sequential pm; partitioned is false for an
+// unkeyed handler or a pm that is not sequential.
+func (b *InlineBroker) partitionOf(m inlineMsg) (inlineID, bool, error) {
+	switch {
+	case m.reg.Kind == ProcessManager && m.reg.Sequential:
+		payloadMsg, err := m.rt.Decode(b.codec, m.payload)
+		if err != nil {
+			return inlineID{}, false, fmt.Errorf("decode: %w", err)
+		}
+		corr, err := safeCorrelate(m.rt, payloadMsg)
+		if err != nil {
+			return inlineID{}, false, err
+		}
+		return inlineID{m.reg.Name, corr}, true, nil
+	case m.reg.Kind != ProcessManager && m.rt.PartitionKey != nil:
+		payloadMsg, err := m.rt.Decode(b.codec, m.payload)
+		if err != nil {
+			return inlineID{}, false, fmt.Errorf("decode: %w", err)
+		}
+		key, err := m.rt.PartitionKey(payloadMsg)
+		if err != nil {
+			return inlineID{}, false, err
+		}
+		return inlineID{m.reg.Name, key}, true, nil
+	}
+	return inlineID{}, false, nil
+}
+
+// maxRetries is reg's retry count, as the engine's default policy.
+func (b *InlineBroker) maxRetries(reg Registration) int {
+	if r := reg.Retry; r != nil {
+		switch {
+		case r.MaxRetries < 0:
+			return 0
+		case r.MaxRetries > 0:
+			return r.MaxRetries
+		}
+	}
+	return 3
+}
+
+// attempts runs m up to 1+retries times, at once (no backoff: a unit test
+// does not wait), stopping at a Permanent error.
+func (b *InlineBroker) attempts(ctx context.Context, m inlineMsg, id inlineID, partitioned bool, retries int) error {
+	var err error
+	for attempt := 1; attempt <= 1+retries; attempt++ {
+		actx := ctx
+		if partitioned {
+			actx = context.WithValue(ctx, leaseInfoKey{}, b.lease(m, id))
+		}
+		m.en.Deliveries = 1
+		if err = b.invoke(withMessage(actx, m.en, attempt), m.reg, m.rt, m.payload); err == nil || errors.Is(err, ErrPermanent) {
+			return err
+		}
+	}
+	return err
+}
+
+// lease is the lease a message of partition id runs under: the one the
+// engine would use, at generation 1.
+func (b *InlineBroker) lease(m inlineMsg, id inlineID) LeaseInfo {
+	li := LeaseInfo{Handler: m.reg.Name, Category: m.rt.Category, Key: id.key, Token: inlineToken, Generation: 1,
+		LeaseKey: rdb.LeaseKey(rdb.PartitionStream(m.rt.Category, id.key), m.reg.Name)}
+	if m.reg.Kind == ProcessManager {
+		li.Category, li.LeaseKey = strings.Join(categories(m.reg), ","), rdb.PMLeaseKey(m.reg.Name, id.key)
+	}
+	return li
+}
+
+// halt makes m the head of its halted partition.
+func (b *InlineBroker) halt(id inlineID, m inlineMsg, err error) {
+	h := Halt{Handler: id.handler, Category: m.rt.Category, Key: id.key, Stream: m.en.Stream, EntryID: m.en.ID,
+		MessageType: m.en.Fields[rdb.FieldType], MessageID: m.en.Fields[rdb.FieldID], Reason: "handler failed",
+		Permanent: errors.Is(err, ErrPermanent), Err: err, Owner: "inline", Generation: 1, At: time.Now(), Alerts: 1}
+	b.mu.Lock()
+	b.parts[id] = &inlinePart{halt: h, head: m}
+	b.mu.Unlock()
+}
+
+// ErrNotHalted means Skip or Retry named a partition that is not halted.
+var ErrNotHalted = errors.New("partition is not halted")
+
+// Halts returns the halted partitions, sorted by handler and key.
+func (b *InlineBroker) Halts() []Halt {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]Halt, 0, len(b.parts))
+	for _, p := range b.parts {
+		out = append(out, p.halt)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Handler != out[j].Handler {
+			return out[i].Handler < out[j].Handler
+		}
+		return out[i].Key < out[j].Key
+	})
+	return out
+}
+
+// Skip resolves the halt of handler's partition key as an operator's skip
+// does: the head is dropped without being applied, and the messages held
+// behind it are delivered in order (one of them may halt the partition
+// again). It returns their errors, as Publish does, or ErrNotHalted.
+func (b *InlineBroker) Skip(ctx context.Context, handler, key string) error {
+	return b.resume(ctx, handler, key, false)
+}
+
+// Retry runs the halted head of handler's partition key once more, as
+// the engine's slow retry does: on success the held messages are
+// delivered in order; on failure the partition stays halted, and the
+// error is returned. ErrNotHalted when it is not halted.
+func (b *InlineBroker) Retry(ctx context.Context, handler, key string) error {
+	return b.resume(ctx, handler, key, true)
+}
+
+func (b *InlineBroker) resume(ctx context.Context, handler, key string, retry bool) error {
+	id := inlineID{handler, key}
+	b.mu.Lock()
+	p := b.parts[id]
+	b.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("%s of handler %s: %w", key, handler, ErrNotHalted)
+	}
+	if retry {
+		if err := b.attempts(ctx, p.head, id, true, 0); err != nil {
+			b.mu.Lock()
+			p.halt.Err, p.halt.Permanent = err, errors.Is(err, ErrPermanent)
+			b.mu.Unlock()
+			return fmt.Errorf("handler %s, retry of the halted head: %w", handler, err)
+		}
+	}
+	b.mu.Lock()
+	delete(b.parts, id)
+	held := p.held
+	b.mu.Unlock()
+	var errs []error
+	for i, m := range held {
+		if err := b.run(ctx, m); err != nil {
+			errs = append(errs, fmt.Errorf("handler %s on %s: %w", handler, m.en.Fields[rdb.FieldType], err))
+			b.mu.Lock()
+			b.parts[id].held = append(b.parts[id].held, held[i+1:]...) // still behind the new head
+			b.mu.Unlock()
+			break
 		}
 	}
 	return errors.Join(errs...)
@@ -105,7 +333,7 @@ func (b *InlineBroker) deliver(ctx context.Context, msg Message) error {
 func (b *InlineBroker) invoke(ctx context.Context, reg Registration, rt Route, payload []byte) error {
 	m, err := rt.Decode(b.codec, payload)
 	if err != nil {
-		return fmt.Errorf("decode: %w", err)
+		return Permanent(fmt.Errorf("decode: %w", err))
 	}
 	if reg.Kind != ProcessManager {
 		return safeInvoke(ctx, rt, nil, m)
@@ -115,7 +343,7 @@ func (b *InlineBroker) invoke(ctx context.Context, reg Registration, rt Route, p
 	// method succeeds, so a failed call leaves no half-applied state.
 	corr, err := safeCorrelate(rt, m)
 	if err != nil {
-		return err
+		return Permanent(err)
 	}
 	ctx = WithCorrelation(ctx, corr)
 	data, version, err := b.states.Load(ctx, reg.Name, corr)

@@ -1,0 +1,43 @@
+// Package seqbytest is seqby's test kit: run handlers the way the engine
+// runs them, from a user's own tests.
+//
+// Unit tests use NewBroker, an in-process broker (runtime.InlineBroker)
+// with the handlers registered: every message runs synchronously inside
+// Publish, encoded and decoded as on the wire, a keyed handler's or a
+// sequential pm's message with a lease in its context (so a handler that
+// fences its effects with runtime.LeaseFromContext runs as in
+// production), retried at once up to its MaxRetries, and, when it still
+// fails, halting its partition: the handler's later messages of that key
+// are held until the test calls Skip or Retry, as an operator would.
+//
+//	func TestInvoices(t *testing.T) {
+//		h := &handlers.Invoices{}
+//		b := seqbytest.NewBroker(t, h.SeqbyRegistration())
+//		if err := b.Publish(ctx, &events.OrderPlaced{ClientID: "c-1"}); err != nil {
+//			t.Fatal(err) // the handler's error, or the key's
+//		}
+//		// assert on h, and on b.Halts()
+//	}
+//
+// Integration tests use StartEngine: a real engine with the handlers
+// registered, running until the test ends, on an embedded Redis
+// (miniredis, started for the test) or on the server of
+// $SEQBYTEST_REDIS_URL, with timings short enough for tests (a 1s lease,
+// a 50ms discovery cycle). Publish through it, then WaitDrained until
+// every handler has handled everything, or Eventually for a condition of
+// your own:
+//
+//	func TestBilling(t *testing.T) {
+//		e := seqbytest.StartEngine(t, []runtime.Registration{billing.SeqbyRegistration()})
+//		e.Publish(&events.Deposited{Account: "a-1", Amount: 10})
+//		e.WaitDrained()
+//		// assert on the effects
+//	}
+//
+// The embedded Redis is for tests of your handlers' logic through the
+// engine. The engine's own guarantees (order across instances, failover)
+// are tested on real Redis servers in seqby's suites; set
+// SEQBYTEST_REDIS_URL to run your integration tests on a real server too
+// (give each test its own server or database: the engine's keys are
+// shared by everything on it).
+package seqbytest

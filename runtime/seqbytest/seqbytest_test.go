@@ -1,0 +1,148 @@
+package seqbytest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/seqby/seqby/internal/redistest"
+	"github.com/seqby/seqby/runtime"
+	"github.com/seqby/seqby/runtime/seqbytest"
+)
+
+// deposited is a message of the partitioned category "account".
+type deposited struct {
+	Account string `json:"account"`
+	Seq     int    `json:"seq"`
+	Bad     bool   `json:"bad,omitempty"`
+}
+
+func (*deposited) StreamCategory() string { return "account" }
+func (d *deposited) PartitionKey() (string, error) {
+	return runtime.Key("account", "Account", d.Account)
+}
+
+// ledger is a handler that applies deposits only under a lease, fenced
+// in Redis when it has one (the README's advice for effects that must not
+// land late).
+type ledger struct {
+	mu      sync.Mutex
+	applied map[string][]int
+	redis   redis.UniversalClient // nil: the fence is only the lease's presence
+}
+
+var errBad = errors.New("bad deposit")
+
+// fencedIncr applies an effect only while the lease is the caller's.
+var fencedIncr = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return redis.error_reply('FENCED') end
+return redis.call('INCR', KEYS[2])`)
+
+func (l *ledger) handle(ctx context.Context, d *deposited) error {
+	li, ok := runtime.LeaseFromContext(ctx)
+	if !ok {
+		return errors.New("no lease: refusing an unfenced effect")
+	}
+	if d.Bad {
+		return errBad
+	}
+	l.mu.Lock()
+	rc := l.redis
+	l.mu.Unlock()
+	if rc != nil {
+		// The count key shares the lease key's hash tag (the account).
+		if err := fencedIncr.Run(ctx, rc, []string{li.LeaseKey, "applied:{" + d.Account + "}"}, li.Token).Err(); err != nil {
+			return err
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.applied[d.Account] = append(l.applied[d.Account], d.Seq)
+	return nil
+}
+
+func (l *ledger) seqs(account string) []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.applied[account])
+}
+
+// registration is what seqgen would generate for ledger.
+func (l *ledger) registration() runtime.Registration {
+	return runtime.Registration{Name: "ledger", Kind: runtime.EventHandler, Key: "Account", Sequential: true,
+		Retry: &runtime.RetryPolicy{MaxRetries: 1},
+		Routes: []runtime.Route{{
+			Category: "account", Type: "deposited", PartitionField: "Account",
+			Decode: func(c runtime.Codec, p []byte) (runtime.Message, error) {
+				var d deposited
+				return &d, c.Unmarshal(p, &d)
+			},
+			PartitionKey: func(m runtime.Message) (string, error) { return m.(*deposited).PartitionKey() },
+			Invoke:       func(ctx context.Context, _ any, m runtime.Message) error { return l.handle(ctx, m.(*deposited)) },
+		}}}
+}
+
+func TestBrokerRunsFencedHandlersAndHalts(t *testing.T) {
+	l := &ledger{applied: map[string][]int{}}
+	b := seqbytest.NewBroker(t, l.registration())
+	ctx := context.Background()
+	for _, d := range []*deposited{{Account: "a", Seq: 1}, {Account: "a", Seq: 2, Bad: true}, {Account: "a", Seq: 3}, {Account: "b", Seq: 1}} {
+		err := b.Publish(ctx, d)
+		if want := d.Bad; (err != nil) != want || (want && !errors.Is(err, errBad)) {
+			t.Fatalf("publish %+v: %v", d, err)
+		}
+	}
+	if got := fmt.Sprint(l.seqs("a"), l.seqs("b")); got != "[1] [1]" {
+		t.Fatalf("applied %s, want a's third held behind its halted second", got)
+	}
+	if hs := b.Halts(); len(hs) != 1 || hs[0].Key != "a" {
+		t.Fatalf("halts %+v", hs)
+	}
+	if err := b.Skip(ctx, "ledger", "a"); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(l.seqs("a")); got != "[1 3]" {
+		t.Fatalf("a applied %s after the skip, want [1 3]", got)
+	}
+}
+
+// TestStartEngine runs the handler through a real engine on the embedded
+// Redis, fenced there for real.
+func TestStartEngine(t *testing.T) {
+	l := &ledger{applied: map[string][]int{}}
+	e := seqbytest.StartEngine(t, []runtime.Registration{l.registration()})
+	l.mu.Lock()
+	l.redis = e.Client
+	l.mu.Unlock()
+	for i := 1; i <= 5; i++ {
+		e.Publish(&deposited{Account: "a", Seq: i}, &deposited{Account: "b", Seq: i})
+	}
+	e.WaitDrained()
+	for _, acc := range []string{"a", "b"} {
+		if got := fmt.Sprint(l.seqs(acc)); got != "[1 2 3 4 5]" {
+			t.Errorf("%s applied %s", acc, got)
+		}
+	}
+}
+
+// TestStartEngineOnRedisServer runs on a real redis-server given by URL.
+func TestStartEngineOnRedisServer(t *testing.T) {
+	s := redistest.New(t)
+	l := &ledger{applied: map[string][]int{}}
+	e := seqbytest.StartEngine(t, []runtime.Registration{l.registration()}, seqbytest.Options{RedisURL: "redis://" + s.Addr})
+	l.mu.Lock()
+	l.redis = e.Client
+	l.mu.Unlock()
+	e.Publish(&deposited{Account: "a", Seq: 1}, &deposited{Account: "a", Seq: 2})
+	e.WaitDrained()
+	if got := fmt.Sprint(l.seqs("a")); got != "[1 2]" {
+		t.Errorf("applied %s", got)
+	}
+	e.Publish(&deposited{Account: "a", Seq: 3, Bad: true})
+	e.Eventually("the bad deposit to halt its account", func() bool { return len(e.Status().Halted()) == 1 })
+}
