@@ -222,7 +222,7 @@ func runOnHaltedPartition(t *testing.T, c redis.UniversalClient, url string) {
 		return slices.Equal(a.get("a"), []int{2, 3}) && slices.Equal(a.get("b"), []int{2})
 	})
 	var out bytes.Buffer
-	if code := run([]string{"-json", "halted"}, &out, io.Discard); code != 0 || strings.TrimSpace(out.String()) != "null" {
+	if code := run([]string{"-json", "halted"}, &out, io.Discard); code != 0 || strings.TrimSpace(out.String()) != "[]" {
 		t.Fatalf("halted after resolving: exit %d, %s", code, out.String())
 	}
 	if n, _ := c.XLen(ctx, "shop:{b}:dlq").Result(); n != 1 {

@@ -1,9 +1,12 @@
-// Package inspect is seqby's operator surface: list the halted partitions
-// of a handler, inspect a partition (its halt record, lease, streams and
-// pending entries, and the head's fields), and resolve a halted head by
-// skipping it or moving it to the partition's dead-letter stream
-// (ADR-0028 decision 6: moving past a poison message is an explicit
-// action, never something the consumer does by itself).
+// Package inspect is seqby's operator surface: list the handlers known to
+// Redis and their partitions (owner, generation, pending, lag, halted,
+// idle), list the halted partitions of a handler, inspect a partition (its
+// halt record, lease, streams and pending entries, and the head's fields),
+// resolve a halted head by skipping it or moving it to the partition's
+// dead-letter stream (ADR-0028 decision 6: moving past a poison message is
+// an explicit action, never something the consumer does by itself), list,
+// replay and drop dead-letter entries, and keep an audit trail of the
+// actions that changed something.
 //
 // An Inspector needs only a Redis client, not an engine: cmd/seqbyctl is
 // its command line, and a service can embed it in an admin page.
@@ -17,5 +20,12 @@
 //
 // A partition is named by its halt record's field (a keyed handler's
 // partition stream, or a pm's correlation value) or by the stream holding
-// its head.
+// its head. CheckPartition and Handler turn a typo into an error that
+// suggests the nearest name (ErrNoPartition, ErrUnknownHandler).
+//
+// Every action that changes something has a Check variant (CheckSkip,
+// CheckMoveToDLQ, CheckReplayDLQ, CheckDropDLQ) that runs its checks and
+// reports what it would do, changing nothing. The actions do not write
+// the audit stream themselves: call Audit after one succeeds, as
+// seqbyctl does, with who did it.
 package inspect

@@ -16,3 +16,36 @@ var ErrNotHead = errors.New("entry is not the halted partition's head; inspect t
 // could run the head and its successor at once. Wait until it halts again
 // (Halts shows the new record) and retry.
 var ErrRetrying = errors.New("an owner is retrying the head; wait until it halts again and retry")
+
+// ErrUnknownHandler means no engine registered a handler of that name
+// with this Redis: a typo (the error suggests the nearest name and lists
+// the known ones), or the wrong Redis.
+var ErrUnknownHandler = errors.New("unknown handler")
+
+// ErrNoPartition means the name given is not a partition of the handler:
+// no partition stream of its categories' indexes, and no halt record. The
+// error suggests the nearest partition stream.
+var ErrNoPartition = errors.New("no such partition")
+
+// ErrNoDLQ means the stream given is not an existing dead-letter stream
+// (category:{key}:dlq); the error suggests the nearest one.
+var ErrNoDLQ = errors.New("no such dead-letter stream")
+
+// ErrNoDLQEntry means the dead-letter stream has no entry of that id (it
+// was replayed or dropped already); list them with seqbyctl dlq list.
+var ErrNoDLQEntry = errors.New("no such dead-letter entry; list them with seqbyctl dlq list")
+
+// ErrNothingToReplay means the dead-letter entry holds no message: the
+// head had been deleted from its stream before it was moved, so only the
+// dlq_* fields were copied. Drop it.
+var ErrNothingToReplay = errors.New("the dead-letter entry holds no message to replay (its head was deleted from its stream before the move); drop it")
+
+// ErrDLQEntryKept means a replay appended the message to its partition
+// but could not delete the dead-letter entry: drop it (do not replay it
+// again, that would publish the message twice).
+var ErrDLQEntryKept = errors.New("the message was re-published but its dead-letter entry is still there; drop it with seqbyctl dlq drop, do not replay it again")
+
+// ErrDLQEntryGone means a replay appended the message to its partition,
+// but someone else removed the dead-letter entry meanwhile (another
+// replay or a drop): the message may now be in the partition twice.
+var ErrDLQEntryGone = errors.New("the dead-letter entry was removed by someone else during the replay; the message may now be in its partition twice")

@@ -39,7 +39,7 @@ func (i *Inspector) Halts(ctx context.Context, handler string) ([]HaltRecord, er
 			return nil, err
 		}
 	}
-	var out []HaltRecord
+	out := []HaltRecord{}
 	for _, h := range handlers {
 		all, err := rdb.Halts(ctx, i.c, h)
 		if err != nil {
@@ -156,7 +156,7 @@ func (i *Inspector) Inspect(ctx context.Context, handler, partition string) (Ins
 func lanesOf(streams []string) []LaneInfo {
 	out := make([]LaneInfo, len(streams))
 	for i, s := range streams {
-		out[i].Stream = s
+		out[i] = LaneInfo{Stream: s, Pending: []PendingEntry{}}
 	}
 	return out
 }
@@ -182,7 +182,15 @@ func inspectLane(ctx context.Context, c redis.UniversalClient, group string, l *
 // owner claims it at a new generation and continues with the entry after
 // the head. The handler never sees the skipped message again.
 func (i *Inspector) Skip(ctx context.Context, handler, partition, id string) (Resolution, error) {
-	return i.resolveHead(ctx, handler, partition, id, false)
+	return i.resolveHead(ctx, handler, partition, id, false, false)
+}
+
+// CheckSkip runs Skip's checks, in one script like Skip's, and returns
+// the Resolution Skip would make now, or the error it would refuse with;
+// it changes nothing (a stale record is not removed either): an
+// operator's dry run.
+func (i *Inspector) CheckSkip(ctx context.Context, handler, partition, id string) (Resolution, error) {
+	return i.resolveHead(ctx, handler, partition, id, false, true)
 }
 
 // MoveToDLQ is Skip that first appends a copy of the head to the
@@ -191,10 +199,16 @@ func (i *Inspector) Skip(ctx context.Context, handler, partition, id string) (Re
 // dlq_entry_id, dlq_handler, dlq_partition, dlq_reason and dlq_error. The
 // copy, the ack and the lease deletion are one atomic step.
 func (i *Inspector) MoveToDLQ(ctx context.Context, handler, partition, id string) (Resolution, error) {
-	return i.resolveHead(ctx, handler, partition, id, true)
+	return i.resolveHead(ctx, handler, partition, id, true, false)
 }
 
-func (i *Inspector) resolveHead(ctx context.Context, handler, partition, id string, dlq bool) (Resolution, error) {
+// CheckMoveToDLQ is CheckSkip for MoveToDLQ: Resolution.DLQ names the
+// dead-letter stream the head would be copied to.
+func (i *Inspector) CheckMoveToDLQ(ctx context.Context, handler, partition, id string) (Resolution, error) {
+	return i.resolveHead(ctx, handler, partition, id, true, true)
+}
+
+func (i *Inspector) resolveHead(ctx context.Context, handler, partition, id string, dlq, check bool) (Resolution, error) {
 	what := "skip"
 	if dlq {
 		what = "move to DLQ"
@@ -210,10 +224,14 @@ func (i *Inspector) resolveHead(ctx context.Context, handler, partition, id stri
 	var meta []any
 	if dlq {
 		res.DLQ = res.Record.DLQ()
-		meta = []any{"dlq_stream", r.Stream, "dlq_entry_id", id, "dlq_handler", handler,
-			"dlq_partition", r.Partition, "dlq_reason", r.Reason, "dlq_error", r.Error}
+		meta = []any{rdb.DLQFieldStream, r.Stream, rdb.DLQFieldEntryID, id, rdb.DLQFieldHandler, handler,
+			rdb.DLQFieldPartition, r.Partition, rdb.DLQFieldReason, r.Reason, rdb.DLQFieldError, r.Error}
 	}
-	res.DLQEntryID, err = rdb.ResolveHead(ctx, i.c, handler, r, raw, res.DLQ, meta)
+	if check {
+		err = rdb.CheckHead(ctx, i.c, handler, r, raw)
+	} else {
+		res.DLQEntryID, err = rdb.ResolveHead(ctx, i.c, handler, r, raw, res.DLQ, meta)
+	}
 	var refused *rdb.ResolveError
 	switch {
 	case err == nil:
@@ -221,8 +239,13 @@ func (i *Inspector) resolveHead(ctx context.Context, handler, partition, id stri
 	case !errors.As(err, &refused):
 		return res, fmt.Errorf("%s %s on %s: %w", what, id, r.Partition, err)
 	case errors.Is(err, rdb.ErrResolveStale):
-		rdb.ClearHalt(ctx, i.c, handler, r.RecordKey(), raw)
-		return res, fmt.Errorf("%s %s on %s: the entry is no longer pending, the partition moved past it (stale halt record removed): %w", what, id, r.Partition, ErrNotHalted)
+		removed := "stale halt record removed"
+		if check {
+			removed = "its halt record is stale"
+		} else {
+			rdb.ClearHalt(ctx, i.c, handler, r.RecordKey(), raw)
+		}
+		return res, fmt.Errorf("%s %s on %s: the entry is no longer pending, the partition moved past it (%s): %w", what, id, r.Partition, removed, ErrNotHalted)
 	case errors.Is(err, rdb.ErrResolveNotHalted):
 		return res, fmt.Errorf("%s %s on %s: the halt record changed since it was read (the partition moved on or halted again): %w", what, id, r.Partition, ErrNotHalted)
 	case errors.Is(err, rdb.ErrResolveRetrying):

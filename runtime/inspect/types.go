@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/seqby/seqby/runtime/internal/rdb"
@@ -43,28 +44,42 @@ func (r HaltRecord) DLQ() string { return rdb.DLQStream(r.Category, r.Key) }
 
 // Entry is a stream entry.
 type Entry struct {
-	Stream string            // stream holding the entry
-	ID     string            // stream entry id
-	Fields map[string]string // nil when the entry was deleted while pending
+	Stream string            `json:"stream"` // stream holding the entry
+	ID     string            `json:"id"`     // stream entry id
+	Fields map[string]string `json:"fields"` // nil (JSON null) when the entry was deleted while pending
 }
 
-// PendingEntry is one entry of a consumer group's pending list.
+// PendingEntry is one entry of a consumer group's pending list. In JSON,
+// Idle is a Go duration string ("idle": "1.5s").
 type PendingEntry struct {
 	ID         string        `json:"id"`
 	Consumer   string        `json:"consumer"` // the lease token of the owner holding it
-	Idle       time.Duration `json:"idle_ns"`
+	Idle       time.Duration `json:"-"`
 	Deliveries int64         `json:"deliveries"`
 }
+
+// MarshalJSON encodes Idle as a duration string.
+func (p PendingEntry) MarshalJSON() ([]byte, error) {
+	type plain PendingEntry
+	return json.Marshal(struct {
+		plain
+		Idle string `json:"idle"`
+	}{plain(p), durationText(p.Idle)})
+}
+
+// durationText is d for JSON: a Go duration string to the millisecond.
+func durationText(d time.Duration) string { return d.Round(time.Millisecond).String() }
 
 // LaneInfo is one stream of a partition as the group sees it.
 type LaneInfo struct {
 	Stream  string         `json:"stream"`
 	Exists  bool           `json:"exists"`
 	Length  int64          `json:"length"`
-	Pending []PendingEntry `json:"pending"` // the group's pending entries, oldest first (at most 100)
+	Pending []PendingEntry `json:"pending"` // the group's pending entries, oldest first (at most 100); never nil
 }
 
-// Inspection is what an operator looks at before resolving a head.
+// Inspection is what an operator looks at before resolving a head. In
+// JSON, LeaseTTL is a Go duration string ("lease_ttl": "850ms").
 type Inspection struct {
 	Handler   string `json:"handler"`
 	Partition string `json:"partition"`
@@ -72,8 +87,8 @@ type Inspection struct {
 	// keyed handler's partition stream can be inspected anyway).
 	Halt     *HaltRecord   `json:"halt"`
 	LeaseKey string        `json:"lease_key"`
-	Lease    string        `json:"lease"`        // current lease token, "" when free
-	LeaseTTL time.Duration `json:"lease_ttl_ns"` // remaining, 0 when free
+	Lease    string        `json:"lease"` // current lease token, "" when free
+	LeaseTTL time.Duration `json:"-"`     // remaining, 0 when free
 	Lanes    []LaneInfo    `json:"streams"`
 	Head     *Entry        `json:"head"` // the halted head, else the first pending entry; nil when none
 	// Stale reports a halt record whose head was no longer pending: the
@@ -82,9 +97,120 @@ type Inspection struct {
 	Stale bool `json:"stale,omitempty"`
 }
 
-// Resolution reports a resolved head.
+// MarshalJSON encodes LeaseTTL as a duration string.
+func (in Inspection) MarshalJSON() ([]byte, error) {
+	type plain Inspection
+	return json.Marshal(struct {
+		plain
+		LeaseTTL string `json:"lease_ttl"`
+	}{plain(in), durationText(in.LeaseTTL)})
+}
+
+// Resolution reports a resolved head (or, from CheckSkip and
+// CheckMoveToDLQ, one that would be resolved).
 type Resolution struct {
-	Record     HaltRecord // the halt record that was resolved (and removed)
-	DLQ        string     // the dead-letter stream, "" for Skip
-	DLQEntryID string     // id of the copy in DLQ
+	Record     HaltRecord `json:"record"`                 // the halt record that was resolved (and removed)
+	DLQ        string     `json:"dlq,omitempty"`          // the dead-letter stream, "" for Skip
+	DLQEntryID string     `json:"dlq_entry_id,omitempty"` // id of the copy in DLQ ("" on a check)
+}
+
+// HandlerInfo is a handler known to Redis: a registration whose group an
+// engine recorded for the categories it reads.
+type HandlerInfo struct {
+	Name       string   `json:"name"`       // Registration.Name, its consumer group
+	Categories []string `json:"categories"` // categories it reads, sorted; never nil
+}
+
+// PartitionInfo is one partition of a handler, as Partitions lists it. In
+// JSON, Idle is a Go duration string ("idle": "4m2.5s"), or null when
+// no entry was ever appended to the partition's streams.
+type PartitionInfo struct {
+	Category string `json:"category"`
+	// Key is the partition key; "" for an unpartitioned category, whose
+	// one stream is listed as a row of its own.
+	Key string `json:"key"`
+	// Stream is the partition stream (category:{key}), or the
+	// unpartitioned category's stream.
+	Stream string `json:"stream"`
+	// Owner and Generation are the lease holder's, from its token
+	// "<owner>:<generation>"; "" and 0 when the lease is free. For a pm
+	// the lease is the correlation value's (a key of its categories).
+	Owner      string `json:"owner"`
+	Generation int64  `json:"generation"`
+	// Pending counts entries delivered to the handler's group and not
+	// acked; Lag entries not delivered to it yet (the whole stream
+	// while the group does not exist on it). Both add up the partition
+	// stream and its backfill lane (suffix "backfill").
+	Pending int64 `json:"pending"`
+	Lag     int64 `json:"lag"`
+	// Halted reports that a halt record exists for the partition (for a
+	// pm: for its correlation value); inspect it for the head.
+	Halted bool `json:"halted"`
+	// Idle is the time since the newest entry was appended to the
+	// partition (from its entry id, on Redis's clock; trimmed entries
+	// count); -1 when none ever was.
+	Idle time.Duration `json:"-"`
+}
+
+// MarshalJSON encodes Idle as a duration string, or null when unknown.
+func (p PartitionInfo) MarshalJSON() ([]byte, error) {
+	type plain PartitionInfo
+	var idle *string
+	if p.Idle >= 0 {
+		s := durationText(p.Idle)
+		idle = &s
+	}
+	return json.Marshal(struct {
+		plain
+		Idle *string `json:"idle"`
+	}{plain(p), idle})
+}
+
+// DLQEntry is an entry of a dead-letter stream (category:{key}:dlq): a
+// copy of a halted head an operator moved there, with the dlq_* fields
+// MoveToDLQ added.
+type DLQEntry struct {
+	DLQ     string    `json:"dlq"`      // the dead-letter stream
+	ID      string    `json:"id"`       // the entry's id in it
+	MovedAt time.Time `json:"moved_at"` // from ID: when it was moved
+	// From the dlq_* fields: where the head was and why it halted.
+	Stream    string `json:"stream"`   // dlq_stream: the lane holding the head
+	EntryID   string `json:"entry_id"` // dlq_entry_id: its id there
+	Handler   string `json:"handler"`  // dlq_handler
+	Partition string `json:"partition"`
+	Reason    string `json:"reason"`
+	Error     string `json:"error"`
+	// From the message's fields.
+	MessageType string `json:"type"`
+	MessageID   string `json:"message_id"`
+	// Fields are the message's own fields (type, id, payload,
+	// published_at, a trace context): what a replay publishes. Empty when
+	// the head had been deleted from its stream before it was moved.
+	Fields map[string]string `json:"fields"`
+}
+
+// Replay reports a DLQ entry re-published to its partition (or, from
+// CheckReplayDLQ, one that would be).
+type Replay struct {
+	Entry DLQEntry `json:"entry"`
+	// Stream is the partition stream the message was appended to, at its
+	// end: category:{key} of the DLQ category:{key}:dlq.
+	Stream string `json:"stream"`
+	// Published reports that the message was appended (even when the
+	// error says something went wrong afterwards).
+	Published bool `json:"published"`
+}
+
+// AuditEntry is an operator action recorded in the audit stream
+// (seqby:__audit__). Who, Command and Result are free text.
+type AuditEntry struct {
+	ID        string    `json:"id"`   // its id in the audit stream ("" until recorded)
+	Who       string    `json:"who"`  // the operator, as given ("alice@host")
+	When      time.Time `json:"when"` // RFC 3339 in the stream
+	Command   string    `json:"command"`
+	Handler   string    `json:"handler"`
+	Partition string    `json:"partition"`
+	Stream    string    `json:"stream"`   // the stream the entry was on
+	EntryID   string    `json:"entry_id"` // the entry acted on
+	Result    string    `json:"result"`   // what was done
 }

@@ -32,6 +32,7 @@
 //	seqby:__members__:handler            sorted set  live instances, score = last announcement (Redis ms)
 //	seqby:__owned__:handler:owner        string      partitions owner held at its last heartbeat (expires with its membership)
 //	seqby:__halted__:handler             set         the handler's halt record keys, for operators
+//	seqby:__audit__                      stream      operator actions that changed something (who, when, what), capped at about 10,000
 //
 // A partition's keys are tagged with its key, so a key's streams in every
 // category, their lanes, lease, counter and halt record share a slot, and a

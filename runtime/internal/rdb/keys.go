@@ -141,3 +141,13 @@ func OwnField(name string) bool {
 // DefaultBackfillSuffix names a partition's backfill lane unless the
 // engine is configured otherwise.
 const DefaultBackfillSuffix = "backfill"
+
+// AuditKey is the stream of operator actions (skip, DLQ move, replay,
+// drop) that changed something: fields who, when, command, handler,
+// partition, stream, entry_id, result. It is capped at about AuditMaxLen
+// entries (XADD MAXLEN ~), so it has a documented end; in its own slot.
+const AuditKey = "seqby:__audit__"
+
+// AuditMaxLen is about how many entries AuditKey keeps: the oldest go
+// first.
+const AuditMaxLen = 10000

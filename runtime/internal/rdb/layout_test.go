@@ -35,6 +35,7 @@ func layout() []string {
 		MembersKey("handler"),
 		OwnedKey("handler", "owner"),
 		HaltedKey("handler"),
+		AuditKey,
 	}
 }
 

@@ -1,0 +1,181 @@
+package inspect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
+)
+
+// replaySignalMaxLen caps the category's wake-up stream when a replay
+// signals it: the publisher's default (PublisherOptions.SignalMaxLen).
+const replaySignalMaxLen = 10000
+
+// DLQEntries lists the entries of every dead-letter stream, by stream and
+// then oldest first; of those handler moved there when handler is not ""
+// (an unknown handler is an error matching ErrUnknownHandler). It finds
+// the streams with SCAN (on every primary of a cluster): an operator's
+// call.
+func (i *Inspector) DLQEntries(ctx context.Context, handler string) ([]DLQEntry, error) {
+	if handler != "" {
+		if _, err := i.Handler(ctx, handler); err != nil {
+			return nil, err
+		}
+	}
+	streams, err := rdb.DLQStreams(ctx, i.c)
+	if err != nil {
+		return nil, err
+	}
+	out := []DLQEntry{}
+	for _, s := range streams {
+		es, err := rdb.StreamEntries(ctx, i.c, s)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range es {
+			d := dlqEntry(e)
+			if handler == "" || d.Handler == handler {
+				out = append(out, d)
+			}
+		}
+	}
+	return out, nil
+}
+
+func dlqEntry(e rdb.Entry) DLQEntry {
+	f := e.Fields
+	d := DLQEntry{DLQ: e.Stream, ID: e.ID, Stream: f[rdb.DLQFieldStream], EntryID: f[rdb.DLQFieldEntryID],
+		Handler: f[rdb.DLQFieldHandler], Partition: f[rdb.DLQFieldPartition], Reason: f[rdb.DLQFieldReason],
+		Error: f[rdb.DLQFieldError], MessageType: f[rdb.FieldType], MessageID: f[rdb.FieldID], Fields: map[string]string{}}
+	if ms, ok := idMillis(e.ID); ok {
+		d.MovedAt = time.UnixMilli(ms).UTC()
+	}
+	for k, v := range f {
+		if !strings.HasPrefix(k, rdb.DLQFieldPrefix) {
+			d.Fields[k] = v
+		}
+	}
+	return d
+}
+
+// dlqEntryAt reads entry id of the dead-letter stream dlq, checking that
+// dlq is one (ErrNoDLQ, suggesting the nearest) and holds id
+// (ErrNoDLQEntry).
+func (i *Inspector) dlqEntryAt(ctx context.Context, dlq, id string) (DLQEntry, error) {
+	_, _, ok := rdb.ParseDLQStream(dlq)
+	if ok {
+		n, err := i.c.Exists(ctx, dlq).Result()
+		if err != nil {
+			return DLQEntry{}, err
+		}
+		ok = n == 1
+	}
+	if !ok {
+		all, err := rdb.DLQStreams(ctx, i.c)
+		if err != nil {
+			return DLQEntry{}, err
+		}
+		return DLQEntry{}, fmt.Errorf("%w %q%s: a dead-letter stream is category:{key}:dlq; list them with seqbyctl dlq list", ErrNoDLQ, dlq, didYouMean(dlq, all))
+	}
+	e, err := rdb.EntryAt(ctx, i.c, dlq, id)
+	if err != nil {
+		return DLQEntry{}, fmt.Errorf("read %s of %s: %w", id, dlq, err)
+	}
+	if e.Fields == nil {
+		return DLQEntry{}, fmt.Errorf("%s of %s: %w", id, dlq, ErrNoDLQEntry)
+	}
+	return dlqEntry(e), nil
+}
+
+// ReplayDLQ re-publishes the message of entry id of the dead-letter stream
+// dlq (category:{key}:dlq) to the end of its partition, category:{key},
+// the way the publisher does (the key joins the category's index, the
+// entry is appended, a wake-up signal follows), and then deletes the
+// entry from the DLQ. The message keeps its fields (type, id, payload,
+// published_at, trace context); it is appended without the publisher's
+// dedup of message ids, so a message published with WithMessageID is not
+// dropped as a duplicate of itself.
+//
+// Every handler of the category gets the message again, not only the one
+// that halted on it: handlers see at-least-once delivery anyway, and this
+// is one more. When the append fails nothing is deleted and the replay
+// can be tried again. Replay.Published reports whether the message was
+// appended; after that, a failed delete is ErrDLQEntryKept and an entry
+// removed by someone else meanwhile ErrDLQEntryGone. Other refusals:
+// ErrNoDLQ, ErrNoDLQEntry, ErrNothingToReplay.
+func (i *Inspector) ReplayDLQ(ctx context.Context, dlq, id string) (Replay, error) {
+	return i.replay(ctx, dlq, id, false)
+}
+
+// CheckReplayDLQ runs ReplayDLQ's checks and reports what it would do,
+// changing nothing.
+func (i *Inspector) CheckReplayDLQ(ctx context.Context, dlq, id string) (Replay, error) {
+	return i.replay(ctx, dlq, id, true)
+}
+
+func (i *Inspector) replay(ctx context.Context, dlq, id string, check bool) (Replay, error) {
+	d, err := i.dlqEntryAt(ctx, dlq, id)
+	if err != nil {
+		return Replay{}, fmt.Errorf("replay: %w", err)
+	}
+	cat, key, _ := rdb.ParseDLQStream(dlq)
+	rep := Replay{Entry: d, Stream: rdb.PartitionStream(cat, key)}
+	fields := rdb.MessageFields(d.Fields)
+	if len(fields) == 0 {
+		return rep, fmt.Errorf("replay %s of %s: %w", id, dlq, ErrNothingToReplay)
+	}
+	if check {
+		return rep, nil
+	}
+	err = rdb.Publish(ctx, i.c, cat, key, rep.Stream, replaySignalMaxLen, fields, rdb.Once{})
+	if err != nil && !errors.Is(err, rdb.ErrUnsignalled) {
+		// An ambiguous failure (a timeout) may have appended it anyway:
+		// look before replaying again.
+		return rep, fmt.Errorf("replay %s of %s to %s (the dead-letter entry is kept; if the error was a timeout, inspect %s before replaying again): %w",
+			id, dlq, rep.Stream, rep.Stream, err)
+	}
+	// Unsignalled: stored; idle engines find it at their next re-check.
+	rep.Published = true
+	deleted, err := rdb.DeleteDLQEntry(ctx, i.c, dlq, id)
+	if err != nil {
+		return rep, fmt.Errorf("replay %s of %s: %w: %w", id, dlq, ErrDLQEntryKept, err)
+	}
+	if !deleted {
+		return rep, fmt.Errorf("replay %s of %s: %w", id, dlq, ErrDLQEntryGone)
+	}
+	return rep, nil
+}
+
+// DropDLQ deletes entry id from the dead-letter stream dlq (and the
+// stream with its last entry) and returns it. Errors: ErrNoDLQ,
+// ErrNoDLQEntry (also when someone else removed it meanwhile).
+func (i *Inspector) DropDLQ(ctx context.Context, dlq, id string) (DLQEntry, error) {
+	return i.drop(ctx, dlq, id, false)
+}
+
+// CheckDropDLQ runs DropDLQ's checks and returns the entry it would
+// delete, changing nothing.
+func (i *Inspector) CheckDropDLQ(ctx context.Context, dlq, id string) (DLQEntry, error) {
+	return i.drop(ctx, dlq, id, true)
+}
+
+func (i *Inspector) drop(ctx context.Context, dlq, id string, check bool) (DLQEntry, error) {
+	d, err := i.dlqEntryAt(ctx, dlq, id)
+	if err != nil || check {
+		if err != nil {
+			err = fmt.Errorf("drop: %w", err)
+		}
+		return d, err
+	}
+	deleted, err := rdb.DeleteDLQEntry(ctx, i.c, dlq, id)
+	if err != nil {
+		return d, fmt.Errorf("drop: %w", err)
+	}
+	if !deleted {
+		return d, fmt.Errorf("drop %s of %s (removed by someone else meanwhile): %w", id, dlq, ErrNoDLQEntry)
+	}
+	return d, nil
+}
