@@ -14,10 +14,10 @@ import (
 //
 // Live: Run is running and its heartbeat loop, which renews the leases,
 // ticked within LeaseTTL. A process that is not live should be restarted.
-// Ready: live, Run finished starting, Redis answers a PING, the last
-// renewal of the leases succeeded within LeaseTTL, and every keyed handler
-// and sequential pm finished a discovery cycle within max(3 ×
-// DiscoveryInterval, LeaseTTL). An instance that is live but not ready
+// Ready: live, Run finished starting, Redis answers a PING within a
+// second, the last renewal of the leases succeeded within LeaseTTL, and
+// every keyed handler and sequential pm has finished a discovery cycle,
+// the last within max(3 × DiscoveryInterval, LeaseTTL). An instance that is live but not ready
 // (Redis down, say) needs no restart: it recovers by itself, and its
 // leases are taken over by others meanwhile if it stays cut off.
 type Health struct {
@@ -41,8 +41,13 @@ type Health struct {
 const healthPing = time.Second
 
 // Health reports whether e is live and ready (see Health); it sends one
-// PING to Redis, bounded by ctx and a second.
-func (e *Engine) Health(ctx context.Context) Health {
+// PING to Redis and waits for it at most a second (or until ctx ends).
+func (e *Engine) Health(ctx context.Context) Health { return e.report(ctx, true) }
+
+// report is Health; without ping it leaves Redis out (liveness must not
+// wait on Redis: a hung Redis is no reason to restart the process), and
+// says nothing of readiness.
+func (e *Engine) report(ctx context.Context, ping bool) Health {
 	now := time.Now()
 	e.mu.Lock()
 	running, consuming, started := e.running, e.consuming, e.startedAt
@@ -66,9 +71,10 @@ func (e *Engine) Health(ctx context.Context) Health {
 	default:
 		h.Live = true
 	}
-	pctx, cancel := context.WithTimeout(ctx, healthPing)
-	defer cancel()
-	if err := e.c.Ping(pctx).Err(); err != nil {
+	if !ping {
+		return h
+	}
+	if err := e.ping(ctx); err != nil {
 		h.Redis = err.Error()
 		h.Reasons = append(h.Reasons, "redis does not answer: "+err.Error())
 	}
@@ -80,10 +86,12 @@ func (e *Engine) Health(ctx context.Context) Health {
 			h.Reasons = append(h.Reasons, fmt.Sprintf("no lease renewal succeeded for %v (LeaseTTL %v)", since.Round(time.Millisecond), ttl))
 		}
 		limit := max(3*e.o.DiscoveryInterval, ttl)
-		if len(handlers) > 0 {
-			if since := now.Sub(later(oldest, started)); since > limit {
-				h.Reasons = append(h.Reasons, fmt.Sprintf("no discovery cycle succeeded for %v (limit %v)", since.Round(time.Millisecond), limit))
-			}
+		switch {
+		case len(handlers) == 0:
+		case oldest.IsZero():
+			h.Reasons = append(h.Reasons, "no discovery cycle has succeeded yet for every keyed handler")
+		case now.Sub(oldest) > limit:
+			h.Reasons = append(h.Reasons, fmt.Sprintf("no discovery cycle succeeded for %v (limit %v)", now.Sub(oldest).Round(time.Millisecond), limit))
 		}
 	}
 	h.Ready = h.Live && len(h.Reasons) == 0
@@ -92,13 +100,15 @@ func (e *Engine) Health(ctx context.Context) Health {
 
 // HealthHandler serves Health as JSON, for a service to mount where it
 // wants (/healthz, say): status 200 when ready, 503 when not. With the
-// query parameter "live" (/healthz?live) the status answers liveness
-// instead: 200 when live, ready or not.
+// query parameter "live" (/healthz?live) it answers liveness instead,
+// without asking Redis: 200 when live, 503 when not (its body then says
+// nothing of readiness).
 func (e *Engine) HealthHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h := e.Health(r.Context())
+		live := r.URL.Query().Has("live")
+		h := e.report(r.Context(), !live)
 		ok := h.Ready
-		if r.URL.Query().Has("live") {
+		if live {
 			ok = h.Live
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -108,6 +118,22 @@ func (e *Engine) HealthHandler() http.Handler {
 		}
 		_ = json.NewEncoder(w).Encode(h)
 	})
+}
+
+// ping sends a PING and waits for its answer at most healthPing: a client
+// without ContextTimeoutEnabled would wait its own ReadTimeout (3s by
+// default), longer than a probe waits.
+func (e *Engine) ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, healthPing)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- e.c.Ping(ctx).Err() }() // ends with the client's own timeout at the latest
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("no answer to PING within %v", healthPing)
+	}
 }
 
 // discovered records a discovery cycle of handler that read its units.

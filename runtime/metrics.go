@@ -202,7 +202,11 @@ func (e *Engine) observe(ctx context.Context, o metric.Observer, g gauges) {
 	hlag, hbacklog := map[string]float64{}, map[string]int64{}
 	for _, w := range busy {
 		h := w.p.reg.Name
-		attrs := metric.WithAttributes(attrHandler.String(h), attrCategory.String(w.p.category), attrKey.String(w.p.key))
+		cat := w.p.category
+		if cat == "" {
+			cat = strings.Join(w.p.cats, ",") // a pm: its categories, as in LeaseInfo
+		}
+		attrs := metric.WithAttributes(attrHandler.String(h), attrCategory.String(cat), attrKey.String(w.p.key))
 		o.ObserveFloat64(g.lag, w.age.Seconds(), attrs)
 		o.ObserveFloat64(g.backlog, float64(w.backlog), attrs)
 		hlag[h] = max(hlag[h], w.age.Seconds())

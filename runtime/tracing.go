@@ -56,6 +56,8 @@ func (e *Engine) startAttempt(ctx context.Context, reg Registration, category st
 		key := ""
 		if li, ok := LeaseFromContext(ctx); ok {
 			key = li.Key
+		} else if corr, ok := Correlation(ctx); ok {
+			key = corr // a pm that is not sequential
 		}
 		attrs := []attribute.KeyValue{
 			attrSystem.String(systemName), attrOpName.String("process"), attrOpType.String("process"),
@@ -66,7 +68,10 @@ func (e *Engine) startAttempt(ctx context.Context, reg Registration, category st
 		if id := en.Fields[rdb.FieldID]; id != "" {
 			attrs = append(attrs, attrMsgID.String(id))
 		}
-		opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...)}
+		// A new root, linked to the publisher's span: a message may be
+		// handled long after, and Run's ctx may carry the service's own
+		// span, which must not parent every event's span.
+		opts := []trace.SpanStartOption{trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...)}
 		if pub := trace.SpanContextFromContext(e.o.Propagator.Extract(context.Background(), propagation.MapCarrier(en.Fields))); pub.IsValid() {
 			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: pub}))
 		}

@@ -9,23 +9,42 @@ import (
 )
 
 // HaltCounts returns, per handler, how many halt records its halt index
-// (HaltedKey) lists: the halted partitions across every instance. One
-// pipelined SCARD per handler, each its own slot.
+// (HaltedKey) lists that exist: the halted partitions across every
+// instance. The index may hold a member whose record is gone (a halt
+// written by a stale owner is refused after the index step; a resolve
+// does not fail on a lost unindex), so each member's record is checked:
+// one pipelined SMEMBERS per handler, then one EXISTS per member (a few:
+// halts are rare), each key its own slot.
 func HaltCounts(ctx context.Context, c redis.UniversalClient, handlers []string) ([]int64, error) {
 	if len(handlers) == 0 {
 		return nil, nil
 	}
 	pipe := c.Pipeline()
-	cmds := make([]*redis.IntCmd, len(handlers))
+	sets := make([]*redis.StringSliceCmd, len(handlers))
 	for i, h := range handlers {
-		cmds[i] = pipe.SCard(ctx, HaltedKey(h))
+		sets[i] = pipe.SMembers(ctx, HaltedKey(h))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("count the halted partitions: %w", err)
+		return nil, fmt.Errorf("list the halted partitions: %w", err)
 	}
 	out := make([]int64, len(handlers))
-	for i, cmd := range cmds {
-		out[i] = cmd.Val()
+	exists := make([][]*redis.IntCmd, len(handlers))
+	pipe = c.Pipeline()
+	for i, cmd := range sets {
+		for _, key := range cmd.Val() {
+			exists[i] = append(exists[i], pipe.Exists(ctx, key))
+		}
+	}
+	if pipe.Len() == 0 {
+		return out, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("check the halt records: %w", err)
+	}
+	for i, cmds := range exists {
+		for _, cmd := range cmds {
+			out[i] += cmd.Val()
+		}
 	}
 	return out, nil
 }
