@@ -1,4 +1,5 @@
-// Command seqbyctl is the operator tool for seqby's halted partitions.
+// Command seqbyctl is the operator tool for seqby: it shows handlers'
+// partitions, resolves halted partitions and handles dead-letter entries.
 //
 // A partition of a keyed handler (or a sequential process manager's
 // correlation value) halts on a message it cannot process: the message
@@ -10,13 +11,30 @@
 //
 // Usage:
 //
-//	seqbyctl [-redis URL] [-timeout D] [-json] COMMAND [flags]
+//	seqbyctl COMMAND [flags]
+//
+// Flags go before or after the command words, in any order: "seqbyctl
+// -json halted" and "seqbyctl halted -json" are the same.
 //
 //	seqbyctl halted [-handler NAME]
 //	    List halted partitions (all handlers without -handler): handler,
 //	    partition, the stream holding the head, its entry id, type, reason,
 //	    the halting owner's lease token, when, and the error. Only records
 //	    whose head is still pending are listed; stale ones are removed.
+//	    Exits 1 when it lists at least one halt, 0 when there is none, so
+//	    "seqbyctl -q halted" is a check.
+//
+//	seqbyctl partitions -handler NAME
+//	    One row per partition of every category the handler reads (an
+//	    unpartitioned category's stream is one row, key "-"): key, stream,
+//	    owner and generation (from the lease token "<owner>:<generation>";
+//	    "-" when the lease is free; a pm's lease is its correlation
+//	    value's), pending (entries delivered to the handler and not acked),
+//	    lag (entries not delivered to it yet; a stream its group has not
+//	    read yet counts whole), halted (a halt record exists) and idle (time
+//	    since the newest entry was appended, from its entry id, on Redis's
+//	    clock; "-" when none ever was). Pending and lag add up the partition
+//	    stream and its backfill lane (suffix "backfill").
 //
 //	seqbyctl inspect -handler NAME -stream STREAM
 //	    Show the partition's halt record, its lease (token and remaining
@@ -24,46 +42,142 @@
 //	    entries (consumer, idle time, deliveries), and the head entry with
 //	    all its fields.
 //
-//	seqbyctl skip -handler NAME -stream STREAM -id ID
+//	seqbyctl skip -handler NAME -stream STREAM -id ID [-dry-run] [-as WHO]
 //	    Acknowledge the head ID without applying it.
 //
-//	seqbyctl dlq -handler NAME -stream STREAM -id ID
+//	seqbyctl dlq [move] -handler NAME -stream STREAM -id ID [-dry-run] [-as WHO]
 //	    Copy the head ID to the partition's dead-letter stream
 //	    (category:{key}:dlq, fields of the entry plus dlq_stream,
 //	    dlq_entry_id, dlq_handler, dlq_partition, dlq_reason, dlq_error),
-//	    then acknowledge it.
+//	    then acknowledge it. "dlq" and "dlq move" are the same command.
+//
+//	seqbyctl dlq list [-handler NAME]
+//	    List the entries of every dead-letter stream (of those NAME moved
+//	    there, with -handler): the DLQ and the entry's id in it, when it
+//	    was moved (from that id), and from its dlq_* fields the handler,
+//	    partition, stream and entry id the head had, its reason and error,
+//	    with the message's type (and, with -json, its message id and all
+//	    its own fields).
+//
+//	seqbyctl dlq replay -stream DLQSTREAM -id ID [-dry-run] [-as WHO]
+//	    Re-publish the message of entry ID of DLQSTREAM (category:{key}:dlq)
+//	    to the end of its partition, category:{key}, then delete the entry
+//	    from the DLQ (and the DLQ with its last entry).
+//
+//	seqbyctl dlq drop -stream DLQSTREAM -id ID [-dry-run] [-as WHO]
+//	    Delete entry ID from DLQSTREAM (and the DLQ with its last entry).
+//
+//	seqbyctl audit [-n N]
+//	    The newest N (default 20) entries of the audit stream, newest
+//	    first: id, when, who, command, handler, partition, stream, entry id
+//	    and result.
+//
+//	seqbyctl help [COMMAND]
+//	    The command list, or a command's help (all of dlq's for "help
+//	    dlq"), on stdout. -h or -help anywhere on a line does the same for
+//	    its command.
+//
+// Global flags, accepted by every command:
+//
+//	-redis URL   Redis URL (default $REDIS_URL)
+//	-timeout D   bound of the whole command (default 10s)
+//	-json        print JSON (see below)
+//	-q           print nothing on stdout; errors still go to stderr
+//	-version     print "seqbyctl <version>" (the module version it was
+//	             built at, "(devel)" when unknown) and exit 0
+//	-h, -help    print help and exit 0
 //
 // NAME is the handler's registration name (its consumer group; for a pm,
-// the pm's name). STREAM names the partition: a keyed handler's partition
-// stream (order:{client-1}: the braces are part of the name), a pm's
-// correlation value (o-1), or the stream holding the head as halted lists
-// it (payment:{o-1}).
+// the pm's name). A NAME no engine registered with this Redis (through
+// the groups registry {category}:__groups__, or a halt record) is an
+// error, exit 1, that suggests the nearest known name and lists them:
 //
-// skip and dlq are compare-and-skip: one Redis script checks that the
-// partition is still halted with the same record, that no other owner is
-// retrying the head, and that ID is still the first pending entry of the
-// group on the head's stream; otherwise nothing changes and seqbyctl says
-// why (exit 1). Then it acknowledges the entry, removes the halt record
-// and deletes the partition's lease: the halted owner's next renewal
-// fails, it abandons the partition, and the next owner (any engine, within
-// one discovery cycle) claims it at a new generation and continues with
-// the entry after the head, in order. Inspect first and pass the head's
-// id, so you never skip another message than the one you looked at.
+//	seqbyctl halted: unknown handler "ordres" (did you mean "orders"?); known handlers: orders, payments
+//
+// STREAM names the partition: a keyed handler's partition stream
+// (order:{client-1}: the braces are part of the name), or, while it is
+// halted, a pm's correlation value (o-1) or the stream holding the head as
+// halted lists it (payment:{o-1}). A STREAM that names no partition of
+// NAME (not in the index of a category NAME reads, no halt record) is an
+// error, exit 1, that suggests the nearest partition stream. DLQSTREAM
+// must be an existing dead-letter stream; otherwise the error suggests
+// the nearest one.
+//
+// skip and dlq move are compare-and-skip: one Redis script checks that
+// the partition is still halted with the same record, that no other owner
+// is retrying the head, and that ID is still the first pending entry of
+// the group on the head's stream; otherwise nothing changes and seqbyctl
+// says why (exit 1). Then it acknowledges the entry, removes the halt
+// record and deletes the partition's lease: the halted owner's next
+// renewal fails, it abandons the partition, and the next owner (any
+// engine, within one discovery cycle) claims it at a new generation and
+// continues with the entry after the head, in order. Inspect first and
+// pass the head's id, so you never skip another message than the one you
+// looked at.
+//
+// dlq replay appends the message's fields (type, id, payload,
+// published_at, a trace context; not the dlq_* ones) the way the
+// publisher does: the key joins the category's index, the entry is
+// appended, and a wake-up signal follows, so engines pick it up (a
+// reaped partition is recreated). It keeps the message id but skips the
+// publisher's dedup of message ids, so a message published with
+// WithMessageID is not dropped as a duplicate of itself. The message then
+// runs after everything published to the key before, for every handler
+// of the category, not only the one that halted (at-least-once, once
+// more). A replay that fails to append deletes nothing and can be run
+// again; if the append was ambiguous (a timeout), inspect the partition
+// first. If the append succeeded but the DLQ entry could not be deleted,
+// seqbyctl says so (exit 1): drop the entry, do not replay it again.
+//
+// -dry-run, on skip, dlq move, dlq replay and dlq drop, runs every check
+// the command would run (for skip and dlq move the same checks, in one
+// script) and prints what would be done; it changes nothing, writes no
+// audit entry, and exits 0 when the command would succeed, 1 when it
+// would be refused.
+//
+// Audit: after skip, dlq move, dlq replay or dlq drop changed something,
+// seqbyctl appends an entry to the stream seqby:__audit__ with the fields
+// who (-as, default "$USER@hostname"), when (RFC 3339, UTC), command,
+// handler, partition, stream and entry_id (the stream and entry acted on:
+// the head for skip and dlq move, the DLQ entry for replay and drop) and
+// result (what was done). The stream is capped at about 10,000 entries
+// (XADD MAXLEN ~): the oldest go first. Refusals and dry runs are not
+// recorded. If the action succeeded but the audit write failed, seqbyctl
+// prints the action and the error and exits 1.
+//
+// JSON (-json): every command prints JSON on stdout, with snake_case
+// field names; a list prints [] when empty, never null. halted prints the
+// halt records; partitions a list with category, key, stream, owner,
+// generation, pending, lag, halted and idle; inspect an object whose
+// durations (lease_ttl, and idle of each pending entry) are Go duration
+// strings such as "1.5s" (they were nanosecond numbers, lease_ttl_ns and
+// idle_ns, before); dlq list a list of dlq, id, moved_at, stream,
+// entry_id, handler, partition, reason, error, type, message_id and
+// fields; audit a list of audit entries (id, who, when, command, handler,
+// partition, stream, entry_id, result); skip, dlq move, dlq replay and
+// dlq drop print their audit entry with "dry_run" (id "" on a dry run).
+// A partition's idle is a duration string, or null when no entry was
+// ever appended. Times are RFC 3339.
 //
 // Caveats: delivery stays at-least-once. A skipped head may have run (and
 // failed) any number of times, with whatever side effects its handler made
 // before failing; the skip does not undo them. A moved head is a copy in
-// the DLQ: nothing replays it; to apply it later, publish it again (it
-// then runs after everything published before). Halts of unkeyed handlers
-// (no order, the consumer moves on) are not recorded.
+// the DLQ until it is replayed or dropped. Halts of unkeyed handlers
+// (no order, the consumer moves on) are not recorded. halted without
+// -handler, dlq list, and the handler check of every command find their
+// keys with SCAN (on every primary of a cluster); partitions reads the
+// categories' indexes whole: operator commands, off the consumers' path.
 //
 // -redis defaults to $REDIS_URL (redis://[user:password@]host:port[/db],
 // or rediss://... for TLS). When the URL names a node of a Redis Cluster,
 // seqbyctl works on the whole cluster. Run it as a user with the seqbyctl
 // ACL rules of the README.
 //
-// Exit status: 0 on success, 1 when an operation is refused or fails
-// (including Redis errors), 2 on a usage error.
+// Exit status: 0 on success (halted: no halts), 1 when an operation is
+// refused or fails, including Redis errors and unknown handlers,
+// partitions and dead-letter entries (halted: halts listed), 2 on a usage
+// error (unknown command or flag, a missing flag, a stray argument, no
+// Redis URL).
 package main
 
 import "os"

@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
+	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,145 +24,479 @@ import (
 	"github.com/seqby/seqby/runtime/inspect"
 )
 
-const usageText = `usage: seqbyctl [-redis URL] [-timeout D] [-json] COMMAND [flags]
+// opts are the parsed flags, global and the command's.
+type opts struct {
+	redis   string
+	timeout time.Duration
+	json    bool
+	quiet   bool
+	version bool
 
-commands:
-  halted  [-handler NAME]                      list halted partitions
-  inspect -handler NAME -stream STREAM         show a partition's head, lease and pending entries
-  skip    -handler NAME -stream STREAM -id ID  acknowledge the halted head ID without applying it
-  dlq     -handler NAME -stream STREAM -id ID  copy the halted head ID to category:{key}:dlq, then acknowledge it
+	handler, stream, id, as string
+	dryRun                  bool
+	n                       int
 
-STREAM: the partition stream, a pm's correlation value, or the stream holding the head.
--redis defaults to $REDIS_URL. Exit 0 ok, 1 refused or failed, 2 usage.
-Run "go doc github.com/seqby/seqby/cmd/seqbyctl" for the manual.
+	out io.Writer // stdout, or io.Discard with -q
+}
 
-global flags:
-`
+// command is one command line: its words ("dlq replay"), flags and action.
+type command struct {
+	name     string
+	synopsis string   // its flags, for usage lines
+	summary  string   // one line, for the command list
+	about    string   // what help COMMAND says
+	flags    []string // its own flags (names in flagDefs)
+	required []string
+	do       func(ctx context.Context, in *inspect.Inspector, o *opts) error
+}
+
+var commands = []*command{
+	{name: "halted", synopsis: "[-handler NAME]", flags: []string{"handler"},
+		summary: "list halted partitions; exit 1 when there are any",
+		about: `Lists the halted partitions of NAME (of every handler without -handler):
+handler, partition, the stream holding the head, its entry id, type, reason,
+the halting owner's lease token, when, and the error. Only records whose head
+is still pending are listed; stale ones are removed. Exits 1 when it lists a
+halt (0 when none), so a script or a check can run "seqbyctl -q halted".`,
+		do: halted},
+	{name: "partitions", synopsis: "-handler NAME", flags: []string{"handler"}, required: []string{"handler"},
+		summary: "a handler's partitions: owner, generation, pending, lag, halted, idle",
+		about: `Lists one row per partition of every category NAME reads (an unpartitioned
+category's stream is one row with key "-"): key, stream, owner and generation
+(from the lease token "<owner>:<generation>"; "-" when free), pending (entries
+delivered to the handler and not acked), lag (entries not delivered to it yet),
+halted (a halt record exists) and idle (time since the newest entry was
+appended, from its id, on Redis's clock). Pending and lag add up the partition
+stream and its backfill lane.`,
+		do: partitions},
+	{name: "inspect", synopsis: "-handler NAME -stream STREAM", flags: []string{"handler", "stream"}, required: []string{"handler", "stream"},
+		summary: "a partition's halt record, lease, pending entries and head",
+		about: `Shows the partition's halt record, its lease (token and remaining TTL), each
+of its streams with length and the group's pending entries (consumer, idle
+time, deliveries), and the head entry with all its fields.`,
+		do: inspectPartition},
+	{name: "skip", synopsis: "-handler NAME -stream STREAM -id ID [-dry-run] [-as WHO]", flags: []string{"handler", "stream", "id", "dry-run", "as"},
+		required: []string{"handler", "stream", "id"},
+		summary:  "acknowledge the halted head ID without applying it",
+		about: `Acknowledges the halted head ID without applying it, removes the halt record
+and deletes the lease, so the next owner continues with the entry after it.
+One Redis script checks first that the partition is still halted with the
+same record, that no other owner is retrying the head, and that ID is still
+the head; otherwise nothing changes (exit 1).`,
+		do: resolve(false)},
+	{name: "dlq move", synopsis: "-handler NAME -stream STREAM -id ID [-dry-run] [-as WHO]", flags: []string{"handler", "stream", "id", "dry-run", "as"},
+		required: []string{"handler", "stream", "id"},
+		summary:  "copy the halted head ID to category:{key}:dlq, then skip it (also: dlq)",
+		about: `Is skip that first copies the head to the partition's dead-letter stream
+category:{key}:dlq (the entry's fields plus dlq_stream, dlq_entry_id,
+dlq_handler, dlq_partition, dlq_reason, dlq_error), in the same script.
+"seqbyctl dlq" with these flags is the same command.`,
+		do: resolve(true)},
+	{name: "dlq list", synopsis: "[-handler NAME]", flags: []string{"handler"},
+		summary: "list dead-letter entries",
+		about: `Lists the entries of every dead-letter stream (category:{key}:dlq), of those
+NAME moved there with -handler: the DLQ and the entry's id in it, when it was
+moved, the handler, partition, stream and entry id the head had, its type,
+message id, reason and error (the dlq_* fields), and, with -json, the
+message's own fields.`,
+		do: dlqList},
+	{name: "dlq replay", synopsis: "-stream DLQSTREAM -id ID [-dry-run] [-as WHO]", flags: []string{"dlqstream", "dlqid", "dry-run", "as"},
+		required: []string{"stream", "id"},
+		summary:  "re-publish a dead-letter entry to the end of its partition, then delete it",
+		about: `Re-publishes the message of entry ID of DLQSTREAM (category:{key}:dlq) to the
+end of its partition, category:{key}, as the publisher does (indexed, then
+appended, then signalled, so idle engines wake up), keeping its fields and
+message id but without the publisher's dedup of message ids, and then deletes
+the entry from the DLQ. Every handler of the category gets the message again.`,
+		do: dlqReplay},
+	{name: "dlq drop", synopsis: "-stream DLQSTREAM -id ID [-dry-run] [-as WHO]", flags: []string{"dlqstream", "dlqid", "dry-run", "as"},
+		required: []string{"stream", "id"},
+		summary:  "delete a dead-letter entry",
+		about:    `Deletes entry ID from DLQSTREAM (and the stream with its last entry).`,
+		do:       dlqDrop},
+	{name: "audit", synopsis: "[-n N]", flags: []string{"n"},
+		summary: "the newest operator actions, from seqby:__audit__",
+		about: `Lists the newest N entries (default 20) of the audit stream seqby:__audit__,
+newest first: who did what, when, on which handler, partition, stream and
+entry, and the result. skip, dlq move, dlq replay and dlq drop append one
+after every change; the stream keeps about the last 10,000.`,
+		do: auditLog},
+}
+
+// subcommands of dlq; "dlq" alone is "dlq move".
+var dlqSubs = map[string]bool{"move": true, "list": true, "replay": true, "drop": true}
+
+// flagDefs defines each flag on a flag set, by a key that is the flag's
+// name except for the dead-letter variants of -stream and -id.
+var flagDefs = map[string]func(fs *flag.FlagSet, o *opts){
+	// Not defaulted in the flag itself: help would print the URL,
+	// password and all.
+	"redis": func(fs *flag.FlagSet, o *opts) {
+		fs.StringVar(&o.redis, "redis", "", "Redis `URL` (default $REDIS_URL)")
+	},
+	"timeout": func(fs *flag.FlagSet, o *opts) {
+		fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "bound of the whole command")
+	},
+	"json": func(fs *flag.FlagSet, o *opts) { fs.BoolVar(&o.json, "json", false, "print JSON") },
+	"q": func(fs *flag.FlagSet, o *opts) {
+		fs.BoolVar(&o.quiet, "q", false, "print nothing on stdout (the exit status tells)")
+	},
+	"version": func(fs *flag.FlagSet, o *opts) {
+		fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	},
+	"handler": func(fs *flag.FlagSet, o *opts) {
+		fs.StringVar(&o.handler, "handler", "", "handler `NAME` (its registration name and consumer group; a pm's name)")
+	},
+	"stream": func(fs *flag.FlagSet, o *opts) {
+		fs.StringVar(&o.stream, "stream", "", "the partition: its `STREAM` (category:{key}), or while halted a pm's correlation value or the stream holding the head")
+	},
+	"id": func(fs *flag.FlagSet, o *opts) {
+		fs.StringVar(&o.id, "id", "", "entry `ID` of the halted head (as halted or inspect print it)")
+	},
+	// dlq replay and drop name a dead-letter entry with the same flags.
+	"dlqstream": func(fs *flag.FlagSet, o *opts) {
+		fs.StringVar(&o.stream, "stream", "", "the dead-letter stream `DLQSTREAM` (category:{key}:dlq)")
+	},
+	"dlqid": func(fs *flag.FlagSet, o *opts) {
+		fs.StringVar(&o.id, "id", "", "entry `ID` in the dead-letter stream (as dlq list prints it)")
+	},
+	"dry-run": func(fs *flag.FlagSet, o *opts) {
+		fs.BoolVar(&o.dryRun, "dry-run", false, "check and print what would be done; change nothing")
+	},
+	"as": func(fs *flag.FlagSet, o *opts) {
+		fs.StringVar(&o.as, "as", "", "the operator (`WHO`) the audit stream records (default $USER@hostname)")
+	},
+	"n": func(fs *flag.FlagSet, o *opts) { fs.IntVar(&o.n, "n", 20, "how many entries, newest first") },
+}
+
+var globalFlags = []string{"redis", "timeout", "json", "q", "version"}
+
+// valueFlags take a value (the next argument unless given as -f=v).
+var valueFlags = map[string]bool{"redis": true, "timeout": true, "handler": true, "stream": true, "id": true, "as": true, "n": true}
+
+// exitStatus ends the command with a status and nothing more to say.
+type exitStatus int
+
+func (e exitStatus) Error() string { return "exit status " + strconv.Itoa(int(e)) }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("seqbyctl", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	// Not defaulted in the flag itself: -h would print the URL, password
-	// and all.
-	url := fs.String("redis", "", "Redis URL (default $REDIS_URL)")
-	timeout := fs.Duration("timeout", 10*time.Second, "bound of the whole command")
-	asJSON := fs.Bool("json", false, "print halted and inspect as JSON")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), usageText)
-		fs.PrintDefaults()
+	words, flagArgs, help := split(args)
+	name, rest := commandName(words)
+	var o opts
+	if name == "help" {
+		return printHelp(stdout, stderr, strings.Join(rest, " "))
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return 0
-		}
+	c := lookup(name)
+	if name != "" && c == nil {
+		fmt.Fprintf(stderr, "seqbyctl: unknown command %q%s; run seqbyctl help\n", name, suggestCommand(name))
 		return 2
 	}
-	if fs.NArg() == 0 {
-		fmt.Fprintln(stderr, "seqbyctl: no command; want halted, inspect, skip or dlq")
+	fs := flag.NewFlagSet("seqbyctl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "%sRun \"seqbyctl help\" for the commands and flags.\n", usageLine(c))
+	}
+	for _, f := range globalFlags {
+		flagDefs[f](fs, &o)
+	}
+	if c != nil {
+		for _, f := range c.flags {
+			flagDefs[f](fs, &o)
+		}
+	}
+	if err := fs.Parse(flagArgs); err != nil {
+		return 2 // the flag package said why
+	}
+	switch {
+	case o.version:
+		fmt.Fprintf(stdout, "seqbyctl %s\n", version())
+		return 0
+	case help && c == nil:
+		return printHelp(stdout, stderr, "")
+	case help:
+		return printHelp(stdout, stderr, c.name)
+	case c == nil:
+		fmt.Fprintln(stderr, "seqbyctl: no command")
 		fs.Usage()
 		return 2
 	}
-	cmd, cargs := fs.Arg(0), fs.Args()[1:]
-	c, ok := cmds[cmd]
-	if !ok {
-		fmt.Fprintf(stderr, "seqbyctl: unknown command %q; want halted, inspect, skip or dlq\n", cmd)
+	if err := c.check(&o, rest); err != nil {
+		fmt.Fprintf(stderr, "seqbyctl %s: %v\n", c.name, err)
+		fs.Usage()
 		return 2
 	}
-	sub := flag.NewFlagSet("seqbyctl "+cmd, flag.ContinueOnError)
-	sub.SetOutput(stderr)
-	o := opts{json: *asJSON, out: stdout}
-	sub.StringVar(&o.handler, "handler", "", "handler name (its consumer group; a pm's name)")
-	if c.partition {
-		sub.StringVar(&o.stream, "stream", "", "partition stream, pm correlation value, or the stream holding the head")
+	if o.redis == "" {
+		o.redis = os.Getenv("REDIS_URL")
 	}
-	if c.id {
-		sub.StringVar(&o.id, "id", "", "entry id of the halted head (from inspect or halted)")
-	}
-	if err := sub.Parse(cargs); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if err := c.check(o, sub); err != nil {
-		fmt.Fprintf(stderr, "seqbyctl %s: %v\n", cmd, err)
-		sub.Usage()
-		return 2
-	}
-	if *url == "" {
-		*url = os.Getenv("REDIS_URL")
-	}
-	if *url == "" {
+	if o.redis == "" {
 		fmt.Fprintln(stderr, "seqbyctl: no Redis: pass -redis URL or set REDIS_URL")
 		return 2
 	}
-	if _, err := redis.ParseURL(*url); err != nil {
+	if _, err := redis.ParseURL(o.redis); err != nil {
 		// The URL itself is not echoed: it may carry a password.
 		fmt.Fprintf(stderr, "seqbyctl: bad -redis URL (want redis://[user:password@]host:port[/db] or rediss://...): %v\n", err)
 		return 2
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	o.out = stdout
+	if o.quiet {
+		o.out = io.Discard
+	}
+	if o.as == "" {
+		o.as = defaultWho()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	client, err := runtime.Connect(ctx, *url)
+	client, err := runtime.Connect(ctx, o.redis)
 	if err != nil {
-		fmt.Fprintf(stderr, "seqbyctl %s: %v\n", cmd, err)
+		fmt.Fprintf(stderr, "seqbyctl %s: %v\n", c.name, err)
 		return 1
 	}
 	defer client.Close()
-	if err := c.do(ctx, inspect.New(client), o); err != nil {
-		fmt.Fprintf(stderr, "seqbyctl %s: %v\n", cmd, err)
-		return 1
+	err = c.do(ctx, inspect.New(client), &o)
+	var status exitStatus
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &status):
+		return int(status)
 	}
-	return 0
+	fmt.Fprintf(stderr, "seqbyctl %s: %v\n", c.name, err)
+	return 1
 }
 
-// opts are a command's parsed flags.
-type opts struct {
-	handler, stream, id string
-	json                bool
-	out                 io.Writer
+// split separates the command words from the flags (with their values),
+// so flags may come before, between or after the words. help reports -h,
+// -help or --help, which are taken out.
+func split(args []string) (words, flags []string, help bool) {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(words, args[i+1:]...), flags, help
+		}
+		if len(a) < 2 || a[0] != '-' {
+			words = append(words, a)
+			continue
+		}
+		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name == "h" || name == "help" {
+			help = true
+			continue
+		}
+		flags = append(flags, a)
+		if valueFlags[name] && !hasValue && i+1 < len(args) {
+			flags = append(flags, args[i+1])
+			i++
+		}
+	}
+	return words, flags, help
 }
 
-type command struct {
-	partition, id bool // takes -stream, -id (both required when taken)
-	do            func(context.Context, *inspect.Inspector, opts) error
+// commandName joins the command words: "dlq" takes a subcommand ("dlq
+// move" without one).
+func commandName(words []string) (name string, rest []string) {
+	switch {
+	case len(words) == 0:
+		return "", nil
+	case words[0] == "dlq" && len(words) > 1 && dlqSubs[words[1]]:
+		return "dlq " + words[1], words[2:]
+	case words[0] == "dlq":
+		return "dlq move", words[1:]
+	}
+	return words[0], words[1:]
 }
 
-var cmds = map[string]command{
-	"halted":  {do: halted},
-	"inspect": {partition: true, do: inspectPartition},
-	"skip":    {partition: true, id: true, do: resolve(false)},
-	"dlq":     {partition: true, id: true, do: resolve(true)},
-}
-
-// check reports missing flags and stray arguments.
-func (c command) check(o opts, fs *flag.FlagSet) error {
-	var missing []string
-	if c.partition && o.handler == "" {
-		missing = append(missing, "-handler")
-	}
-	if c.partition && o.stream == "" {
-		missing = append(missing, "-stream")
-	}
-	if c.id && o.id == "" {
-		missing = append(missing, "-id")
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("missing %s", strings.Join(missing, ", "))
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q (flags go before them)", fs.Args())
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
 	}
 	return nil
 }
 
-func halted(ctx context.Context, in *inspect.Inspector, o opts) error {
+// suggestCommand is " (did you mean X?)" for the command nearest name.
+func suggestCommand(name string) string {
+	best, bestD := "", 3
+	for _, c := range append(commands, &command{name: "help"}) {
+		w, _, _ := strings.Cut(c.name, " ")
+		if d := editDistance(name, w); d < bestD {
+			best, bestD = w, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the Levenshtein distance of two short words.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// check reports missing flags, bad values and stray arguments.
+func (c *command) check(o *opts, rest []string) error {
+	var missing []string
+	for _, f := range c.required {
+		var v string
+		switch f {
+		case "handler":
+			v = o.handler
+		case "stream":
+			v = o.stream
+		case "id":
+			v = o.id
+		}
+		if v == "" {
+			missing = append(missing, "-"+f)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing %s", strings.Join(missing, ", "))
+	}
+	if len(rest) > 0 {
+		return fmt.Errorf("unexpected arguments %q (values go after their flags: -handler NAME)", rest)
+	}
+	if slices.Contains(c.flags, "n") && o.n < 1 {
+		return fmt.Errorf("-n %d: want at least 1", o.n)
+	}
+	if o.timeout <= 0 {
+		return fmt.Errorf("-timeout %v: want a positive duration", o.timeout)
+	}
+	return nil
+}
+
+func usageLine(c *command) string {
+	if c == nil {
+		return "usage: seqbyctl COMMAND [flags]\n"
+	}
+	return fmt.Sprintf("usage: seqbyctl %s %s\n", c.name, c.synopsis)
+}
+
+const globalHelp = `global flags (before or after the command words):
+  -redis URL   Redis URL, redis://[user:password@]host:port[/db] or rediss://...
+               (default $REDIS_URL); a node of a cluster names the cluster
+  -timeout D   bound of the whole command (default 10s)
+  -json        print JSON
+  -q           print nothing on stdout; the exit status tells
+  -version     print the version
+  -h, -help    print help
+`
+
+// printHelp prints the command list, or the help of the commands named
+// topic ("dlq": all of dlq's).
+func printHelp(stdout, stderr io.Writer, topic string) int {
+	if topic == "" {
+		fmt.Fprint(stdout, "usage: seqbyctl COMMAND [flags]\n\ncommands:\n")
+		for _, c := range append(commands, &command{name: "help", synopsis: "[COMMAND]", summary: "this text, or a command's"}) {
+			fmt.Fprintf(stdout, "  %-11s %s\n  %-11s %s\n", c.name, c.synopsis, "", c.summary)
+		}
+		fmt.Fprint(stdout, `
+STREAM: a partition stream (order:{client-1}), a halted pm's correlation value,
+or the stream holding the head. DLQSTREAM: category:{key}:dlq.
+skip, dlq move, dlq replay and dlq drop take -dry-run (check and print, change
+nothing) and record who, when and what in seqby:__audit__ (-as WHO).
+
+`+globalHelp+`
+Exit status: 0 done (halted: none listed), 1 refused or failed (halted: halts
+listed), 2 usage.
+Run "go doc github.com/seqby/seqby/cmd/seqbyctl" for the manual.
+`)
+		return 0
+	}
+	var found []*command
+	for _, c := range commands {
+		if c.name == topic || strings.HasPrefix(c.name, topic+" ") {
+			found = append(found, c)
+		}
+	}
+	if len(found) == 0 {
+		fmt.Fprintf(stderr, "seqbyctl help: unknown command %q%s; run seqbyctl help\n", topic, suggestCommand(topic))
+		return 2
+	}
+	for i, c := range found {
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		fmt.Fprintf(stdout, "%s\n%s\n", usageLine(c), c.about)
+		if len(c.flags) > 0 {
+			fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+			fs.SetOutput(stdout)
+			var o opts
+			for _, f := range c.flags {
+				flagDefs[f](fs, &o)
+			}
+			fmt.Fprintln(stdout, "\nflags:")
+			fs.PrintDefaults()
+		}
+	}
+	fmt.Fprint(stdout, "\n"+globalHelp)
+	return 0
+}
+
+// version is the module version seqbyctl was built at.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// defaultWho is $USER@hostname, for the audit stream.
+func defaultWho() string {
+	name := os.Getenv("USER")
+	if name == "" {
+		if u, err := user.Current(); err == nil {
+			name = u.Username
+		}
+	}
+	host, _ := os.Hostname()
+	return orDefault(name, "unknown") + "@" + orDefault(host, "unknown")
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+func halted(ctx context.Context, in *inspect.Inspector, o *opts) error {
+	if o.handler != "" {
+		if _, err := in.Handler(ctx, o.handler); err != nil {
+			return err
+		}
+	}
 	hs, err := in.Halts(ctx, o.handler)
 	if err != nil {
 		return err
 	}
+	if err := printHalts(o, hs); err != nil {
+		return err
+	}
+	if len(hs) > 0 {
+		return exitStatus(1)
+	}
+	return nil
+}
+
+func printHalts(o *opts, hs []inspect.HaltRecord) error {
 	if o.json {
 		return writeJSON(o.out, hs)
 	}
@@ -176,7 +513,41 @@ func halted(ctx context.Context, in *inspect.Inspector, o opts) error {
 	return w.Flush()
 }
 
-func inspectPartition(ctx context.Context, i *inspect.Inspector, o opts) error {
+func partitions(ctx context.Context, in *inspect.Inspector, o *opts) error {
+	ps, err := in.Partitions(ctx, o.handler)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(o.out, ps)
+	}
+	if len(ps) == 0 {
+		fmt.Fprintf(o.out, "no partitions of %s\n", safe(o.handler))
+		return nil
+	}
+	w := tabwriter.NewWriter(o.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "KEY\tSTREAM\tOWNER\tGENERATION\tPENDING\tLAG\tHALTED\tIDLE")
+	for _, p := range ps {
+		gen, idle, halted := "-", "-", "no"
+		if p.Owner != "" {
+			gen = strconv.FormatInt(p.Generation, 10)
+		}
+		if p.Idle >= 0 {
+			idle = p.Idle.Round(time.Second).String()
+		}
+		if p.Halted {
+			halted = "yes"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", orDash(safe(p.Key)), safe(p.Stream), orDash(safe(p.Owner)), gen,
+			p.Pending, p.Lag, halted, idle)
+	}
+	return w.Flush()
+}
+
+func inspectPartition(ctx context.Context, i *inspect.Inspector, o *opts) error {
+	if err := i.CheckPartition(ctx, o.handler, o.stream); err != nil {
+		return err
+	}
 	in, err := i.Inspect(ctx, o.handler, o.stream)
 	if err != nil {
 		return err
@@ -219,36 +590,188 @@ func inspectPartition(ctx context.Context, i *inspect.Inspector, o opts) error {
 	if in.Head.Fields == nil {
 		fmt.Fprintln(w, "  (deleted from the stream while pending)")
 	}
-	keys := make([]string, 0, len(in.Head.Fields))
-	for k := range in.Head.Fields {
+	printFields(w, "  ", in.Head.Fields)
+	return nil
+}
+
+func printFields(w io.Writer, indent string, fields map[string]string) {
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "  %s: %s\n", safe(k), safe(in.Head.Fields[k]))
+		fmt.Fprintf(w, "%s%s: %s\n", indent, safe(k), safe(fields[k]))
+	}
+}
+
+// action is what a command that changes something prints: the audit
+// entry it recorded (or, with -dry-run, would have: then ID is "").
+type action struct {
+	DryRun bool `json:"dry_run"`
+	inspect.AuditEntry
+}
+
+// finish prints what was done (or would be done), and records it in the
+// audit stream unless it is a dry run. done is the text line for a real
+// run, would the one for a dry run.
+func finish(ctx context.Context, in *inspect.Inspector, o *opts, a inspect.AuditEntry, done, would string) error {
+	a.Who = o.as
+	a.When = time.Now().UTC()
+	var auditErr error
+	if !o.dryRun {
+		a, auditErr = in.Audit(ctx, a)
+	}
+	if o.json {
+		if err := writeJSON(o.out, action{DryRun: o.dryRun, AuditEntry: a}); err != nil {
+			return err
+		}
+	} else if o.dryRun {
+		fmt.Fprintf(o.out, "dry run: %s\nevery check passed; nothing changed\n", would)
+	} else {
+		fmt.Fprintln(o.out, done)
+		if auditErr == nil {
+			fmt.Fprintf(o.out, "audit entry %s in seqby:__audit__\n", a.ID)
+		}
+	}
+	if auditErr != nil {
+		return fmt.Errorf("done, but recording it failed (note it yourself: %s by %s): %w", a.Result, a.Who, auditErr)
 	}
 	return nil
 }
 
-func resolve(dlq bool) func(context.Context, *inspect.Inspector, opts) error {
-	return func(ctx context.Context, in *inspect.Inspector, o opts) error {
-		op := in.Skip
-		if dlq {
+func resolve(dlq bool) func(context.Context, *inspect.Inspector, *opts) error {
+	return func(ctx context.Context, in *inspect.Inspector, o *opts) error {
+		if err := in.CheckPartition(ctx, o.handler, o.stream); err != nil {
+			return err
+		}
+		var op func(context.Context, string, string, string) (inspect.Resolution, error)
+		switch {
+		case dlq && o.dryRun:
+			op = in.CheckMoveToDLQ
+		case dlq:
 			op = in.MoveToDLQ
+		case o.dryRun:
+			op = in.CheckSkip
+		default:
+			op = in.Skip
 		}
 		res, err := op(ctx, o.handler, o.stream, o.id)
 		if err != nil {
 			return err
 		}
+		r := res.Record
+		a := inspect.AuditEntry{Command: "skip", Handler: o.handler, Partition: r.Partition, Stream: r.Stream, EntryID: o.id,
+			Result: "acknowledged unapplied; halt record and lease removed"}
+		done := fmt.Sprintf("skipped %s on %s", safe(o.id), safe(r.Stream))
+		would := fmt.Sprintf("would skip %s on %s, the halted head of %s of %s", safe(o.id), safe(r.Stream), safe(r.Partition), safe(o.handler))
 		if dlq {
-			fmt.Fprintf(o.out, "moved %s on %s to %s as %s\n", safe(o.id), safe(res.Record.Stream), safe(res.DLQ), safe(res.DLQEntryID))
-		} else {
-			fmt.Fprintf(o.out, "skipped %s on %s\n", safe(o.id), safe(res.Record.Stream))
+			a.Command = "dlq move"
+			a.Result = fmt.Sprintf("copied to %s as %s, then acknowledged; halt record and lease removed", res.DLQ, res.DLQEntryID)
+			done = fmt.Sprintf("moved %s on %s to %s as %s", safe(o.id), safe(r.Stream), safe(res.DLQ), safe(res.DLQEntryID))
+			would = fmt.Sprintf("would move %s on %s, the halted head of %s of %s, to %s", safe(o.id), safe(r.Stream), safe(r.Partition), safe(o.handler), safe(res.DLQ))
+			if o.dryRun {
+				a.Result = "would copy to " + res.DLQ + ", then acknowledge"
+			}
+		} else if o.dryRun {
+			a.Result = "would acknowledge unapplied"
 		}
-		fmt.Fprintf(o.out, "%s of %s continues with its next entry once an engine claims it (within a lease renewal and a discovery cycle)\n",
-			safe(res.Record.Partition), safe(o.handler))
+		done += fmt.Sprintf("\n%s of %s continues with its next entry once an engine claims it (within a lease renewal and a discovery cycle)",
+			safe(r.Partition), safe(o.handler))
+		return finish(ctx, in, o, a, done, would)
+	}
+}
+
+func dlqList(ctx context.Context, in *inspect.Inspector, o *opts) error {
+	ds, err := in.DLQEntries(ctx, o.handler)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(o.out, ds)
+	}
+	if len(ds) == 0 {
+		fmt.Fprintln(o.out, "no dead-letter entries")
 		return nil
 	}
+	w := tabwriter.NewWriter(o.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "DLQ\tID\tMOVED\tHANDLER\tPARTITION\tSTREAM\tENTRY\tTYPE\tREASON\tERROR")
+	for _, d := range ds {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", safe(d.DLQ), safe(d.ID), d.MovedAt.Format(time.RFC3339),
+			orDash(safe(d.Handler)), orDash(safe(d.Partition)), orDash(safe(d.Stream)), orDash(safe(d.EntryID)),
+			orDash(safe(d.MessageType)), orDash(safe(d.Reason)), orDash(safe(oneLine(d.Error))))
+	}
+	return w.Flush()
+}
+
+func dlqReplay(ctx context.Context, in *inspect.Inspector, o *opts) error {
+	op := in.ReplayDLQ
+	if o.dryRun {
+		op = in.CheckReplayDLQ
+	}
+	rep, err := op(ctx, o.stream, o.id)
+	if err != nil && !rep.Published {
+		return err
+	}
+	d := rep.Entry
+	a := inspect.AuditEntry{Command: "dlq replay", Handler: d.Handler, Partition: d.Partition, Stream: d.DLQ, EntryID: d.ID,
+		Result: fmt.Sprintf("re-published to the end of %s, then deleted from the DLQ", rep.Stream)}
+	if err != nil {
+		// Published, but the DLQ entry was not deleted by this replay: the
+		// audit says so, and so does the exit status.
+		a.Result = fmt.Sprintf("re-published to the end of %s; %v", rep.Stream, err)
+	} else if o.dryRun {
+		a.Result = fmt.Sprintf("would re-publish to the end of %s, then delete from the DLQ", rep.Stream)
+	}
+	done := fmt.Sprintf("replayed %s of %s to the end of %s (type %s, message id %s); engines pick it up from there",
+		safe(d.ID), safe(d.DLQ), safe(rep.Stream), orDash(safe(d.MessageType)), orDash(safe(d.MessageID)))
+	would := fmt.Sprintf("would replay %s of %s to the end of %s (type %s, message id %s), then delete it from %s",
+		safe(d.ID), safe(d.DLQ), safe(rep.Stream), orDash(safe(d.MessageType)), orDash(safe(d.MessageID)), safe(d.DLQ))
+	if ferr := finish(ctx, in, o, a, done, would); ferr != nil {
+		return errors.Join(err, ferr)
+	}
+	return err
+}
+
+func dlqDrop(ctx context.Context, in *inspect.Inspector, o *opts) error {
+	op := in.DropDLQ
+	if o.dryRun {
+		op = in.CheckDropDLQ
+	}
+	d, err := op(ctx, o.stream, o.id)
+	if err != nil {
+		return err
+	}
+	a := inspect.AuditEntry{Command: "dlq drop", Handler: d.Handler, Partition: d.Partition, Stream: d.DLQ, EntryID: d.ID,
+		Result: fmt.Sprintf("deleted (it was %s %s of %s, type %s)", d.Stream, d.EntryID, d.Partition, orDash(d.MessageType))}
+	if o.dryRun {
+		a.Result = "would delete"
+	}
+	done := fmt.Sprintf("dropped %s of %s", safe(d.ID), safe(d.DLQ))
+	would := fmt.Sprintf("would drop %s of %s (%s %s of %s, type %s)", safe(d.ID), safe(d.DLQ), safe(d.Stream), safe(d.EntryID),
+		safe(d.Partition), orDash(safe(d.MessageType)))
+	return finish(ctx, in, o, a, done, would)
+}
+
+func auditLog(ctx context.Context, in *inspect.Inspector, o *opts) error {
+	es, err := in.AuditLog(ctx, o.n)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(o.out, es)
+	}
+	if len(es) == 0 {
+		fmt.Fprintln(o.out, "no audit entries")
+		return nil
+	}
+	w := tabwriter.NewWriter(o.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tWHEN\tWHO\tCOMMAND\tHANDLER\tPARTITION\tSTREAM\tENTRY\tRESULT")
+	for _, e := range es {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", safe(e.ID), e.When.Format(time.RFC3339), safe(e.Who), safe(e.Command),
+			orDash(safe(e.Handler)), orDash(safe(e.Partition)), orDash(safe(e.Stream)), orDash(safe(e.EntryID)), safe(oneLine(e.Result)))
+	}
+	return w.Flush()
 }
 
 func writeJSON(w io.Writer, v any) error {
@@ -264,7 +787,6 @@ func orDash(s string) string {
 	return s
 }
 
-// oneLine keeps a multi-line error in one table cell.
 // safe returns s for printing: as it is when it is valid UTF-8 without
 // control characters, else Go-quoted, so a key or field from Redis can
 // never inject terminal escapes or fake lines into the output.
@@ -275,4 +797,5 @@ func safe(s string) string {
 	return strconv.Quote(s)
 }
 
+// oneLine keeps a multi-line error in one table cell.
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,12 +44,11 @@ func (a *applied) get(client string) []int {
 	return slices.Clone(a.seqs[client])
 }
 
-// startHalting runs an engine whose handler "ops" fails (no retries) on a
-// poison message, as seqgen's registration would run it.
-func startHalting(t *testing.T, c redis.UniversalClient) *applied {
-	t.Helper()
-	a := &applied{seqs: map[string][]int{}}
-	reg := runtime.Registration{Name: "ops", Kind: runtime.EventHandler, Key: "Client", Sequential: true,
+// haltingRegistration is handler name on category "shop": it applies
+// placed messages in order per client and fails (no retries with
+// haltingOptions) on a poison one, until cured is set: a fix deployed.
+func haltingRegistration(name string, a *applied, cured *atomic.Bool) runtime.Registration {
+	return runtime.Registration{Name: name, Kind: runtime.EventHandler, Key: "Client", Sequential: true,
 		Routes: []runtime.Route{{
 			Category: "shop", Type: "placed", PartitionField: "Client",
 			Decode: func(cd runtime.Codec, p []byte) (runtime.Message, error) {
@@ -58,7 +58,7 @@ func startHalting(t *testing.T, c redis.UniversalClient) *applied {
 			PartitionKey: func(m runtime.Message) (string, error) { return m.(*placed).PartitionKey() },
 			Invoke: func(_ context.Context, _ any, m runtime.Message) error {
 				p := m.(*placed)
-				if p.Poison {
+				if p.Poison && !cured.Load() {
 					return errors.New("poison")
 				}
 				a.mu.Lock()
@@ -67,23 +67,44 @@ func startHalting(t *testing.T, c redis.UniversalClient) *applied {
 				return nil
 			},
 		}}}
-	e, err := runtime.NewEngine(c, runtime.Options{OwnerID: "w1", LeaseTTL: time.Second,
+}
+
+// haltingOptions halt a partition on its first failure and move fast.
+func haltingOptions() runtime.Options {
+	return runtime.Options{OwnerID: "w1", LeaseTTL: time.Second,
 		HeartbeatInterval: 150 * time.Millisecond, DiscoveryInterval: 50 * time.Millisecond,
 		BlockTimeout: 200 * time.Millisecond, MaxRetries: -1,
 		// One entry a read, so the halted partition holds just its head
 		// pending and the inspection below is exact.
 		ReadAhead: 1,
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+// runEngine starts an engine running reg on c; stop stops it.
+func runEngine(c redis.UniversalClient, reg runtime.Registration) (stop func(), err error) {
+	e, err := runtime.NewEngine(c, haltingOptions())
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if err := e.Register(reg); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	return func() { cancel(); <-done }, nil
+}
+
+// startHalting runs an engine whose handler "ops" fails (no retries) on a
+// poison message, as seqgen's registration would run it.
+func startHalting(t *testing.T, c redis.UniversalClient) *applied {
+	t.Helper()
+	a := &applied{seqs: map[string][]int{}}
+	stop, err := runEngine(c, haltingRegistration("ops", a, new(atomic.Bool)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
 	return a
 }
 
@@ -121,6 +142,20 @@ func TestRunUsage(t *testing.T) {
 		{"stray argument", []string{"-redis", "redis://127.0.0.1:1", "halted", "ops"}, 2, "", "unexpected arguments"},
 		{"halted takes no -id", []string{"-redis", "redis://127.0.0.1:1", "halted", "-id", "1-0"}, 2, "", "flag provided but not defined: -id"},
 		{"unreachable redis fails", []string{"-redis", "redis://127.0.0.1:1", "-timeout", "2s", "halted"}, 1, "", "seqbyctl halted:"},
+		{"flags after the command", []string{"halted", "-redis", "redis://127.0.0.1:1", "-timeout=1s"}, 1, "", "seqbyctl halted:"},
+		{"help after the command", []string{"dlq", "replay", "-h"}, 0, "usage: seqbyctl dlq replay -stream DLQSTREAM -id ID", ""},
+		{"help command", []string{"help"}, 0, "dlq replay", ""},
+		{"help of a command", []string{"help", "partitions"}, 0, "usage: seqbyctl partitions -handler NAME", ""},
+		{"help of dlq", []string{"help", "dlq"}, 0, "usage: seqbyctl dlq drop", ""},
+		{"help of an unknown command", []string{"help", "partitoins"}, 2, "", `unknown command "partitoins" (did you mean "partitions"?)`},
+		{"version", []string{"-version"}, 0, "seqbyctl ", ""},
+		{"version after a command", []string{"audit", "-version"}, 0, "seqbyctl ", ""},
+		{"unknown command suggests", []string{"hlated"}, 2, "", `unknown command "hlated" (did you mean "halted"?)`},
+		{"unknown dlq word is an argument", []string{"-redis", "redis://127.0.0.1:1", "dlq", "requeue", "-handler", "h", "-stream", "s", "-id", "1-0"}, 2, "", `unexpected arguments ["requeue"]`},
+		{"replay takes no -handler", []string{"-redis", "redis://127.0.0.1:1", "dlq", "replay", "-handler", "h"}, 2, "", "flag provided but not defined: -handler"},
+		{"replay without id", []string{"-redis", "redis://127.0.0.1:1", "dlq", "replay", "-stream", "s:{k}:dlq"}, 2, "", "missing -id"},
+		{"audit -n 0", []string{"-redis", "redis://127.0.0.1:1", "audit", "-n", "0"}, 2, "", "want at least 1"},
+		{"partitions without handler", []string{"-redis", "redis://127.0.0.1:1", "partitions"}, 2, "", "missing -handler"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -190,13 +225,16 @@ func runOnHaltedPartition(t *testing.T, c redis.UniversalClient, url string) {
 		wantOut []string
 		wantErr string
 	}{
-		{"list all", []string{"halted"}, 0, []string{"shop:{a}", aIDs[0], "shop:{b}", bIDs[0], "poison"}, ""},
-		{"list other handler", []string{"halted", "-handler", "nobody"}, 0, []string{"no halted partitions"}, ""},
+		{"list all: halts exit 1", []string{"halted"}, 1, []string{"shop:{a}", aIDs[0], "shop:{b}", bIDs[0], "poison"}, ""},
+		{"list a handler, flags after the command", []string{"halted", "-handler", "ops", "-json"}, 1, []string{`"entry_id": "` + aIDs[0]}, ""},
+		{"list an unknown handler", []string{"halted", "-handler", "opz"}, 1, nil, `unknown handler "opz" (did you mean "ops"?); known handlers: ops`},
+		{"partitions", []string{"partitions", "-handler", "ops"}, 0, []string{"shop:{a}", "w1", "yes"}, ""},
 		{"inspect", []string{"inspect", "-handler", "ops", "-stream", "shop:{a}"}, 0,
 			[]string{"halted     yes", "w1:", "length 3, 1 pending", "head       " + aIDs[0], `"poison":true`}, ""},
 		{"inspect as json", []string{"-json", "inspect", "-handler", "ops", "-stream", "shop:{a}"}, 0, []string{`"entry_id"`, `"lease_key"`}, ""},
 		{"skip a non-head", []string{"skip", "-handler", "ops", "-stream", "shop:{a}", "-id", aIDs[1]}, 1, nil, "not the halted partition's head"},
-		{"skip unknown partition", []string{"skip", "-handler", "ops", "-stream", "shop:{zz}", "-id", aIDs[0]}, 1, nil, "not halted"},
+		{"skip unknown partition", []string{"skip", "-handler", "ops", "-stream", "shop:{zz}", "-id", aIDs[0]}, 1, nil, `no such partition "shop:{zz}" of handler ops (did you mean`},
+		{"skip the head, dry run", []string{"skip", "-handler", "ops", "-stream", "shop:{a}", "-id", aIDs[0], "-dry-run"}, 0, []string{"dry run: would skip " + aIDs[0]}, ""},
 		{"skip the head", []string{"skip", "-handler", "ops", "-stream", "shop:{a}", "-id", aIDs[0]}, 0, []string{"skipped " + aIDs[0] + " on shop:{a}"}, ""},
 		{"skip it again", []string{"skip", "-handler", "ops", "-stream", "shop:{a}", "-id", aIDs[0]}, 1, nil, "not halted"},
 		{"inspect a resolved partition", []string{"inspect", "-handler", "ops", "-stream", "shop:{a}"}, 0, []string{"halted     no"}, ""},

@@ -119,7 +119,7 @@ func (i *Inspector) CheckReplayDLQ(ctx context.Context, dlq, id string) (Replay,
 func (i *Inspector) replay(ctx context.Context, dlq, id string, check bool) (Replay, error) {
 	d, err := i.dlqEntryAt(ctx, dlq, id)
 	if err != nil {
-		return Replay{}, fmt.Errorf("replay: %w", err)
+		return Replay{}, fmt.Errorf("replay %s: %w", id, err)
 	}
 	cat, key, _ := rdb.ParseDLQStream(dlq)
 	rep := Replay{Entry: d, Stream: rdb.PartitionStream(cat, key)}
@@ -166,13 +166,13 @@ func (i *Inspector) drop(ctx context.Context, dlq, id string, check bool) (DLQEn
 	d, err := i.dlqEntryAt(ctx, dlq, id)
 	if err != nil || check {
 		if err != nil {
-			err = fmt.Errorf("drop: %w", err)
+			err = fmt.Errorf("drop %s: %w", id, err)
 		}
 		return d, err
 	}
 	deleted, err := rdb.DeleteDLQEntry(ctx, i.c, dlq, id)
 	if err != nil {
-		return d, fmt.Errorf("drop: %w", err)
+		return d, fmt.Errorf("drop %s of %s: %w", id, dlq, err)
 	}
 	if !deleted {
 		return d, fmt.Errorf("drop %s of %s (removed by someone else meanwhile): %w", id, dlq, ErrNoDLQEntry)
