@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"slices"
@@ -19,7 +20,7 @@ import (
 	"github.com/seqby/seqby/runtime/inspect"
 )
 
-var update = os.Getenv("SEQBYCTL_UPDATE_SCRIPTS") != ""
+var update = flag.Bool("update", false, "rewrite the cmp goldens of testdata/script/*.txtar with the actual output")
 
 func TestMain(m *testing.M) {
 	testscript.Main(m, map[string]func(){
@@ -57,7 +58,7 @@ func status(args []string) int {
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:           "testdata/script",
-		UpdateScripts: update,
+		UpdateScripts: *update,
 		Setup: func(env *testscript.Env) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
