@@ -41,8 +41,8 @@
 // tagged with the category. Keys and categories may therefore not contain
 // braces. Consumer groups are named after the handler
 // (Registration.Name); a keyed owner's consumer name is its lease token, an
-// unkeyed one's its owner id. docs/runtime.md and the README hold the same
-// table, and a test keeps the three and the functions in agreement.
+// unkeyed one's its owner id. docs/runtime.md holds the same table, and a
+// test keeps the two and the functions in agreement.
 //
 // # Scripts
 //
