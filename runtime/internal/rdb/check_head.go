@@ -7,7 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var scriptCheckHead = script("check_head")
+var scriptCheckHead = script("check_head", "head")
 
 // CheckHead runs ResolveHead's checks on the head r describes (raw is the
 // record as read) without acting: nil when ResolveHead would act now, a

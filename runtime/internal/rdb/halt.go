@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -146,31 +144,14 @@ func Halts(ctx context.Context, c redis.UniversalClient, handler string) (map[st
 // keyspace (on every primary of a cluster): an operator command, never on
 // the consumer's path.
 func HaltedHandlers(ctx context.Context, c redis.UniversalClient) ([]string, error) {
-	var mu sync.Mutex // a cluster scans its masters concurrently
-	seen := map[string]bool{}
-	scan := func(ctx context.Context, c redis.Cmdable) error {
-		it := c.Scan(ctx, 0, HaltedKey("*"), 1000).Iterator()
-		for it.Next(ctx) {
-			mu.Lock()
-			seen[strings.TrimPrefix(it.Val(), HaltedKey(""))] = true
-			mu.Unlock()
-		}
-		return it.Err()
-	}
-	var err error
-	if cc, ok := c.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
-	} else {
-		err = scan(ctx, c)
-	}
+	keys, err := scanKeys(ctx, c, HaltedKey("*"), "")
 	if err != nil {
 		return nil, fmt.Errorf("find handlers with halts: %w", err)
 	}
-	out := make([]string, 0, len(seen))
-	for h := range seen {
-		out = append(out, h)
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = strings.TrimPrefix(k, HaltedKey(""))
 	}
-	sort.Strings(out)
 	return out, nil
 }
 

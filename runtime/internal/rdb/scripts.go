@@ -61,7 +61,7 @@ var (
 	scriptSaveState       = script("save_state")
 	scriptRecordHalt      = script("record_halt")
 	scriptClearHalt       = script("clear_halt")
-	scriptResolveHead     = script("resolve_head")
+	scriptResolveHead     = script("resolve_head", "head")
 	scriptRegisterGroup   = script("register_group")
 	scriptTrim            = script("trim", "ids")
 )

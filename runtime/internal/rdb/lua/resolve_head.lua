@@ -25,14 +25,8 @@
 -- renew fails and a new owner continues after the head, and remove the
 -- record.
 -- Returns {"OK", the dead-letter entry id or ""} or {code, detail}.
-local rec = redis.call('GET', KEYS[1])
-if rec ~= ARGV[1] then return {'NOT_HALTED', rec or ''} end
-local cur = redis.call('GET', KEYS[3])
-if cur and cur ~= ARGV[2] then return {'RETRYING', cur} end
-local p = redis.pcall('XPENDING', KEYS[2], ARGV[3], ARGV[4], ARGV[4], 1)
-if type(p) ~= 'table' or p.err or #p == 0 then return {'STALE', ''} end
-p = redis.call('XPENDING', KEYS[2], ARGV[3], '-', '+', 1)
-if p[1][1] ~= ARGV[4] then return {'NOT_HEAD', p[1][1]} end
+local refused = head_refusal() -- lib/head.lua
+if refused then return refused end
 local dlqid = ''
 if KEYS[4] then
   local args = {}
