@@ -78,6 +78,12 @@ func Check(target Target, found []Found) (Set, []Problem) {
 				continue
 			}
 		}
+		if def.Arg == "NAME" {
+			if err := CheckHandlerName(f.Value); err != nil {
+				bad(f, "%s%s: %v", Prefix, f.Name, err)
+				continue
+			}
+		}
 		if def.Arg == "FIELD" && strings.IndexFunc(f.Value, unicode.IsSpace) >= 0 {
 			bad(f, "%s%s: field name %q contains white space; name one field", Prefix, f.Name, f.Value)
 			continue
@@ -115,6 +121,10 @@ func checkCombination(set Set) []Problem {
 			delete(set, Key)
 		}
 	}
+	if f, ok := set[Name]; ok && !set.Has(Handler) && !set.Has(CommandHandler) && !set.Has(PM) {
+		probs = append(probs, Problem{Pos: f.Pos, Msg: fmt.Sprintf("%sname goes on a %shandler, %scommandhandler or %spm: it names the consumer group; a message is identified by its category and type name", Prefix, Prefix, Prefix, Prefix)})
+		delete(set, Name)
+	}
 	if f, ok := set[Sequential]; ok && !set.Has(PM) {
 		probs = append(probs, Problem{Pos: f.Pos, Msg: fmt.Sprintf("%ssequential goes on a %spm; for a handler use %skey=FIELD", Prefix, Prefix, Prefix)})
 		delete(set, Sequential)
@@ -138,6 +148,35 @@ func CheckCategory(c string) error {
 		return fmt.Errorf("category %q has the reserved __name__ form", c)
 	}
 	return nil
+}
+
+// CheckHandlerName applies the rules for a //seqby:name value, the name of
+// a handler's consumer group: letters, digits and '.', '_', '-', '/',
+// starting with a letter or digit, not of the reserved __name__ form. The
+// name becomes part of Redis key names (seqby:__owned__:NAME:OWNER, where ':'
+// separates fields and '{' '}' would make a Redis Cluster hash tag) and an
+// argument of seqbyctl (where white space splits and a leading '-' reads
+// as a flag); the default name, an import path and type name, fits the same
+// alphabet.
+func CheckHandlerName(n string) error {
+	switch {
+	case n == "":
+		return fmt.Errorf("name is empty")
+	case isReserved(n):
+		return fmt.Errorf("name %q has the reserved __name__ form", n)
+	case !isAlnum(rune(n[0])):
+		return fmt.Errorf("name %q does not start with a letter or digit", n)
+	}
+	for _, r := range n {
+		if !isAlnum(r) && !strings.ContainsRune("._-/", r) {
+			return fmt.Errorf("name %q contains %q; a handler name uses letters, digits and '.', '_', '-', '/' only (it is part of Redis key names, where ':' separates fields and '{' '}' make a hash tag)", n, r)
+		}
+	}
+	return nil
+}
+
+func isAlnum(r rune) bool {
+	return r < 0x80 && (unicode.IsLetter(r) || unicode.IsDigit(r))
 }
 
 // isReserved matches ^__.+__$ (kept here so annotations stays free of the

@@ -29,6 +29,8 @@
 //	//seqby:key=FIELD         (with handler or commandhandler) sequential by FIELD
 //	//seqby:pm                a process manager
 //	//seqby:sequential        (with pm) one event at a time per correlation value
+//	//seqby:name=NAME         (with handler, commandhandler or pm) its stable name:
+//	                          the consumer group, default "import/path.Type"
 //
 // On a method of a process manager:
 //
@@ -36,7 +38,14 @@
 //
 // FIELD names a direct field of the message struct: first by its JSON name,
 // else by its Go name. CATEGORY is non-empty and contains no ':' and no white
-// space, and is not of the reserved __name__ form.
+// space, and is not of the reserved __name__ form. NAME uses letters, digits
+// and '.', '_', '-', '/', starts with a letter or digit, and is not of the
+// __name__ form (see [CheckHandlerName]).
+//
+// A comment that starts, after optional spaces, with "seqby:" in any case but
+// is not a marker line ("// seqby:key=x", "/* seqby:key=x */", "//SEQBY:key=x")
+// is a near miss ([NearMiss]): the generator refuses it rather than ignore a
+// marker its author meant.
 //
 // # Errors
 //
@@ -44,5 +53,5 @@
 // unexpected value, a marker repeated on one declaration, a marker on the
 // wrong kind of declaration and markers that do not go together (event with
 // command, key on a pm, sequential without pm, key on a struct that is
-// neither a message nor a handler) are reported by [Check].
+// neither a message nor a handler, name on a message) are reported by [Check].
 package annotations

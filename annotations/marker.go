@@ -48,6 +48,49 @@ func Parse(line string) (m Marker, ok bool, err error) {
 	return m, true, nil
 }
 
+// NearMiss reports whether a raw comment (as in ast.Comment.Text, a "//"
+// line or a "/* */" block) is written almost like a marker but is not one:
+// its text starts, after optional spaces, with "seqby:" in any case, and it
+// is not a marker line. want is the marker line it was likely meant to be
+// and why says what differs. Prose that merely mentions seqby elsewhere in
+// the comment is not a near miss.
+func NearMiss(comment string) (want, why string, ok bool) {
+	if IsMarker(comment) {
+		return "", "", false
+	}
+	var body string
+	block := strings.HasPrefix(comment, "/*")
+	switch {
+	case block:
+		body = strings.TrimSuffix(comment[2:], "*/")
+	case strings.HasPrefix(comment, "//"):
+		body = comment[2:]
+	default:
+		return "", "", false
+	}
+	text := strings.TrimLeftFunc(body, unicode.IsSpace)
+	const word = "seqby:"
+	if len(text) < len(word) || !strings.EqualFold(text[:len(word)], word) {
+		return "", "", false
+	}
+	rest, _, _ := strings.Cut(text[len(word):], "\n")
+	rest = strings.TrimRightFunc(rest, unicode.IsSpace)
+	name, value, hasValue := strings.Cut(rest, "=")
+	want = Prefix + strings.ToLower(name)
+	if hasValue {
+		want += "=" + value
+	}
+	switch {
+	case block:
+		why = "a marker is a // line comment, not a /* */ block"
+	case len(text) != len(body):
+		why = `a marker has no space after "//"`
+	default:
+		why = `a marker starts with "seqby:" in lower case`
+	}
+	return want, why, true
+}
+
 func isIdent(s string) bool {
 	for _, r := range s {
 		if !(r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r)) {

@@ -134,3 +134,51 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestNearMiss(t *testing.T) {
+	tests := []struct {
+		comment, want, why string
+		ok                 bool
+	}{
+		{"// seqby:key=x", "//seqby:key=x", "space", true},
+		{"//\tseqby:handler", "//seqby:handler", "space", true},
+		{"/* seqby:key=x */", "//seqby:key=x", "block", true},
+		{"/*seqby:event=order\n*/", "//seqby:event=order", "block", true},
+		{"//SEQBY:key=x", "//seqby:key=x", "lower case", true},
+		{"// SeqBy:Handler", "//seqby:handler", "space", true},
+		{"//seqby:key=x", "", "", false},
+		{"// uses seqby: keys", "", "", false},
+		{"// seqby is a library", "", "", false},
+		{"// seqby", "", "", false},
+		{"/* nothing */", "", "", false},
+	}
+	for _, tt := range tests {
+		want, why, ok := NearMiss(tt.comment)
+		if ok != tt.ok || want != tt.want || !strings.Contains(why, tt.why) {
+			t.Errorf("NearMiss(%q) = %q, %q, %v; want %q, …%s…, %v", tt.comment, want, why, ok, tt.want, tt.why, tt.ok)
+		}
+	}
+}
+
+func TestCheckHandlerName(t *testing.T) {
+	for name, wantErr := range map[string]string{
+		"billing.invoices":             "",
+		"example.com/m/billing.Ledger": "",
+		"v2_ledger-eu":                 "",
+		"":                             "empty",
+		"billing:invoices":             "contains ':'",
+		"a{b}":                         "contains '{'",
+		"two words":                    "contains ' '",
+		"-x":                           "does not start with a letter or digit",
+		"__x__":                        "reserved",
+		"café":                         "contains 'é'",
+	} {
+		err := CheckHandlerName(name)
+		switch {
+		case wantErr == "" && err != nil:
+			t.Errorf("CheckHandlerName(%q) = %v, want nil", name, err)
+		case wantErr != "" && (err == nil || !strings.Contains(err.Error(), wantErr)):
+			t.Errorf("CheckHandlerName(%q) = %v, want it to contain %q", name, err, wantErr)
+		}
+	}
+}

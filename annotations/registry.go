@@ -57,6 +57,7 @@ const (
 	PM             = "pm"
 	Sequential     = "sequential"
 	Correlate      = "correlate"
+	Name           = "name"
 )
 
 // Defs is the marker registry.
@@ -69,6 +70,7 @@ var Defs = []Def{
 	{PM, AnyType, NoValue, "", "on a type: a process manager"},
 	{Sequential, AnyType, NoValue, "", "on a pm: one event at a time per correlation value"},
 	{Correlate, Method, NeedsValue, "FIELD", "on a pm's handle method: the event field carrying the correlation value"},
+	{Name, AnyType, NeedsValue, "NAME", "on a handler, command handler or pm: its stable name, the consumer group (default import/path.Type)"},
 }
 
 // Lookup finds a marker definition by name.
