@@ -58,6 +58,7 @@ func check(m *model, probs *problems) *plan {
 	}
 	c.generatedNames()
 	c.correlateAccess()
+	c.groupNames()
 	return c.plan
 }
 
@@ -133,6 +134,30 @@ func (c *checker) correlateAccess() {
 	}
 }
 
+// groupNames refuses two handlers of the module with one name: they would
+// share a consumer group, each reading only part of its categories.
+func (c *checker) groupNames() {
+	seen := map[string]*handler{}
+	for _, h := range c.m.handlers {
+		name := h.groupName()
+		first, ok := seen[name]
+		if !ok {
+			seen[name] = h
+			continue
+		}
+		pos, firstPos := h.namePos, first.namePos
+		if !pos.IsValid() {
+			pos = h.pos
+		}
+		if !firstPos.IsValid() {
+			firstPos = first.pos
+		}
+		c.probs.addRelated(pos, fmt.Sprintf("%s and %s are both named %q; the name is the consumer group, so give each handler its own %sname",
+			h.qualified(), first.qualified(), name, annotations.Prefix),
+			related{firstPos, first.qualified() + " here"})
+	}
+}
+
 func objKind(obj types.Object) string {
 	if _, ok := obj.(*types.Func); ok {
 		return "method"
@@ -168,6 +193,9 @@ func (c *checker) addDecl(cat string, d *keyDecl, msg *message, f *field) {
 // handlerMethods runs checks 2, 5 and 6 on one handler.
 func (c *checker) handlerMethods(h *handler) {
 	if len(h.methods) == 0 {
+		if h.refusedMethods {
+			return
+		}
 		want := "an event"
 		if h.kind == annotations.CommandHandler {
 			want = "a command"

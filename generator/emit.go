@@ -208,7 +208,7 @@ func (e *emitter) registration(h *handler) {
 	for _, hm := range methods {
 		routes = append(routes, e.route(h, hm))
 	}
-	fields := []jen.Code{kv("Name", jen.Lit(h.qualified())), kv("Kind", jen.Qual(runtimePath, kind))}
+	fields := []jen.Code{kv("Name", jen.Lit(h.groupName())), kv("Kind", jen.Qual(runtimePath, kind))}
 	if h.key != "" {
 		fields = append(fields, kv("Key", jen.Lit(h.key)))
 	}

@@ -2,6 +2,7 @@ package generator
 
 import (
 	"go/ast"
+	"go/parser"
 	"go/token"
 	"path/filepath"
 	"sort"
@@ -26,6 +27,10 @@ type loaded struct {
 	existing map[string]string
 	// foreign lists files named seqby_gen.go that seqgen did not write.
 	foreign []string
+	// tests holds the _test.go files of the listed packages' directories,
+	// parsed for their comments only: seqgen reads no markers there but
+	// must not skip them in silence.
+	tests []*ast.File
 }
 
 const listMode = packages.NeedName | packages.NeedFiles | packages.NeedModule | packages.NeedImports
@@ -114,6 +119,7 @@ func load(dir string, env []string, patterns []string) (*loaded, error) {
 		return nil, &LoadError{Msgs: msgs}
 	}
 	ld := &loaded{fset: full.Fset, module: module, existing: existing}
+	ld.tests = parseTestFiles(full.Fset, listed)
 	for _, f := range foreign {
 		for _, e := range existing {
 			if e == f {
@@ -129,6 +135,27 @@ func load(dir string, env []string, patterns []string) (*loaded, error) {
 		}
 	}
 	return ld, nil
+}
+
+// parseTestFiles parses the _test.go files in the directories of ps. A
+// file that does not parse still yields the comments read before the error;
+// the go command reports its syntax error when the tests are built.
+func parseTestFiles(fset *token.FileSet, ps []*packages.Package) []*ast.File {
+	seen := map[string]bool{}
+	var out []*ast.File
+	for _, p := range ps {
+		if p.Dir == "" || seen[p.Dir] {
+			continue
+		}
+		seen[p.Dir] = true
+		names, _ := filepath.Glob(filepath.Join(p.Dir, "*_test.go"))
+		for _, name := range names {
+			if f, _ := parser.ParseFile(fset, name, nil, parser.ParseComments|parser.SkipObjectResolution); f != nil {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
 }
 
 func rootPaths(ps []*packages.Package) []string {

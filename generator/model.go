@@ -43,15 +43,33 @@ type handler struct {
 	key        string
 	keyPos     token.Pos
 	sequential bool
+	// stableName is the //seqby:name value, "" when absent; namePos is
+	// the marker's position.
+	stableName string
+	namePos    token.Pos
 	pos        token.Pos
 	root       bool
 	methods    []*handleMethod
+	// refusedMethods reports that some handle method was refused at the
+	// method itself, so "no handle methods" would only repeat it.
+	refusedMethods bool
 	// nearMisses explains exported methods that look like handle methods
 	// but are not, for the "no handle methods" error.
 	nearMisses []related
 }
 
 func (h *handler) qualified() string { return h.pkg.PkgPath + "." + h.name }
+
+// groupName is the handler's Registration.Name, its consumer group: the
+// //seqby:name value, else "import/path.Type". It must not change while
+// the handler's history matters: a new name is a new group, which starts
+// reading where the engine's NewHandlerStart says.
+func (h *handler) groupName() string {
+	if h.stableName != "" {
+		return h.stableName
+	}
+	return h.qualified()
+}
 
 // describe names the handler in messages: "handler Ledger", "command
 // handler Place", "pm Fulfilment".

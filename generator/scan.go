@@ -20,6 +20,12 @@ type scanner struct {
 	// methodMarkers holds the valid markers of each method declaration,
 	// by the position of the method's name (types.Func.Pos()).
 	methodMarkers map[token.Pos]annotations.Set
+	// consumed records the methods some handler's method set reached: a
+	// method promoted into two handlers is read by both.
+	consumed map[token.Pos]bool
+	// refusedPM records pm handle methods already refused for their
+	// receiver, so a method promoted into two pms is reported once.
+	refusedPM map[token.Pos]bool
 }
 
 func scan(ld *loaded, probs *problems) *model {
@@ -28,6 +34,8 @@ func scan(ld *loaded, probs *problems) *model {
 		probs:         probs,
 		m:             &model{msgs: map[string]*message{}, byCategory: map[string][]*message{}},
 		methodMarkers: map[token.Pos]annotations.Set{},
+		consumed:      map[token.Pos]bool{},
+		refusedPM:     map[token.Pos]bool{},
 	}
 	for _, p := range ld.roots {
 		s.pkg(p, true)
@@ -35,6 +43,7 @@ func scan(ld *loaded, probs *problems) *model {
 	for _, p := range ld.deps {
 		s.pkg(p, false)
 	}
+	s.testFiles(ld.tests)
 	for _, h := range s.m.handlers {
 		s.handleMethods(h)
 	}
@@ -110,6 +119,68 @@ func (s *scanner) pkg(p *packages.Package, root bool) {
 				s.probs.add(c.Pos(), "marker %s is not in the doc comment of a type or method declaration; markers go directly above \"type T ...\" or a method", c.Text)
 			}
 		}
+		s.nearMisses(f)
+	}
+}
+
+// nearMisses refuses comments written almost like markers ("// seqby:key=x",
+// "/* seqby:key=x */", "//SEQBY:key=x") in the doc comments of the file,
+// its declarations and type specs: Go reads them as prose, so the marker
+// their author meant would be ignored in silence. Comments inside function
+// bodies and trailing comments are prose and are left alone.
+func (s *scanner) nearMisses(f *ast.File) {
+	for _, g := range docGroups(f) {
+		for _, c := range g.List {
+			if want, why, ok := annotations.NearMiss(c.Text); ok {
+				s.probs.add(c.Pos(), "comment %q is not read as a marker: %s; write %s", c.Text, why, want)
+			}
+		}
+	}
+}
+
+// docGroups lists the doc comments of a file: the package's, every top-level
+// declaration's and every type or value spec's.
+func docGroups(f *ast.File) []*ast.CommentGroup {
+	groups := []*ast.CommentGroup{f.Doc}
+	for _, decl := range f.Decls {
+		switch d := decl.(type) {
+		case *ast.FuncDecl:
+			groups = append(groups, d.Doc)
+		case *ast.GenDecl:
+			groups = append(groups, d.Doc)
+			for _, spec := range d.Specs {
+				switch sp := spec.(type) {
+				case *ast.TypeSpec:
+					groups = append(groups, sp.Doc)
+				case *ast.ValueSpec:
+					groups = append(groups, sp.Doc)
+				}
+			}
+		}
+	}
+	var out []*ast.CommentGroup
+	for _, g := range groups {
+		if g != nil {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// testFiles refuses markers in _test.go files. seqgen loads packages
+// without their tests (test-only types cannot be registered by the code it
+// writes into seqby_gen.go), so a marker there, even a misspelt one, would
+// otherwise pass unread.
+func (s *scanner) testFiles(files []*ast.File) {
+	for _, f := range files {
+		for _, g := range f.Comments {
+			for _, c := range g.List {
+				if annotations.IsMarker(c.Text) {
+					s.probs.add(c.Pos(), "marker %s is in a _test.go file, which seqgen does not read; declare marked types and methods in a non-test file", c.Text)
+				}
+			}
+		}
+		s.nearMisses(f)
 	}
 }
 
@@ -178,24 +249,36 @@ func (s *scanner) declare(p *packages.Package, root bool, ts *ast.TypeSpec, name
 			if k, ok := set[annotations.Key]; ok {
 				h.key, h.keyPos = k.Value, k.Pos
 			}
+			if n, ok := set[annotations.Name]; ok {
+				h.stableName, h.namePos = n.Value, n.Pos
+			}
 			s.m.handlers = append(s.m.handlers, h)
 			return
 		}
 	}
 }
 
-// handleMethods finds h's handle methods: exported, declared on h's type,
-// func (R) Name(context.Context, M) error or (context.Context, *M) error
-// with M a message of the kind h handles.
+// handleMethods finds h's handle methods: the exported methods of *T's
+// method set, those declared on T and those promoted from embedded fields
+// alike (the generated code calls them through T, as Go does), with the
+// signature func (R) Name(context.Context, M) error or (context.Context,
+// *M) error and M a message of the kind h handles.
 func (s *scanner) handleMethods(h *handler) {
 	wantKind := annotations.Event
 	if h.kind == annotations.CommandHandler {
 		wantKind = annotations.Command
 	}
-	for i := 0; i < h.named.NumMethods(); i++ {
-		fn := h.named.Method(i)
+	mset := types.NewMethodSet(types.NewPointer(h.named))
+	sels := make([]*types.Selection, mset.Len())
+	for i := range sels {
+		sels[i] = mset.At(i)
+	}
+	// Declaration order, so "both handle" errors point at the later method.
+	sort.SliceStable(sels, func(i, j int) bool { return s.probs.before(sels[i].Obj().Pos(), sels[j].Obj().Pos()) })
+	for _, sel := range sels {
+		fn := sel.Obj().(*types.Func)
 		markers := s.methodMarkers[fn.Pos()]
-		delete(s.methodMarkers, fn.Pos())
+		s.consumed[fn.Pos()] = true
 		if !fn.Exported() {
 			if markers.Has(annotations.Correlate) {
 				s.probs.add(markers[annotations.Correlate].Pos, "%scorrelate on %s.%s, which is unexported and so not a handle method", annotations.Prefix, h.name, fn.Name())
@@ -213,6 +296,10 @@ func (s *scanner) handleMethods(h *handler) {
 			}
 			continue
 		}
+		if h.kind == annotations.PM && !s.pmReceiver(h, sel) {
+			h.refusedMethods = true
+			continue
+		}
 		hm := &handleMethod{name: fn.Name(), pos: fn.Pos(), msg: msg, ptrParam: ptr}
 		if c, ok := markers[annotations.Correlate]; ok {
 			if h.kind != annotations.PM {
@@ -223,6 +310,52 @@ func (s *scanner) handleMethods(h *handler) {
 		}
 		h.methods = append(h.methods, hm)
 	}
+}
+
+// pmReceiver refuses a pm handle method that cannot change the pm's state:
+// one with a value receiver works on a copy, and one promoted through an
+// embedded pointer or interface finds it nil in the zero state a pm
+// instance starts from. Each such method is refused once, at the method.
+func (s *scanner) pmReceiver(h *handler, sel *types.Selection) bool {
+	fn := sel.Obj().(*types.Func)
+	if s.refusedPM[fn.Pos()] {
+		return false
+	}
+	t := types.Type(h.named)
+	idx := sel.Index()
+	for _, i := range idx[:len(idx)-1] {
+		st, ok := derefStruct(t)
+		if !ok {
+			break
+		}
+		f := st.Field(i)
+		switch types.Unalias(f.Type()).Underlying().(type) {
+		case *types.Pointer, *types.Interface:
+			s.refusedPM[fn.Pos()] = true
+			s.probs.add(fn.Pos(), "pm %s: handle method %s is promoted through embedded field %s of type %s, which is nil in the new state a pm instance starts from; embed it by value",
+				h.name, fn.Name(), f.Name(), typeString(f.Type()))
+			return false
+		}
+		t = f.Type()
+	}
+	recv := fn.Type().(*types.Signature).Recv()
+	if _, ptr := types.Unalias(recv.Type()).(*types.Pointer); !ptr {
+		s.refusedPM[fn.Pos()] = true
+		base := typeString(recv.Type())
+		s.probs.add(fn.Pos(), "pm %s: handle method %s has a value receiver (%s), so its changes to the pm's state would be lost; declare it on *%s",
+			h.name, fn.Name(), base, base)
+		return false
+	}
+	return true
+}
+
+func derefStruct(t types.Type) (*types.Struct, bool) {
+	t = types.Unalias(t)
+	if p, ok := t.Underlying().(*types.Pointer); ok {
+		t = types.Unalias(p.Elem())
+	}
+	st, ok := t.Underlying().(*types.Struct)
+	return st, ok
 }
 
 // handleSignature reports the message a method handles, or why it does not
@@ -261,7 +394,10 @@ func isNamed(t types.Type, pkg, name string) bool {
 // strayCorrelates reports correlate markers on methods of types that are
 // not handlers at all.
 func (s *scanner) strayCorrelates() {
-	for _, set := range s.methodMarkers {
+	for pos, set := range s.methodMarkers {
+		if s.consumed[pos] {
+			continue
+		}
 		if c, ok := set[annotations.Correlate]; ok {
 			s.probs.add(c.Pos, "%scorrelate is on a method of a type that is not a %spm; mark the type %spm or remove the marker", annotations.Prefix, annotations.Prefix, annotations.Prefix)
 		}
