@@ -333,7 +333,7 @@ func (s *scanner) pmReceiver(h *handler, sel *types.Selection) bool {
 		case *types.Pointer, *types.Interface:
 			s.refusedPM[fn.Pos()] = true
 			s.probs.add(fn.Pos(), "pm %s: handle method %s is promoted through embedded field %s of type %s, which is nil in the new state a pm instance starts from; embed it by value",
-				h.name, fn.Name(), f.Name(), typeString(f.Type()))
+				h.name, fn.Name(), f.Name(), types.TypeString(f.Type(), types.RelativeTo(h.pkg.Types)))
 			return false
 		}
 		t = f.Type()
@@ -341,9 +341,9 @@ func (s *scanner) pmReceiver(h *handler, sel *types.Selection) bool {
 	recv := fn.Type().(*types.Signature).Recv()
 	if _, ptr := types.Unalias(recv.Type()).(*types.Pointer); !ptr {
 		s.refusedPM[fn.Pos()] = true
-		base := typeString(recv.Type())
-		s.probs.add(fn.Pos(), "pm %s: handle method %s has a value receiver (%s), so its changes to the pm's state would be lost; declare it on *%s",
-			h.name, fn.Name(), base, base)
+		base := types.TypeString(recv.Type(), types.RelativeTo(h.pkg.Types))
+		s.probs.add(fn.Pos(), "pm %s: handle method %s has a value receiver (func (%s) %s), so its changes to the pm's state would be lost; declare it func (*%s) %s",
+			h.name, fn.Name(), base, fn.Name(), base, fn.Name())
 		return false
 	}
 	return true
