@@ -69,6 +69,12 @@ func resolveField(t *types.Named, name string) (*field, string) {
 				if c.viaPtr {
 					return nil, fmt.Sprintf("field %s of %s is reached through an embedded pointer (%s), which can be nil; embed the struct by value", name, t.Obj().Name(), pathString(c.path))
 				}
+				if invalidType(c.v.Type()) {
+					return nil, fmt.Sprintf("field %s of %s has a type that is undefined or does not type-check, so it is not a valid key type; fix the type first", pathString(c.path), t.Obj().Name())
+				}
+				if example, bad := colonStringer(c.v.Type()); bad {
+					return nil, fmt.Sprintf("field %s of %s has type %s, whose String form (such as %s) contains ':', which the key rules forbid; key by a string or integer field instead", pathString(c.path), t.Obj().Name(), typeString(c.v.Type()), example)
+				}
 				conv, why := keyConversion(c.v.Type())
 				if why != "" {
 					return nil, fmt.Sprintf("field %s of %s has type %s, which is not a valid key type (%s); use a string or integer kind, a fmt.Stringer, or a pointer to one", pathString(c.path), t.Obj().Name(), typeString(c.v.Type()), why)
@@ -77,7 +83,105 @@ func resolveField(t *types.Named, name string) (*field, string) {
 			}
 		}
 	}
+	if why := hiddenField(t, st, name); why != "" {
+		return nil, why
+	}
 	return nil, fmt.Sprintf("%s has no field %s", t.Obj().Name(), name)
+}
+
+// hiddenField explains why name, which encoding/json does not see on t, is
+// still a field of t: tagged "-", unexported, or nested in an embedded
+// struct with a json tag. A key must travel in the message, since the
+// engine reads it back from decoded messages; "" when t has no such field.
+func hiddenField(t *types.Named, st *types.Struct, name string) string {
+	type item struct {
+		st     *types.Struct
+		path   []*types.Var
+		nested *types.Var // a json-tagged embedded field on the way
+		tag    string
+	}
+	current := []item{{st: st}}
+	visited := map[*types.Struct]bool{}
+	for len(current) > 0 {
+		var next []item
+		for _, it := range current {
+			if visited[it.st] {
+				continue
+			}
+			visited[it.st] = true
+			for i := 0; i < it.st.NumFields(); i++ {
+				f := it.st.Field(i)
+				tag := reflect.StructTag(it.st.Tag(i)).Get("json")
+				jsonName, _, _ := strings.Cut(tag, ",")
+				path := append(append([]*types.Var{}, it.path...), f)
+				if f.Name() == name || jsonName == name {
+					where := fmt.Sprintf("field %s of %s", pathString(path), t.Obj().Name())
+					switch {
+					case it.nested != nil:
+						return fmt.Sprintf("%s is inside embedded field %s, which is tagged json:%q and so encoded as an object of its own; key by a field the message carries directly", where, it.nested.Name(), it.tag)
+					case tag == "-":
+						return fmt.Sprintf("%s is tagged json:\"-\", so the JSON codec does not carry it and the key could not be read back from a stored message; remove the tag or key by another field", where)
+					case !f.Exported():
+						return fmt.Sprintf("%s is unexported, so the JSON codec does not carry it and the key could not be read back from a stored message; export it or key by another field", where)
+					}
+				}
+				if f.Embedded() {
+					if est, ok := derefStruct(f.Type()); ok {
+						nested, ntag := it.nested, it.tag
+						if nested == nil && tag != "" {
+							nested, ntag = f, tag
+						}
+						next = append(next, item{st: est, path: path, nested: nested, tag: ntag})
+					}
+				}
+			}
+		}
+		current = next
+	}
+	return ""
+}
+
+// invalidType reports whether t, or what it points to, did not type-check
+// (an undefined type, or one defined on an undefined type). go/types counts
+// such a type as implementing every interface, fmt.Stringer included.
+func invalidType(t types.Type) bool {
+	t = types.Unalias(t)
+	if p, ok := t.Underlying().(*types.Pointer); ok {
+		t = types.Unalias(p.Elem())
+	}
+	return t.Underlying() == types.Typ[types.Invalid]
+}
+
+// colonStringers are the fmt.Stringers of the standard library whose
+// String form contains ':' (always, or for common values), with an example:
+// every such key breaks the key rules at publish time.
+var colonStringers = map[string]string{
+	"time.Time":          `"2009-11-10 23:00:00 +0000 UTC"`,
+	"net.IP":             `"2001:db8::1"`,
+	"net.IPNet":          `"2001:db8::/32"`,
+	"net.HardwareAddr":   `"00:00:5e:00:53:01"`,
+	"net.TCPAddr":        `"192.0.2.1:80"`,
+	"net.UDPAddr":        `"192.0.2.1:53"`,
+	"net/netip.Addr":     `"2001:db8::1"`,
+	"net/netip.AddrPort": `"192.0.2.1:80"`,
+	"net/netip.Prefix":   `"2001:db8::/32"`,
+	"net/url.URL":        `"https://example.com/"`,
+	"net/url.Userinfo":   `"user:password"`,
+}
+
+// colonStringer reports whether t (or what it points to) is one of
+// colonStringers, with its example.
+func colonStringer(t types.Type) (example string, ok bool) {
+	t = types.Unalias(t)
+	if p, isPtr := t.Underlying().(*types.Pointer); isPtr {
+		t = types.Unalias(p.Elem())
+	}
+	n, isNamed := t.(*types.Named)
+	if !isNamed || n.Obj().Pkg() == nil {
+		return "", false
+	}
+	example, ok = colonStringers[n.Obj().Pkg().Path()+"."+n.Obj().Name()]
+	return example, ok
 }
 
 // visibleFields lists, depth by depth, the fields encoding/json would

@@ -12,7 +12,11 @@ import (
 
 const fieldsSrc = `package p
 
-import "fmt"
+import (
+	"fmt"
+	"net/netip"
+	"time"
+)
 
 type Base struct{ Tenant string ` + "`json:\"tenant\"`" + ` }
 type Other struct{ Tenant string ` + "`json:\"tenant\"`" + ` }
@@ -34,7 +38,15 @@ type M struct {
 	F        float64
 	S        fmt.Stringer
 	Tagged   Base ` + "`json:\"tagged\"`" + `
+	At       time.Time
+	AtP      *time.Time
+	Addr     netip.Addr
+	U        Undefined
+	UP       *Undefined
+	Inner    ` + "`json:\"inner\"`" + `
 }
+
+type Inner struct{ Deep string }
 
 type Amb struct {
 	Base
@@ -58,9 +70,12 @@ func TestResolveField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pkg, err := (&types.Config{Importer: importer.Default()}).Check("p", fset, []*ast.File{f}, nil)
-	if err != nil {
-		t.Fatal(err)
+	// Undefined is undefined on purpose: seqgen tolerates type errors.
+	var typeErrs []error
+	conf := &types.Config{Importer: importer.Default(), Error: func(err error) { typeErrs = append(typeErrs, err) }}
+	pkg, _ := conf.Check("p", fset, []*ast.File{f}, nil)
+	if len(typeErrs) != 2 {
+		t.Fatalf("want the two errors about Undefined, got %v", typeErrs)
 	}
 	named := func(name string) *types.Named { return pkg.Scope().Lookup(name).Type().(*types.Named) }
 	tests := []struct {
@@ -78,8 +93,15 @@ func TestResolveField(t *testing.T) {
 		{"M", "PtrS", "PtrS", convStringer, ""},
 		{"M", "N", "N", convUint, ""},
 		{"M", "S", "S", convStringer, ""},
-		{"M", "Hidden", "", 0, "has no field Hidden"},
-		{"M", "lower", "", 0, "has no field lower"},
+		{"M", "Hidden", "", 0, `field Hidden of M is tagged json:"-", so the JSON codec does not carry it`},
+		{"M", "lower", "", 0, "field lower of M is unexported, so the JSON codec does not carry it"},
+		{"M", "Deep", "", 0, `field Inner.Deep of M is inside embedded field Inner, which is tagged json:"inner"`},
+		{"M", "nothing", "", 0, "M has no field nothing"},
+		{"M", "At", "", 0, `has type time.Time, whose String form (such as "2009-11-10 23:00:00 +0000 UTC") contains ':'`},
+		{"M", "AtP", "", 0, "has type *time.Time, whose String form"},
+		{"M", "Addr", "", 0, "has type netip.Addr, whose String form"},
+		{"M", "U", "", 0, "has a type that is undefined or does not type-check"},
+		{"M", "UP", "", 0, "has a type that is undefined or does not type-check"},
 		{"M", "PP", "", 0, "a pointer to a pointer"},
 		{"M", "F", "", 0, "not a valid key type"},
 		{"M", "Tagged", "", 0, "not a valid key type"},
