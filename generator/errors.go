@@ -5,6 +5,7 @@ import (
 	"go/token"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -43,6 +44,9 @@ func posString(p token.Position, dir string) string {
 			name = rel
 		}
 	}
+	if p.Column == 0 {
+		return fmt.Sprintf("%s:%d", name, p.Line)
+	}
 	return fmt.Sprintf("%s:%d:%d", name, p.Line, p.Column)
 }
 
@@ -70,14 +74,92 @@ func (es Errors) sort() {
 	})
 }
 
-// LoadError reports that packages could not be listed or parsed. The
-// command exits 2 on it; type errors never cause it.
+// LoadError reports that packages could not be listed or parsed: syntax
+// errors, missing packages, patterns that match nothing. The command exits
+// 2 on it; type errors never cause it. Errs holds each error once, sorted,
+// those with a position first; an error without one has a zero Pos.
 type LoadError struct {
-	Msgs []string
+	Errs Errors
 }
 
-func (e *LoadError) Error() string {
-	return "seqgen: cannot load packages:\n\t" + strings.Join(e.Msgs, "\n\t")
+func (e *LoadError) Error() string { return e.Format("") }
+
+// Format renders each positioned error as "path:line:col: message" like
+// every other seqgen error (paths relative to dir when dir is not empty),
+// and each error without a position as "seqgen: cannot load packages: ...".
+func (e *LoadError) Format(dir string) string {
+	lines := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		if err.Pos.Filename == "" {
+			lines[i] = "seqgen: cannot load packages: " + err.Msg
+		} else {
+			lines[i] = err.Format(dir)
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// newLoadError builds a LoadError from messages in the go command's
+// "path:line:col: message" form or without a position, resolving relative
+// paths against dir and dropping repeats: one syntax error reaches seqgen
+// once per load and once per package that imports the broken one.
+func newLoadError(dir string, msgs ...string) *LoadError {
+	le := &LoadError{}
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		pos, msg := splitPosition(m)
+		// The go command continues some messages on indented lines ("to
+		// add it:\n\tgo get ..."); keep one error on one line.
+		msg = strings.Join(strings.Fields(msg), " ")
+		if pos.Filename != "" && !filepath.IsAbs(pos.Filename) && dir != "" {
+			pos.Filename = filepath.Join(dir, pos.Filename)
+		}
+		e := &Error{Pos: pos, Msg: msg}
+		if key := e.Format(""); !seen[key] {
+			seen[key] = true
+			le.Errs = append(le.Errs, e)
+		}
+	}
+	sort.SliceStable(le.Errs, func(i, j int) bool {
+		a, b := le.Errs[i], le.Errs[j]
+		if (a.Pos.Filename == "") != (b.Pos.Filename == "") {
+			return b.Pos.Filename == ""
+		}
+		if c := comparePositions(a.Pos, b.Pos); c != 0 {
+			return c < 0
+		}
+		return a.Msg < b.Msg
+	})
+	return le
+}
+
+// splitPosition splits "path.go:line:col: message" (or "path.go:line:
+// message") into a position and a message; other text has no position.
+func splitPosition(s string) (token.Position, string) {
+	head, msg, ok := strings.Cut(s, ": ")
+	if !ok {
+		return token.Position{}, s
+	}
+	parts := strings.Split(head, ":")
+	// A Windows path has a drive letter's colon too, so count from the end.
+	var nums []int
+	for len(parts) > 1 && len(nums) < 2 {
+		n, err := strconv.Atoi(parts[len(parts)-1])
+		if err != nil {
+			break
+		}
+		nums = append([]int{n}, nums...)
+		parts = parts[:len(parts)-1]
+	}
+	file := strings.Join(parts, ":")
+	if len(nums) == 0 || !strings.HasSuffix(file, ".go") {
+		return token.Position{}, s
+	}
+	pos := token.Position{Filename: file, Line: nums[0]}
+	if len(nums) == 2 {
+		pos.Column = nums[1]
+	}
+	return pos, msg
 }
 
 func comparePositions(a, b token.Position) int {

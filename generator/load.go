@@ -4,6 +4,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -43,17 +44,24 @@ const fullMode = listMode | packages.NeedSyntax | packages.NeedTypes | packages.
 // stale output cannot stand in its way. Type errors are tolerated: user code
 // may already call methods seqgen has not written yet.
 func load(dir string, env []string, patterns []string) (*loaded, error) {
+	if dir == "" {
+		wd, err := os.Getwd()
+		if err != nil {
+			return nil, newLoadError("", err.Error())
+		}
+		dir = wd
+	}
 	overlay, foreign := ownOutput(dir)
 	cfg := &packages.Config{Mode: listMode, Dir: dir, Env: env, Tests: false, Overlay: overlay}
 	roots, err := packages.Load(cfg, patterns...)
 	if err != nil {
-		return nil, &LoadError{Msgs: []string{err.Error()}}
+		return nil, newLoadError(dir, err.Error())
 	}
 	if msgs := listErrors(roots); len(msgs) > 0 {
-		return nil, &LoadError{Msgs: msgs}
+		return nil, newLoadError(dir, msgs...)
 	}
 	if len(roots) == 0 {
-		return nil, &LoadError{Msgs: []string{"no packages match " + strings.Join(patterns, " ")}}
+		return nil, newLoadError(dir, "no packages match "+strings.Join(patterns, " "))
 	}
 	module := ""
 	if m := roots[0].Module; m != nil {
@@ -79,7 +87,7 @@ func load(dir string, env []string, patterns []string) (*loaded, error) {
 	if len(depPaths) > 0 {
 		deps, err := packages.Load(cfg, depPaths...)
 		if err != nil {
-			return nil, &LoadError{Msgs: []string{err.Error()}}
+			return nil, newLoadError(dir, err.Error())
 		}
 		listed = append(listed, deps...)
 	}
@@ -113,10 +121,10 @@ func load(dir string, env []string, patterns []string) (*loaded, error) {
 	full := &packages.Config{Mode: fullMode, Dir: dir, Env: env, Overlay: overlay, Fset: token.NewFileSet()}
 	all, err := packages.Load(full, append(rootPaths(roots), depPaths...)...)
 	if err != nil {
-		return nil, &LoadError{Msgs: []string{err.Error()}}
+		return nil, newLoadError(dir, err.Error())
 	}
 	if msgs := listErrors(all); len(msgs) > 0 {
-		return nil, &LoadError{Msgs: msgs}
+		return nil, newLoadError(dir, msgs...)
 	}
 	ld := &loaded{fset: full.Fset, module: module, existing: existing}
 	ld.tests = parseTestFiles(full.Fset, listed)
@@ -178,6 +186,7 @@ func listErrors(ps []*packages.Package) []string {
 				continue
 			}
 			// Errors without a position print as "-: msg"; drop the dash.
+			// newLoadError splits the position off again.
 			msgs = append(msgs, strings.TrimPrefix(e.Error(), "-: "))
 		}
 	}

@@ -47,7 +47,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, errs.Format(dir))
 		return 1
 	case errors.As(err, &lerr):
-		fmt.Fprintln(stderr, lerr)
+		fmt.Fprintln(stderr, lerr.Format(dir))
 		return 2
 	case err != nil:
 		fmt.Fprintln(stderr, err)
