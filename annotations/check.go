@@ -164,13 +164,14 @@ func CheckHandlerName(n string) error {
 		return fmt.Errorf("name is empty")
 	case isReserved(n):
 		return fmt.Errorf("name %q has the reserved __name__ form", n)
-	case !isAlnum(rune(n[0])):
-		return fmt.Errorf("name %q does not start with a letter or digit", n)
 	}
 	for _, r := range n {
 		if !isAlnum(r) && !strings.ContainsRune("._-/", r) {
 			return fmt.Errorf("name %q contains %q; a handler name uses letters, digits and '.', '_', '-', '/' only (it is part of Redis key names, where ':' separates fields and '{' '}' make a hash tag)", n, r)
 		}
+	}
+	if !isAlnum(rune(n[0])) {
+		return fmt.Errorf("name %q does not start with a letter or digit", n)
 	}
 	return nil
 }

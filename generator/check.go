@@ -135,26 +135,28 @@ func (c *checker) correlateAccess() {
 }
 
 // groupNames refuses two handlers of the module with one name: they would
-// share a consumer group, each reading only part of its categories.
+// share a consumer group, each reading only part of its categories. The
+// later one (by position) is reported, with the first beneath.
 func (c *checker) groupNames() {
+	at := func(h *handler) token.Pos {
+		if h.namePos.IsValid() {
+			return h.namePos
+		}
+		return h.pos
+	}
+	hs := append([]*handler(nil), c.m.handlers...)
+	sort.SliceStable(hs, func(i, j int) bool { return c.probs.before(at(hs[i]), at(hs[j])) })
 	seen := map[string]*handler{}
-	for _, h := range c.m.handlers {
+	for _, h := range hs {
 		name := h.groupName()
 		first, ok := seen[name]
 		if !ok {
 			seen[name] = h
 			continue
 		}
-		pos, firstPos := h.namePos, first.namePos
-		if !pos.IsValid() {
-			pos = h.pos
-		}
-		if !firstPos.IsValid() {
-			firstPos = first.pos
-		}
-		c.probs.addRelated(pos, fmt.Sprintf("%s and %s are both named %q; the name is the consumer group, so give each handler its own %sname",
+		c.probs.addRelated(at(h), fmt.Sprintf("%s and %s are both named %q; the name is the consumer group, so give each handler its own %sname",
 			h.qualified(), first.qualified(), name, annotations.Prefix),
-			related{firstPos, first.qualified() + " here"})
+			related{at(first), first.qualified() + " here"})
 	}
 }
 
