@@ -124,16 +124,18 @@
 // WithMessageID is not dropped as a duplicate of itself. The message then
 // runs after everything published to the key before, for every handler
 // of the category, not only the one that halted (at-least-once, once
-// more). A replay that fails to append deletes nothing and can be run
-// again; if the append was ambiguous (a timeout), inspect the partition
-// first. If the append succeeded but the DLQ entry could not be deleted,
-// seqbyctl says so (exit 1): drop the entry, do not replay it again.
+// more). The append and the delete from the DLQ are one script, so a
+// replay runs at most once: two replays of one entry at once publish it
+// once (the other is refused), and a replay that failed or timed out can
+// be run again (it refuses if the first one moved the entry).
 //
 // -dry-run, on skip, dlq move, dlq replay and dlq drop, runs every check
 // the command would run (for skip and dlq move the same checks, in one
-// script) and prints what would be done; it changes nothing, writes no
-// audit entry, and exits 0 when the command would succeed, 1 when it
-// would be refused.
+// script) and prints what would be done; it changes nothing of the
+// partitions and dead-letter streams, writes no audit entry, and exits 0
+// when the command would succeed, 1 when it would be refused. (Like
+// halted, it may remove a halt-index member whose halt record is gone:
+// bookkeeping only.)
 //
 // Audit: after skip, dlq move, dlq replay or dlq drop changed something,
 // seqbyctl appends an entry to the stream seqby:__audit__ with the fields

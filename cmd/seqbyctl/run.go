@@ -188,7 +188,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	c := lookup(name)
 	if name != "" && c == nil {
-		fmt.Fprintf(stderr, "seqbyctl: unknown command %q%s; run seqbyctl help\n", name, suggestCommand(name))
+		fmt.Fprintf(stderr, "seqbyctl: unknown command %q%s; run seqbyctl help\n", name, suggestCommand(name, commandWords()))
+		return 2
+	}
+	if name == "dlq move" && len(rest) > 0 && !dlqSubs[rest[0]] {
+		// "dlq lst": a mistyped subcommand, not a stray argument of move.
+		var subs []string
+		for s := range dlqSubs {
+			subs = append(subs, s)
+		}
+		slices.Sort(subs)
+		fmt.Fprintf(stderr, "seqbyctl: unknown command \"dlq %s\"%s; the dlq commands are %s\n", rest[0], suggestCommand(rest[0], subs), strings.Join(subs, ", "))
 		return 2
 	}
 	fs := flag.NewFlagSet("seqbyctl", flag.ContinueOnError)
@@ -248,7 +258,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	client, err := runtime.Connect(ctx, o.redis)
 	if err != nil {
-		fmt.Fprintf(stderr, "seqbyctl %s: %v\n", c.name, err)
+		fmt.Fprintf(stderr, "seqbyctl %s: %s\n", c.name, safe(err.Error()))
 		return 1
 	}
 	defer client.Close()
@@ -260,7 +270,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case errors.As(err, &status):
 		return int(status)
 	}
-	fmt.Fprintf(stderr, "seqbyctl %s: %v\n", c.name, err)
+	// Errors may carry names read from Redis: quoted when they hold
+	// control or format characters, as everything printed is.
+	fmt.Fprintf(stderr, "seqbyctl %s: %s\n", c.name, safe(err.Error()))
 	return 1
 }
 
@@ -314,40 +326,21 @@ func lookup(name string) *command {
 	return nil
 }
 
-// suggestCommand is " (did you mean X?)" for the command nearest name.
-func suggestCommand(name string) string {
-	best, bestD := "", 3
-	for _, c := range append(commands, &command{name: "help"}) {
-		w, _, _ := strings.Cut(c.name, " ")
-		if d := editDistance(name, w); d < bestD {
-			best, bestD = w, d
-		}
-	}
-	if best == "" {
-		return ""
-	}
-	return fmt.Sprintf(" (did you mean %q?)", best)
+// suggestCommand is " (did you mean X?)" for the command word nearest
+// name, or "".
+func suggestCommand(name string, words []string) string {
+	return inspect.DidYouMean(name, words)
 }
 
-// editDistance is the Levenshtein distance of two short words.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+// commandWords are the first words of the commands, and help.
+func commandWords() []string {
+	out := []string{"help"}
+	for _, c := range commands {
+		if w, _, _ := strings.Cut(c.name, " "); !slices.Contains(out, w) {
+			out = append(out, w)
 		}
-		prev = cur
 	}
-	return prev[len(b)]
+	return out
 }
 
 // check reports missing flags, bad values and stray arguments.
@@ -427,7 +420,7 @@ Run "go doc github.com/seqby/seqby/cmd/seqbyctl" for the manual.
 		}
 	}
 	if len(found) == 0 {
-		fmt.Fprintf(stderr, "seqbyctl help: unknown command %q%s; run seqbyctl help\n", topic, suggestCommand(topic))
+		fmt.Fprintf(stderr, "seqbyctl help: unknown command %q%s; run seqbyctl help\n", topic, suggestCommand(topic, commandWords()))
 		return 2
 	}
 	for i, c := range found {
@@ -791,7 +784,8 @@ func orDash(s string) string {
 // control characters, else Go-quoted, so a key or field from Redis can
 // never inject terminal escapes or fake lines into the output.
 func safe(s string) string {
-	if utf8.ValidString(s) && strings.IndexFunc(s, unicode.IsControl) < 0 {
+	unsafe := func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) } // Cf: bidi overrides and the like
+	if utf8.ValidString(s) && strings.IndexFunc(s, unsafe) < 0 {
 		return s
 	}
 	return strconv.Quote(s)

@@ -78,7 +78,7 @@ func (i *Inspector) dlqEntryAt(ctx context.Context, dlq, id string) (DLQEntry, e
 		if err != nil {
 			return DLQEntry{}, err
 		}
-		return DLQEntry{}, fmt.Errorf("%w %q%s: a dead-letter stream is category:{key}:dlq; list them with seqbyctl dlq list", ErrNoDLQ, dlq, didYouMean(dlq, all))
+		return DLQEntry{}, fmt.Errorf("%w %q%s: a dead-letter stream is category:{key}:dlq; list them with seqbyctl dlq list", ErrNoDLQ, dlq, DidYouMean(dlq, all))
 	}
 	e, err := rdb.EntryAt(ctx, i.c, dlq, id)
 	if err != nil {
@@ -93,8 +93,8 @@ func (i *Inspector) dlqEntryAt(ctx context.Context, dlq, id string) (DLQEntry, e
 // ReplayDLQ re-publishes the message of entry id of the dead-letter stream
 // dlq (category:{key}:dlq) to the end of its partition, category:{key},
 // the way the publisher does (the key joins the category's index, the
-// entry is appended, a wake-up signal follows), and then deletes the
-// entry from the DLQ. The message keeps its fields (type, id, payload,
+// entry is appended while it is deleted from the DLQ, a wake-up signal
+// follows). The message keeps its fields (type, id, payload,
 // published_at, trace context); it is appended without the publisher's
 // dedup of message ids, so a message published with WithMessageID is not
 // dropped as a duplicate of itself.
@@ -103,9 +103,11 @@ func (i *Inspector) dlqEntryAt(ctx context.Context, dlq, id string) (DLQEntry, e
 // that halted on it: handlers see at-least-once delivery anyway, and this
 // is one more. When the append fails nothing is deleted and the replay
 // can be tried again. Replay.Published reports whether the message was
-// appended; after that, a failed delete is ErrDLQEntryKept and an entry
-// removed by someone else meanwhile ErrDLQEntryGone. Other refusals:
-// ErrNoDLQ, ErrNoDLQEntry, ErrNothingToReplay.
+// appended; the append and the delete from the DLQ are one script, so
+// replays racing on one entry publish it once, and the others are refused
+// with ErrNoDLQEntry. A replay whose reply was lost (a timeout) can be run
+// again: it refuses if the first one moved the entry. Other refusals:
+// ErrNoDLQ, ErrNothingToReplay.
 func (i *Inspector) ReplayDLQ(ctx context.Context, dlq, id string) (Replay, error) {
 	return i.replay(ctx, dlq, id, false)
 }
@@ -130,23 +132,23 @@ func (i *Inspector) replay(ctx context.Context, dlq, id string, check bool) (Rep
 	if check {
 		return rep, nil
 	}
-	err = rdb.Publish(ctx, i.c, cat, key, rep.Stream, replaySignalMaxLen, fields, rdb.Once{})
-	if err != nil && !errors.Is(err, rdb.ErrUnsignalled) {
-		// An ambiguous failure (a timeout) may have appended it anyway:
-		// look before replaying again.
-		return rep, fmt.Errorf("replay %s of %s to %s (the dead-letter entry is kept; if the error was a timeout, inspect %s before replaying again): %w",
-			id, dlq, rep.Stream, rep.Stream, err)
+	// The append and the delete from the DLQ are one script: the entry
+	// moves once, however many replays race.
+	err = rdb.Publish(ctx, i.c, cat, key, rep.Stream, replaySignalMaxLen, fields, rdb.Once{DLQ: dlq, DLQID: id})
+	switch {
+	case err == nil || errors.Is(err, rdb.ErrUnsignalled):
+		// Unsignalled: moved; idle engines find it at their next re-check.
+		rep.Published = true
+		return rep, nil
+	case errors.Is(err, rdb.ErrAppended):
+		rep.Published = true
+		return rep, fmt.Errorf("replay %s of %s: moved to %s, but %w", id, dlq, rep.Stream, err)
+	case errors.Is(err, rdb.ErrDLQEntryMissing):
+		return rep, fmt.Errorf("replay %s of %s (replayed or dropped by someone else meanwhile; nothing was appended): %w", id, dlq, ErrNoDLQEntry)
 	}
-	// Unsignalled: stored; idle engines find it at their next re-check.
-	rep.Published = true
-	deleted, err := rdb.DeleteDLQEntry(ctx, i.c, dlq, id)
-	if err != nil {
-		return rep, fmt.Errorf("replay %s of %s: %w: %w", id, dlq, ErrDLQEntryKept, err)
-	}
-	if !deleted {
-		return rep, fmt.Errorf("replay %s of %s: %w", id, dlq, ErrDLQEntryGone)
-	}
-	return rep, nil
+	// The move is one script: if a timeout hid that it ran, the entry is
+	// gone from the DLQ and replaying again is refused; else it runs now.
+	return rep, fmt.Errorf("replay %s of %s to %s (safe to run again: it refuses if this one moved the entry): %w", id, dlq, rep.Stream, err)
 }
 
 // DropDLQ deletes entry id from the dead-letter stream dlq (and the

@@ -39,13 +39,3 @@ var ErrNoDLQEntry = errors.New("no such dead-letter entry; list them with seqbyc
 // head had been deleted from its stream before it was moved, so only the
 // dlq_* fields were copied. Drop it.
 var ErrNothingToReplay = errors.New("the dead-letter entry holds no message to replay (its head was deleted from its stream before the move); drop it")
-
-// ErrDLQEntryKept means a replay appended the message to its partition
-// but could not delete the dead-letter entry: drop it (do not replay it
-// again, that would publish the message twice).
-var ErrDLQEntryKept = errors.New("the message was re-published but its dead-letter entry is still there; drop it with seqbyctl dlq drop, do not replay it again")
-
-// ErrDLQEntryGone means a replay appended the message to its partition,
-// but someone else removed the dead-letter entry meanwhile (another
-// replay or a drop): the message may now be in the partition twice.
-var ErrDLQEntryGone = errors.New("the dead-letter entry was removed by someone else during the replay; the message may now be in its partition twice")

@@ -61,7 +61,7 @@ func (i *Inspector) Handler(ctx context.Context, name string) (HandlerInfo, erro
 	if len(names) == 0 {
 		return HandlerInfo{}, fmt.Errorf("%w %q: no handler has registered with this Redis (is it the engines' Redis, and has an engine started?)", ErrUnknownHandler, name)
 	}
-	return HandlerInfo{}, fmt.Errorf("%w %q%s; known handlers: %s", ErrUnknownHandler, name, didYouMean(name, names), listSome(names, 10))
+	return HandlerInfo{}, fmt.Errorf("%w %q%s; known handlers: %s", ErrUnknownHandler, name, DidYouMean(name, names), listSome(names, 10))
 }
 
 // CheckPartition reports whether partition names a partition of handler
@@ -105,5 +105,5 @@ func (i *Inspector) CheckPartition(ctx context.Context, handler, partition strin
 	}
 	sort.Strings(candidates)
 	return fmt.Errorf("%w %q of handler %s%s: a partition is a stream category:{key} of a category it reads (%s), or, while halted, a pm's correlation value or the stream holding the head",
-		ErrNoPartition, partition, handler, didYouMean(partition, candidates), listSome(h.Categories, 10))
+		ErrNoPartition, partition, handler, DidYouMean(partition, candidates), listSome(h.Categories, 10))
 }

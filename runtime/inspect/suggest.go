@@ -5,14 +5,14 @@ import (
 	"strings"
 )
 
-// didYouMean returns ` (did you mean "x"?)` for the candidate nearest to
+// DidYouMean returns ` (did you mean "x"?)` for the candidate nearest to
 // name, or "" when none is near enough to be a likely typo. Near: an
 // edit distance (with swaps of neighbours as one edit) of at most a third
 // of name's length (at least 1), or a candidate ending in name after a
 // '.' or '/' (the type name of a handler's import/path.Type), or
 // starting with name and ':' (a partition stream given for its DLQ),
 // ignoring case.
-func didYouMean(name string, candidates []string) string {
+func DidYouMean(name string, candidates []string) string {
 	best, bestD := "", -1
 	limit := max(1, len([]rune(name))/3)
 	lower := strings.ToLower(name)

@@ -40,8 +40,8 @@ func TestDidYouMean(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := didYouMean(tt.in, tt.candidates); got != tt.want {
-				t.Fatalf("didYouMean(%q) = %q, want %q", tt.in, got, tt.want)
+			if got := DidYouMean(tt.in, tt.candidates); got != tt.want {
+				t.Fatalf("DidYouMean(%q) = %q, want %q", tt.in, got, tt.want)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -44,6 +45,14 @@ import (
 func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream string, signalMaxLen int64, fields []any, once Once) error {
 	index := func(c redis.Cmdable) *redis.IntCmd { return c.SAdd(ctx, IndexKey(category), key) }
 	entry := func(c redis.Cmdable) redis.Cmder {
+		if once.DLQ != "" {
+			keys := []string{stream, once.DLQ}
+			args := append([]any{once.DLQID}, fields...)
+			if _, tx := c.(redis.Pipeliner); tx {
+				return scriptDLQReplay.Eval(ctx, c.(redis.Scripter), keys, args...)
+			}
+			return scriptDLQReplay.Run(ctx, c.(redis.Scripter), keys, args...)
+		}
 		if once.Window <= 0 {
 			return c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: fields})
 		}
@@ -82,9 +91,10 @@ func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream
 		cmds := [3]redis.Cmder{index(pipe), entry(pipe), signal(pipe)}
 		_, err := pipe.Exec(ctx)
 		for i, cmd := range cmds {
-			if steps[i] = cmd.Err(); steps[i] == nil && err != nil && i == 0 {
-				steps[i] = err // the transaction as a whole failed
-			}
+			steps[i] = cmd.Err()
+		}
+		if err != nil && steps[0] == nil && steps[1] == nil && steps[2] == nil {
+			steps[0] = err // the transaction as a whole failed
 		}
 	} else {
 		// A cluster routes each step to its own node: one after the other,
@@ -113,6 +123,8 @@ func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream
 	switch {
 	case steps[0] != nil:
 		return fmt.Errorf("index the partition: %w", steps[0])
+	case steps[1] != nil && strings.HasPrefix(steps[1].Error(), "NODLQENTRY"):
+		return fmt.Errorf("append the entry: %w", ErrDLQEntryMissing)
 	case steps[1] != nil:
 		return fmt.Errorf("append the entry: %w", steps[1])
 	case reindex != nil:
@@ -120,7 +132,7 @@ func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream
 		// index, so the entry may stay unseen until the key is published
 		// to again. The caller's retry does that (a duplicate, at least
 		// once).
-		return fmt.Errorf("index the partition again after appending (publish again: the entry is stored but may not be discovered): %w", reindex)
+		return fmt.Errorf("%w, but indexing the partition again after it failed (publish again: the entry may not be discovered): %w", ErrAppended, reindex)
 	}
 	if wait != nil {
 		n, err := wait.Wait(ctx, once.Replicas, once.ReplicaTimeout).Result()
@@ -150,7 +162,22 @@ type Once struct {
 	// forever, as WAIT does).
 	Replicas       int
 	ReplicaTimeout time.Duration
+	// DLQ and DLQID, when set, make the append a move from a dead-letter
+	// stream (an operator's replay): in one script on the partition's
+	// slot the entry DLQID of DLQ is deleted as the message is appended,
+	// and nothing is appended when it is gone (ErrDLQEntryMissing), so a
+	// replay publishes at most once. No message-id dedup then.
+	DLQ, DLQID string
 }
+
+// ErrDLQEntryMissing means a replay found its dead-letter entry gone
+// (replayed or dropped meanwhile): nothing was appended.
+var ErrDLQEntryMissing = errors.New("the dead-letter entry is gone (replayed or dropped meanwhile); nothing was appended")
+
+// ErrAppended matches a Publish error returned after the entry was
+// appended, when a later step failed (the index written again, the
+// wake-up signal: ErrUnsignalled matches it too).
+var ErrAppended = errors.New("the entry was appended")
 
 // ErrNotReplicated means the entry was appended, but fewer replicas than
 // asked acknowledged it in time: it may be lost if the server fails over
@@ -159,7 +186,7 @@ var ErrNotReplicated = errors.New("the entry is stored, but not yet on the repli
 
 // ErrUnsignalled means a publish stored its entry but could not signal
 // idle consumers: they find the entry at their next periodic re-check.
-var ErrUnsignalled = errors.New("the entry is stored, but waking idle consumers failed; they find it at their next re-check")
+var ErrUnsignalled = fmt.Errorf("%w, but waking idle consumers failed; they find it at their next re-check", ErrAppended)
 
 // PublishPlain appends one entry to an unpartitioned category's stream.
 func PublishPlain(ctx context.Context, c redis.UniversalClient, category string, fields []any) error {

@@ -62,6 +62,7 @@ var (
 	scriptRecordHalt      = script("record_halt")
 	scriptClearHalt       = script("clear_halt")
 	scriptResolveHead     = script("resolve_head", "head")
+	scriptDLQReplay       = script("dlq_replay")
 	scriptRegisterGroup   = script("register_group")
 	scriptTrim            = script("trim", "ids")
 )
