@@ -51,9 +51,10 @@ func Parse(line string) (m Marker, ok bool, err error) {
 // NearMiss reports whether a raw comment (as in ast.Comment.Text, a "//"
 // line or a "/* */" block) is written almost like a marker but is not one:
 // its text starts, after optional spaces, with "seqby:" in any case, and it
-// is not a marker line. want is the marker line it was likely meant to be
-// and why says what differs. Prose that merely mentions seqby elsewhere in
-// the comment is not a near miss.
+// is not a marker line, and "seqby:" is followed by a word and then the
+// end of the line or '=' (so "// seqby: the library" is prose). want is the
+// marker line it was likely meant to be and why says what differs. Prose
+// that merely mentions seqby elsewhere in the comment is not a near miss.
 func NearMiss(comment string) (want, why string, ok bool) {
 	if IsMarker(comment) {
 		return "", "", false
@@ -76,6 +77,11 @@ func NearMiss(comment string) (want, why string, ok bool) {
 	rest, _, _ := strings.Cut(text[len(word):], "\n")
 	rest = strings.TrimRightFunc(rest, unicode.IsSpace)
 	name, value, hasValue := strings.Cut(rest, "=")
+	// "seqby: the library ..." is prose: a near miss names a marker
+	// right after the colon, as a marker line would.
+	if !isIdent(name) {
+		return "", "", false
+	}
 	want = Prefix + strings.ToLower(name)
 	if hasValue {
 		want += "=" + value

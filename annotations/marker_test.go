@@ -150,6 +150,8 @@ func TestNearMiss(t *testing.T) {
 		{"// uses seqby: keys", "", "", false},
 		{"// seqby is a library", "", "", false},
 		{"// seqby", "", "", false},
+		{"// seqby: an event library", "", "", false},
+		{"// Seqby:key handling is explained below", "", "", false},
 		{"/* nothing */", "", "", false},
 	}
 	for _, tt := range tests {
