@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -22,7 +24,8 @@ import (
 //
 // As on the engine, a keyed handler's or a sequential pm's message runs
 // with a lease in its context (LeaseFromContext: generation 1, token
-// "inline:1", the LeaseKey the engine would use) and its MessageInfo
+// "inline:1", the LeaseKey the engine would use; UseRedis writes it in a
+// Redis too, for handlers that fence their effects there) and its MessageInfo
 // (MessageFromContext); a failing message is retried at once, up to the
 // registration's MaxRetries (default 3, Permanent errors not at all), and
 // then its partition halts: the message stays the partition's head, and
@@ -40,6 +43,7 @@ type InlineBroker struct {
 	states   *MemoryStateStore
 	seq      int64                    // entry ids handed out
 	parts    map[inlineID]*inlinePart // halted partitions
+	leases   redis.UniversalClient    // UseRedis: where the leases are written
 }
 
 // inlineID names a partition of the inline broker: a handler and a key
@@ -230,7 +234,16 @@ func (b *InlineBroker) attempts(ctx context.Context, m inlineMsg, id inlineID, p
 	for attempt := 1; attempt <= 1+retries; attempt++ {
 		actx := ctx
 		if partitioned {
-			actx = context.WithValue(ctx, leaseInfoKey{}, b.lease(m, id))
+			li := b.lease(m, id)
+			b.mu.Lock()
+			c := b.leases
+			b.mu.Unlock()
+			if c != nil {
+				if err := c.Set(ctx, li.LeaseKey, li.Token, inlineLeaseTTL).Err(); err != nil {
+					return fmt.Errorf("inline: write the lease of %s: %w", id.key, err)
+				}
+			}
+			actx = context.WithValue(ctx, leaseInfoKey{}, li)
 		}
 		m.en.Deliveries = 1
 		if err = b.invoke(withMessage(actx, m.en, attempt), m.reg, m.rt, m.payload); err == nil || errors.Is(err, ErrPermanent) {
@@ -260,6 +273,22 @@ func (b *InlineBroker) halt(id inlineID, m inlineMsg, err error) {
 	b.parts[id] = &inlinePart{halt: h, head: m}
 	b.mu.Unlock()
 }
+
+// UseRedis makes the broker write each partition's lease in c (its
+// LeaseKey set to its Token) before the partition's message runs, so a
+// handler that fences its effects in Redis, as the README advises (a
+// script that checks GET(LeaseKey) == Token before it writes), runs as on
+// the engine. Without it the lease is only in the context. Call it before
+// the first Publish.
+func (b *InlineBroker) UseRedis(c redis.UniversalClient) {
+	b.mu.Lock()
+	b.leases = c
+	b.mu.Unlock()
+}
+
+// inlineLeaseTTL bounds the leases UseRedis writes: a test's Redis is
+// short-lived, and nothing renews them.
+const inlineLeaseTTL = time.Hour
 
 // ErrNotHalted means Skip or Retry named a partition that is not halted.
 var ErrNotHalted = errors.New("partition is not halted")

@@ -70,7 +70,7 @@ func (h *Recorder) On(ctx context.Context, e Step) error {
 	}
 	lease, check := li.LeaseKey, "1"
 	if !leased {
-		// The inline broker has no leases: nothing to fence against.
+		// No lease (an unkeyed broker): nothing to fence against.
 		lease, check = noLeaseKey(e.ClientID), "0"
 	}
 	ok, err := scriptCommit.Run(rctx, h.Redis, []string{lease, appliedKey(e.ClientID), rejectedKey(e.ClientID), stateKey(e.ClientID)},

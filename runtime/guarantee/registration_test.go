@@ -174,6 +174,7 @@ func TestCapabilityGating(t *testing.T) {
 	t.Run("inline broker accepts and runs in order", func(t *testing.T) {
 		rdb, ctx := newRedis(t)
 		b := runtime.NewInlineBroker()
+		b.UseRedis(rdb) // the Recorder fences its commits with the lease, in Redis
 		if !b.Capabilities().Has(runtime.StreamPartitioning) {
 			t.Fatal("the inline broker does not advertise StreamPartitioning")
 		}

@@ -6,7 +6,8 @@
 // Publish, encoded and decoded as on the wire, a keyed handler's or a
 // sequential pm's message with a lease in its context (so a handler that
 // fences its effects with runtime.LeaseFromContext runs as in
-// production), retried at once up to its MaxRetries, and, when it still
+// production; b.UseRedis(client) also writes each lease in that Redis, for
+// handlers whose fenced script checks GET(LeaseKey) == Token), retried at once up to its MaxRetries, and, when it still
 // fails, halting its partition: the handler's later messages of that key
 // are held until the test calls Skip or Retry, as an operator would.
 //

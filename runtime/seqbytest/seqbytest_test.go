@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seqby/seqby/internal/redistest"
@@ -108,6 +109,24 @@ func TestBrokerRunsFencedHandlersAndHalts(t *testing.T) {
 	}
 	if got := fmt.Sprint(l.seqs("a")); got != "[1 3]" {
 		t.Fatalf("a applied %s after the skip, want [1 3]", got)
+	}
+}
+
+// TestBrokerWritesLeasesInRedis: with UseRedis, a handler that fences
+// its effect in Redis (GET(LeaseKey) == Token) commits under the broker.
+func TestBrokerWritesLeasesInRedis(t *testing.T) {
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { c.Close() })
+	l := &ledger{applied: map[string][]int{}, redis: c}
+	b := seqbytest.NewBroker(t, l.registration())
+	b.UseRedis(c)
+	ctx := context.Background()
+	if err := b.Publish(ctx, &deposited{Account: "a", Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := c.Get(ctx, "applied:{a}").Int(); n != 1 || fmt.Sprint(l.seqs("a")) != "[1]" {
+		t.Fatalf("fenced count %d, applied %v", n, l.seqs("a"))
 	}
 }
 
