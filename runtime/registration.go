@@ -40,8 +40,10 @@ func (k Kind) String() string {
 // inline broker consumes. Hand-written values are allowed; the engine checks
 // them again at registration.
 type Registration struct {
-	// Name identifies the handler: "import/path.Type". It names the
-	// consumer group, so renaming a handler starts a new group.
+	// Name identifies the handler: its //seqby:name marker's value, else
+	// "import/path.Type". It names the consumer group, so a new name (a
+	// renamed or moved type without //seqby:name) starts a new group,
+	// which reads from Options.NewHandlerStart.
 	Name string
 	// Kind of handler.
 	Kind Kind
