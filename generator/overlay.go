@@ -63,27 +63,37 @@ func isOwnOutput(path string) bool {
 
 // packageName is the package its other files declare (the most common
 // clause among them, test files aside), else the generated file's own.
+// Files without a build constraint count first: they are in the package on
+// every platform, while a //go:build ignore script of package main, however
+// many, is in it nowhere.
 func packageName(dir, gen string) string {
 	entries, _ := os.ReadDir(dir)
-	count := map[string]int{}
+	plain, constrained := map[string]int{}, map[string]int{}
 	fset := token.NewFileSet()
 	for _, e := range entries {
 		n := e.Name()
 		if e.IsDir() || !strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go") || n == GenFile {
 			continue
 		}
-		if f, err := parser.ParseFile(fset, filepath.Join(dir, n), nil, parser.PackageClauseOnly); err == nil {
-			count[f.Name.Name]++
+		path := filepath.Join(dir, n)
+		if f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly|parser.ParseComments); err == nil {
+			if fileConstraint(path, f) == "" {
+				plain[f.Name.Name]++
+			} else {
+				constrained[f.Name.Name]++
+			}
 		}
 	}
-	best := ""
-	for name, n := range count {
-		if n > count[best] || (n == count[best] && name < best) {
-			best = name
+	for _, count := range []map[string]int{plain, constrained} {
+		best := ""
+		for name, n := range count {
+			if n > count[best] || (n == count[best] && name < best) {
+				best = name
+			}
 		}
-	}
-	if best != "" {
-		return best
+		if best != "" {
+			return best
+		}
 	}
 	if f, err := parser.ParseFile(fset, gen, nil, parser.PackageClauseOnly); err == nil {
 		return f.Name.Name

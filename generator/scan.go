@@ -26,6 +26,10 @@ type scanner struct {
 	// refusedPM records pm handle methods already refused for their
 	// receiver, so a method promoted into two pms is reported once.
 	refusedPM map[token.Pos]bool
+	// constrained maps the files with a build constraint to its
+	// description (see constraint.go); cfiles holds them parsed, by package.
+	constrained map[string]string
+	cfiles      map[*packages.Package][]constrainedFile
 }
 
 func scan(ld *loaded, probs *problems) *model {
@@ -36,6 +40,14 @@ func scan(ld *loaded, probs *problems) *model {
 		methodMarkers: map[token.Pos]annotations.Set{},
 		consumed:      map[token.Pos]bool{},
 		refusedPM:     map[token.Pos]bool{},
+		constrained:   map[string]string{},
+		cfiles:        map[*packages.Package][]constrainedFile{},
+	}
+	for _, p := range append(append([]*packages.Package{}, ld.roots...), ld.deps...) {
+		for _, cf := range constrainedFiles(ld.fset, p) {
+			s.constrained[cf.path] = cf.why
+			s.cfiles[p] = append(s.cfiles[p], cf)
+		}
 	}
 	for _, p := range ld.roots {
 		s.pkg(p, true)
@@ -44,9 +56,11 @@ func scan(ld *loaded, probs *problems) *model {
 		s.pkg(p, false)
 	}
 	s.testFiles(ld.tests)
+	s.constrainedMarkers(ld)
 	for _, h := range s.m.handlers {
 		s.handleMethods(h)
 	}
+	s.constrainedMethods(ld)
 	s.strayCorrelates()
 	for _, msg := range s.m.msgs {
 		s.m.byCategory[msg.category] = append(s.m.byCategory[msg.category], msg)
@@ -93,6 +107,9 @@ func (s *scanner) check(target annotations.Target, found []annotations.Found) an
 
 func (s *scanner) pkg(p *packages.Package, root bool) {
 	for _, f := range sourceFiles(s.fset, p) {
+		if s.isConstrained(f.Package) {
+			continue // constrainedMarkers reads it
+		}
 		used := map[*ast.Comment]bool{}
 		for _, decl := range f.Decls {
 			switch d := decl.(type) {
@@ -181,6 +198,81 @@ func (s *scanner) testFiles(files []*ast.File) {
 			}
 		}
 		s.nearMisses(f)
+	}
+}
+
+// isConstrained reports whether pos is in a file with a build constraint.
+func (s *scanner) isConstrained(pos token.Pos) bool {
+	if _, ok := s.constrained[s.fset.Position(pos).Filename]; ok {
+		return true
+	}
+	_, ok := s.constrained[s.fset.File(pos).Name()]
+	return ok
+}
+
+// constrainedMarkers refuses every marker in a file with a build
+// constraint: seqby_gen.go has none, so it would name the marked type on
+// platforms (or builds, such as CGO_ENABLED=0) that leave the file out.
+func (s *scanner) constrainedMarkers(ld *loaded) {
+	for _, p := range append(append([]*packages.Package{}, ld.roots...), ld.deps...) {
+		for _, cf := range s.cfiles[p] {
+			for _, g := range cf.file.Comments {
+				for _, c := range g.List {
+					if annotations.IsMarker(c.Text) {
+						s.probs.add(c.Pos(), "marker %s is in a file with a build constraint (%s); seqby_gen.go has none and would refer to the declaration where that file is left out: move it to a file without build constraints", c.Text, cf.why)
+					}
+				}
+			}
+			s.nearMisses(cf.file)
+		}
+	}
+}
+
+// constrainedMethods refuses methods declared in a file with a build
+// constraint that would be handle methods of a handler (exported, two
+// parameters, one result, on the handler's type): the registration in
+// seqby_gen.go would call them where they do not exist. The check is on
+// syntax, so files the go command left out on this platform give the same
+// errors; handleMethods skips such methods.
+func (s *scanner) constrainedMethods(ld *loaded) {
+	byName := map[string]*handler{}
+	for _, h := range s.m.handlers {
+		byName[h.qualified()] = h
+	}
+	for _, p := range append(append([]*packages.Package{}, ld.roots...), ld.deps...) {
+		for _, cf := range s.cfiles[p] {
+			for _, decl := range cf.file.Decls {
+				fd, ok := decl.(*ast.FuncDecl)
+				if !ok || fd.Recv == nil || len(fd.Recv.List) != 1 || !fd.Name.IsExported() || fd.Type.Results.NumFields() != 1 || fd.Type.Params.NumFields() != 2 {
+					continue
+				}
+				h := byName[p.PkgPath+"."+recvBase(fd.Recv.List[0].Type)]
+				if h == nil {
+					continue
+				}
+				s.probs.add(fd.Name.Pos(), "%s: handle method %s is declared in a file with a build constraint (%s); seqby_gen.go calls it on every platform: move it to a file without build constraints", h.describe(), fd.Name.Name, cf.why)
+			}
+		}
+	}
+}
+
+// recvBase is the type name of a receiver expression: T in T, *T, T[P].
+func recvBase(x ast.Expr) string {
+	for {
+		switch e := x.(type) {
+		case *ast.StarExpr:
+			x = e.X
+		case *ast.ParenExpr:
+			x = e.X
+		case *ast.IndexExpr:
+			x = e.X
+		case *ast.IndexListExpr:
+			x = e.X
+		case *ast.Ident:
+			return e.Name
+		default:
+			return ""
+		}
 	}
 }
 
@@ -279,6 +371,9 @@ func (s *scanner) handleMethods(h *handler) {
 		fn := sel.Obj().(*types.Func)
 		markers := s.methodMarkers[fn.Pos()]
 		s.consumed[fn.Pos()] = true
+		if fn.Pos().IsValid() && s.isConstrained(fn.Pos()) {
+			continue // constrainedMethods refuses it, on every platform alike
+		}
 		if !fn.Exported() {
 			if markers.Has(annotations.Correlate) {
 				s.probs.add(markers[annotations.Correlate].Pos, "%scorrelate on %s.%s, which is unexported and so not a handle method", annotations.Prefix, h.name, fn.Name())
