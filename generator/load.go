@@ -63,9 +63,9 @@ func load(dir string, env []string, patterns []string) (*loaded, error) {
 	if len(roots) == 0 {
 		return nil, newLoadError(dir, "no packages match "+strings.Join(patterns, " "))
 	}
-	module := ""
+	module, moduleDir := "", ""
 	if m := roots[0].Module; m != nil {
-		module = m.Path
+		module, moduleDir = m.Path, m.Dir
 	}
 	isRoot := map[string]bool{}
 	for _, p := range roots {
@@ -85,7 +85,7 @@ func load(dir string, env []string, patterns []string) (*loaded, error) {
 	var listed []*packages.Package
 	listed = append(listed, roots...)
 	if len(depPaths) > 0 {
-		deps, err := packages.Load(cfg, depPaths...)
+		deps, err := packages.Load(cfg, asPatterns(module, moduleDir, depPaths)...)
 		if err != nil {
 			return nil, newLoadError(dir, err.Error())
 		}
@@ -119,7 +119,7 @@ func load(dir string, env []string, patterns []string) (*loaded, error) {
 	}
 
 	full := &packages.Config{Mode: fullMode, Dir: dir, Env: env, Overlay: overlay, Fset: token.NewFileSet()}
-	all, err := packages.Load(full, append(rootPaths(roots), depPaths...)...)
+	all, err := packages.Load(full, asPatterns(module, moduleDir, append(rootPaths(roots), depPaths...))...)
 	if err != nil {
 		return nil, newLoadError(dir, err.Error())
 	}
@@ -191,6 +191,21 @@ func listErrors(ps []*packages.Package) []string {
 		}
 	}
 	return msgs
+}
+
+// asPatterns turns import paths of the module into patterns for the go
+// command. One that ends in ".go" (a module named like nats.go or main.go)
+// would be read as a file name when such a file exists in the directory the
+// go command runs in, so it is given as the package's directory instead.
+func asPatterns(module, moduleDir string, paths []string) []string {
+	out := make([]string, len(paths))
+	for i, path := range paths {
+		out[i] = path
+		if strings.HasSuffix(path, ".go") && moduleDir != "" && inModule(module, path) {
+			out[i] = filepath.Join(moduleDir, filepath.FromSlash(strings.TrimPrefix(path, module)))
+		}
+	}
+	return out
 }
 
 func inModule(module, path string) bool {
