@@ -29,6 +29,9 @@ type message struct {
 	keyPos   token.Pos
 	pos      token.Pos // the type's name
 	root     bool      // seqgen writes this type's package
+	// noCopy is the lock type a value of the message holds ("sync.Mutex"),
+	// "" when it may be copied; see nocopy.go.
+	noCopy string
 }
 
 func (m *message) qualified() string { return m.pkg.PkgPath + "." + m.name }

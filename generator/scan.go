@@ -326,7 +326,7 @@ func (s *scanner) declare(p *packages.Package, root bool, ts *ast.TypeSpec, name
 	for _, role := range []string{annotations.Event, annotations.Command} {
 		if f, ok := set[role]; ok {
 			msg := &message{pkg: p, name: ts.Name.Name, named: named, kind: role, category: f.Value,
-				rolePos: f.Pos, pos: ts.Name.Pos(), root: root}
+				rolePos: f.Pos, pos: ts.Name.Pos(), root: root, noCopy: noCopy(named)}
 			if k, ok := set[annotations.Key]; ok {
 				msg.key, msg.keyPos = k.Value, k.Pos
 			}
@@ -392,6 +392,19 @@ func (s *scanner) handleMethods(h *handler) {
 			continue
 		}
 		if h.kind == annotations.PM && !s.pmReceiver(h, sel) {
+			h.refusedMethods = true
+			continue
+		}
+		if msg.noCopy != "" && !ptr {
+			qual := func(p *types.Package) string {
+				if p == h.pkg.Types {
+					return ""
+				}
+				return p.Name()
+			}
+			param := types.TypeString(msg.named, qual)
+			s.probs.add(fn.Pos(), "%s: handle method %s takes %s by value, but %s holds a lock (%s) and must not be copied; declare it func (%s) %s(context.Context, *%s) error",
+				h.describe(), fn.Name(), param, msg.name, msg.noCopy, types.TypeString(fn.Type().(*types.Signature).Recv().Type(), qual), fn.Name(), param)
 			h.refusedMethods = true
 			continue
 		}
