@@ -57,6 +57,7 @@ func check(m *model, probs *problems) *plan {
 		c.category(cat)
 	}
 	c.generatedNames()
+	c.platformFields()
 	c.correlateAccess()
 	c.groupNames()
 	return c.plan
@@ -114,6 +115,54 @@ func (c *checker) generatedNames() {
 		if obj := taken(h.named, "SeqbyRegistration"); obj != nil {
 			c.probs.addRelated(h.pos, fmt.Sprintf("%s already has a %s named SeqbyRegistration, which seqgen writes; rename it", h.describe(), objKind(obj)),
 				related{obj.Pos(), "SeqbyRegistration declared here"})
+		}
+	}
+}
+
+// platformFields refuses a key or correlate field declared, or of a type
+// declared, in a file with a build constraint (an embedded field on the way
+// included): seqby_gen.go converts the field to a string the way the
+// platform seqgen ran on declares it, so another platform could see other
+// code, or none that builds.
+func (c *checker) platformFields() {
+	for _, msg := range sortedMessages(c.m) {
+		f := c.plan.partition[msg]
+		if f == nil {
+			continue
+		}
+		pos := msg.keyPos
+		if !pos.IsValid() {
+			pos = msg.pos
+		}
+		c.platformField(pos, msg, f, fmt.Sprintf("the key of category %q", msg.category))
+	}
+	for _, h := range c.m.handlers {
+		for _, hm := range h.methods {
+			if f := c.plan.correlate[hm]; f != nil {
+				c.platformField(hm.correlatePos, hm.msg, f, fmt.Sprintf("the correlate field of %s.%s", h.name, hm.name))
+			}
+		}
+	}
+}
+
+func (c *checker) platformField(pos token.Pos, msg *message, f *field, role string) {
+	at := func(p token.Pos) string { return c.m.constrained[c.probs.fset.Position(p).Filename] }
+	for _, v := range f.path {
+		what, why := "field "+v.Name(), at(v.Pos())
+		if why == "" {
+			t := types.Unalias(v.Type())
+			if p, ok := t.(*types.Pointer); ok {
+				t = types.Unalias(p.Elem())
+			}
+			if n, ok := t.(*types.Named); ok {
+				what, why = "type "+typeString(n), at(n.Obj().Pos())
+			}
+		}
+		if why != "" {
+			// The file is not named: on another platform it may be another.
+			c.probs.add(pos, "%s.%s, %s, depends on %s, which is declared in a file with a build constraint; seqby_gen.go has none and would read it as the platform seqgen runs on declares it: declare it in a file without build constraints",
+				msg.name, pathString(f.path), role, what)
+			return
 		}
 	}
 }

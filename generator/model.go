@@ -15,6 +15,9 @@ type model struct {
 	handlers []*handler
 	// byCategory lists each category's message types, sorted by name.
 	byCategory map[string][]*message
+	// constrained maps the files with a build constraint to its
+	// description (see constraint.go).
+	constrained map[string]string
 }
 
 // message is an event or command type.

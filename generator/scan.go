@@ -56,6 +56,7 @@ func scan(ld *loaded, probs *problems) *model {
 		s.pkg(p, false)
 	}
 	s.testFiles(ld.tests)
+	s.m.constrained = s.constrained
 	s.constrainedMarkers(ld)
 	for _, h := range s.m.handlers {
 		s.handleMethods(h)
