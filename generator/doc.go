@@ -9,7 +9,14 @@
 //     _test.go files of the same directories are parsed for their comments
 //     only, so markers there are refused rather than skipped. Errors that
 //     stop loading (syntax, missing packages) come back as a LoadError with
-//     positions, each once.
+//     positions, each once. Packages whose import path ends in ".go" are
+//     listed by directory, which the go command cannot take for a file.
+//   - constraint.go finds the files of each package that have a build
+//     constraint (//go:build, // +build, GOOS/GOARCH file names, cgo), both
+//     those built on this platform and those left out, read from the files
+//     themselves so that every platform sees the same; seqby_gen.go has no
+//     constraint, so scan refuses markers and handle methods there and
+//     check refuses key and correlate types declared there.
 //   - scan (scan.go) reads the //seqby: markers of every declaration
 //     (package annotations parses and validates each declaration's set) into
 //     a model of messages, handlers and handle methods (the method set of
@@ -22,6 +29,10 @@
 //     fields. Every problem is collected with its position and related
 //     positions; a run with any writes nothing.
 //   - emit (emit.go) writes one seqby_gen.go per package with jennifer.
+//     Predeclared identifiers the package declares for itself (a func new,
+//     a type string) are named through package annotations/universe;
+//     messages holding a lock (nocopy.go) get methods on *M and are moved
+//     as *M, so go vet's copylocks check is clean.
 //
 // Generate returns every file in memory (Result), so writing, -check and
 // diffs share one path.

@@ -116,7 +116,9 @@ FIELD is a direct field of the message struct, by JSON name, else Go name.
 CATEGORY is non-empty, without ':' or white space, and not of the __name__ form.
 NAME (a handler's consumer group; default import/path.Type) uses letters,
 digits and '.', '_', '-', '/', and starts with a letter or digit.
-Markers in _test.go files and comments such as "// seqby:key=x" are refused.
+Markers in _test.go files and comments such as "// seqby:key=x" are refused, as
+are markers and handle methods in files with build constraints (//go:build,
+_GOOS/_GOARCH file names, cgo): seqby_gen.go is built on every platform.
 
 Exit status: 0 ok; 1 inconsistent markers or (with -check) stale files; 2 load or flag errors
 (syntax errors and missing packages print as path:line:col: message, each once).
