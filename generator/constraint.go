@@ -5,6 +5,8 @@ import (
 	"go/build/constraint"
 	"go/parser"
 	"go/token"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -130,4 +132,82 @@ func setOf(words ...string) map[string]bool {
 		m[w] = true
 	}
 	return m
+}
+
+// strayFiles finds the directories under the relative or absolute "dir/..."
+// patterns (and "." or "./x" ones) that hold non-test .go files but no
+// listed package: the go command leaves out a package all of whose files
+// have build constraints excluding this platform. Their files of the
+// directory's package are parsed with comments into fset, so that their
+// markers are refused here as they are where the package is built.
+func strayFiles(fset *token.FileSet, dir string, patterns []string, listed []*packages.Package) []constrainedFile {
+	have := map[string]bool{}
+	for _, p := range listed {
+		if p.Dir != "" {
+			have[filepath.Clean(p.Dir)] = true
+		}
+	}
+	var out []constrainedFile
+	seen := map[string]bool{}
+	visit := func(d string) {
+		if seen[d] || have[d] {
+			return
+		}
+		seen[d] = true
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			return
+		}
+		var names []string
+		for _, e := range entries {
+			n := e.Name()
+			if !e.IsDir() && strings.HasSuffix(n, ".go") && !strings.HasSuffix(n, "_test.go") && n != GenFile {
+				names = append(names, filepath.Join(d, n))
+			}
+		}
+		if len(names) == 0 {
+			return
+		}
+		pkg := packageName(d, "")
+		for _, name := range names {
+			f, _ := parser.ParseFile(fset, name, nil, parser.ParseComments|parser.SkipObjectResolution)
+			if f == nil || f.Name.Name != pkg {
+				continue
+			}
+			if why := fileConstraint(name, f); why != "" {
+				out = append(out, constrainedFile{path: name, why: why, file: f})
+			}
+		}
+	}
+	for _, pat := range patterns {
+		rec := strings.HasSuffix(pat, "/...") || pat == "..."
+		base := strings.TrimSuffix(strings.TrimSuffix(pat, "..."), "/")
+		if base == "" && pat == "..." {
+			continue // every package of every module: not a directory
+		}
+		if !filepath.IsAbs(base) && base != "." && base != ".." && !strings.HasPrefix(base, "./") && !strings.HasPrefix(base, "../") {
+			continue // an import path: the go command reports what it cannot find
+		}
+		if !filepath.IsAbs(base) {
+			base = filepath.Join(dir, base)
+		}
+		base = filepath.Clean(base)
+		if !rec {
+			visit(base)
+			continue
+		}
+		filepath.WalkDir(base, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
+			}
+			name := d.Name()
+			if path != base && (strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") ||
+				name == "testdata" || name == "vendor" || exists(filepath.Join(path, "go.mod"))) {
+				return filepath.SkipDir
+			}
+			visit(filepath.Clean(path))
+			return nil
+		})
+	}
+	return out
 }

@@ -32,6 +32,12 @@ type loaded struct {
 	// parsed for their comments only: seqgen reads no markers there but
 	// must not skip them in silence.
 	tests []*ast.File
+	// strays holds the files, parsed with comments, of directories a
+	// pattern reaches that the go command listed no package for on this
+	// platform: every file there has a build constraint that leaves it
+	// out. Markers there are refused as in any constrained file, so
+	// another platform, which lists the package, gives the same errors.
+	strays []constrainedFile
 }
 
 const listMode = packages.NeedName | packages.NeedFiles | packages.NeedModule | packages.NeedImports
@@ -128,6 +134,7 @@ func load(dir string, env []string, patterns []string) (*loaded, error) {
 	}
 	ld := &loaded{fset: full.Fset, module: module, existing: existing}
 	ld.tests = parseTestFiles(full.Fset, listed)
+	ld.strays = strayFiles(full.Fset, dir, patterns, listed)
 	for _, f := range foreign {
 		for _, e := range existing {
 			if e == f {

@@ -217,14 +217,23 @@ func (s *scanner) isConstrained(pos token.Pos) bool {
 func (s *scanner) constrainedMarkers(ld *loaded) {
 	for _, p := range append(append([]*packages.Package{}, ld.roots...), ld.deps...) {
 		for _, cf := range s.cfiles[p] {
-			for _, g := range cf.file.Comments {
-				for _, c := range g.List {
-					if annotations.IsMarker(c.Text) {
-						s.probs.add(c.Pos(), "marker %s is in a file with a build constraint (%s); seqby_gen.go has none and would refer to the declaration where that file is left out: move it to a file without build constraints", c.Text, cf.why)
-					}
-				}
-			}
+			s.markersIn(cf)
 			s.nearMisses(cf.file)
+		}
+	}
+	for _, cf := range ld.strays {
+		s.constrained[cf.path] = cf.why
+		s.markersIn(cf)
+		s.nearMisses(cf.file)
+	}
+}
+
+func (s *scanner) markersIn(cf constrainedFile) {
+	for _, g := range cf.file.Comments {
+		for _, c := range g.List {
+			if annotations.IsMarker(c.Text) {
+				s.probs.add(c.Pos(), "marker %s is in a file with a build constraint (%s); seqby_gen.go has none and would refer to the declaration where that file is left out: move it to a file without build constraints", c.Text, cf.why)
+			}
 		}
 	}
 }
