@@ -77,11 +77,18 @@ func NearMiss(comment string) (want, why string, ok bool) {
 	rest, _, _ := strings.Cut(text[len(word):], "\n")
 	rest = strings.TrimRightFunc(rest, unicode.IsSpace)
 	name, value, hasValue := strings.Cut(rest, "=")
-	// "seqby: the library ..." is prose: a near miss names a marker
-	// right after the colon, as a marker line would.
+	// "seqby: the library ..." is prose: a near miss names a marker after
+	// the colon, as a marker line would ("seqby: key=x" and "seqby:key = x"
+	// are near misses with stray spaces).
+	spaced := strings.ContainsFunc(rest, unicode.IsSpace)
+	name = strings.TrimSpace(name)
 	if !isIdent(name) {
 		return "", "", false
 	}
+	if _, known := Lookup(strings.ToLower(name)); spaced && !known {
+		return "", "", false // "seqby: bugs": prose, unless it names a marker
+	}
+	value = strings.TrimSpace(value)
 	want = Prefix + strings.ToLower(name)
 	if hasValue {
 		want += "=" + value
@@ -91,6 +98,8 @@ func NearMiss(comment string) (want, why string, ok bool) {
 		why = "a marker is a // line comment, not a /* */ block"
 	case len(text) != len(body):
 		why = `a marker has no space after "//"`
+	case spaced:
+		why = `a marker has no space after "seqby:" or around "="`
 	default:
 		why = `a marker starts with "seqby:" in lower case`
 	}

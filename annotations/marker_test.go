@@ -153,6 +153,11 @@ func TestNearMiss(t *testing.T) {
 		{"// seqby: an event library", "", "", false},
 		{"// Seqby:key handling is explained below", "", "", false},
 		{"/* nothing */", "", "", false},
+		{"// seqby:key = x", "//seqby:key=x", "space", true},
+		{"// seqby: key=x", "//seqby:key=x", "space", true},
+		{"//seqby:key = x", "", "", false}, // a marker line: the parser reports it
+		{"// seqby: bugs", "", "", false},
+		{"// seqby: handler", "//seqby:handler", "space", true},
 	}
 	for _, tt := range tests {
 		want, why, ok := NearMiss(tt.comment)

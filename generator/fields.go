@@ -117,6 +117,8 @@ func hiddenField(t *types.Named, st *types.Struct, name string) string {
 				if f.Name() == name || jsonName == name {
 					where := fmt.Sprintf("field %s of %s", pathString(path), t.Obj().Name())
 					switch {
+					case it.nested != nil && strings.HasPrefix(it.tag, "-") && !strings.HasPrefix(it.tag, "-,"):
+						return fmt.Sprintf("%s is inside embedded field %s, which is tagged json:%q, so the JSON codec drops it with all its fields and the key could not be read back from a stored message; key by a field the message carries", where, it.nested.Name(), it.tag)
 					case it.nested != nil:
 						return fmt.Sprintf("%s is inside embedded field %s, which is tagged json:%q and so encoded as an object of its own; key by a field the message carries directly", where, it.nested.Name(), it.tag)
 					case tag == "-":
@@ -180,7 +182,23 @@ func colonStringer(t types.Type) (example string, ok bool) {
 	if !isNamed || n.Obj().Pkg() == nil {
 		return "", false
 	}
-	example, ok = colonStringers[n.Obj().Pkg().Path()+"."+n.Obj().Name()]
+	if example, ok = colonStringers[n.Obj().Pkg().Path()+"."+n.Obj().Name()]; ok {
+		return example, true
+	}
+	// A struct embedding one (type Stamp struct{ time.Time }) has its
+	// String method, promoted.
+	obj, _, _ := types.LookupFieldOrMethod(n, true, n.Obj().Pkg(), "String")
+	fn, isFunc := obj.(*types.Func)
+	if !isFunc {
+		return "", false
+	}
+	recv := types.Unalias(fn.Type().(*types.Signature).Recv().Type())
+	if p, isPtr := recv.(*types.Pointer); isPtr {
+		recv = types.Unalias(p.Elem())
+	}
+	if rn, isNamed := recv.(*types.Named); isNamed && rn != n && rn.Obj().Pkg() != nil {
+		example, ok = colonStringers[rn.Obj().Pkg().Path()+"."+rn.Obj().Name()]
+	}
 	return example, ok
 }
 

@@ -428,6 +428,64 @@ func (s *scanner) handleMethods(h *handler) {
 		}
 		h.methods = append(h.methods, hm)
 	}
+	s.hiddenMethods(h, mset, wantKind)
+}
+
+// hiddenMethods refuses the handle methods of h's embedded fields that
+// *T's method set leaves out, which Go does without a word: one declared
+// by two embedded fields at the same depth (ambiguous), or one hidden by
+// a method of the same name nearer T. Each would never run.
+func (s *scanner) hiddenMethods(h *handler, mset *types.MethodSet, wantKind string) {
+	// By origin: an instantiated generic type's methods are objects of
+	// their own.
+	selected := map[*types.Func]bool{}
+	for i := range mset.Len() {
+		selected[mset.At(i).Obj().(*types.Func).Origin()] = true
+	}
+	seen := map[*types.Named]bool{h.named: true}
+	var walk func(t types.Type, path string)
+	walk = func(t types.Type, path string) {
+		st, ok := derefStruct(t)
+		if !ok {
+			return
+		}
+		for i := range st.NumFields() {
+			f := st.Field(i)
+			if !f.Embedded() {
+				continue
+			}
+			ft := types.Unalias(f.Type())
+			if p, ok := ft.(*types.Pointer); ok {
+				ft = types.Unalias(p.Elem())
+			}
+			named, ok := ft.(*types.Named)
+			if !ok || seen[named] {
+				continue
+			}
+			seen[named] = true
+			field := path + f.Name()
+			for j := range named.NumMethods() {
+				fn := named.Method(j)
+				if !fn.Exported() || selected[fn.Origin()] || s.consumed[fn.Pos()] {
+					continue
+				}
+				if msg, _, _ := s.handleSignature(fn, wantKind); msg == nil {
+					continue
+				}
+				s.consumed[fn.Pos()] = true // its markers are reported here, not as stray
+				h.refusedMethods = true
+				if shadow := mset.Lookup(fn.Pkg(), fn.Name()); shadow != nil {
+					s.probs.add(fn.Pos(), "%s: handle method %s of embedded field %s is hidden by %s, nearer %s, so Go leaves it out of the method set of *%s and it would never run; rename one of them",
+						h.describe(), fn.Name(), field, methodName(shadow.Obj().(*types.Func)), h.name, h.name)
+					continue
+				}
+				s.probs.add(fn.Pos(), "%s: handle method %s of embedded field %s is declared by another embedded field at the same depth too, so Go leaves it out of the method set of *%s and it would never run; declare %s on %s, calling the one you mean",
+					h.describe(), fn.Name(), field, h.name, fn.Name(), h.name)
+			}
+			walk(named, field+".")
+		}
+	}
+	walk(h.named, "")
 }
 
 // pmReceiver refuses a pm handle method that cannot change the pm's state:
@@ -527,4 +585,16 @@ func article(word string) string {
 		return "an"
 	}
 	return "a"
+}
+
+// methodName is "Recv.Name" of a method, its receiver's base type name.
+func methodName(fn *types.Func) string {
+	recv := fn.Type().(*types.Signature).Recv().Type()
+	if p, ok := types.Unalias(recv).(*types.Pointer); ok {
+		recv = p.Elem()
+	}
+	if n, ok := types.Unalias(recv).(*types.Named); ok {
+		return n.Obj().Name() + "." + fn.Name()
+	}
+	return fn.Name()
 }
