@@ -107,7 +107,7 @@ func newLoadError(dir string, msgs ...string) *LoadError {
 	le := &LoadError{}
 	seen := map[string]bool{}
 	for _, m := range msgs {
-		pos, msg := splitPosition(m)
+		pos, msg := splitPosition(unwrap(m))
 		// The go command continues some messages on indented lines ("to
 		// add it:\n\tgo get ..."); keep one error on one line.
 		msg = strings.Join(strings.Fields(msg), " ")
@@ -152,7 +152,7 @@ func splitPosition(s string) (token.Position, string) {
 		parts = parts[:len(parts)-1]
 	}
 	file := strings.Join(parts, ":")
-	if len(nums) == 0 || !strings.HasSuffix(file, ".go") {
+	if base := filepath.Base(file); len(nums) == 0 || !(strings.HasSuffix(file, ".go") || base == "go.mod" || base == "go.work") {
 		return token.Position{}, s
 	}
 	pos := token.Position{Filename: file, Line: nums[0]}
@@ -170,4 +170,24 @@ func comparePositions(a, b token.Position) int {
 		return a.Line - b.Line
 	}
 	return a.Column - b.Column
+}
+
+// unwrap takes the go command's own message out of go/packages' wrapper
+// ("err: exit status 1: stderr: go: errors parsing go.mod:\n<the
+// positioned line>"): the positioned line when there is one, else the
+// message without the wrapper.
+func unwrap(m string) string {
+	rest, ok := strings.CutPrefix(m, "err: ")
+	if !ok {
+		return m
+	}
+	if _, after, found := strings.Cut(rest, "stderr: "); found {
+		rest = after
+	}
+	for _, line := range strings.Split(rest, "\n") {
+		if pos, _ := splitPosition(strings.TrimSpace(line)); pos.Filename != "" {
+			return strings.TrimSpace(line)
+		}
+	}
+	return strings.TrimSpace(rest)
 }
