@@ -217,6 +217,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(flagArgs); err != nil {
 		return 2 // the flag package said why
 	}
+	// An empty value given on purpose (-handler "$H" with H unset) must not
+	// read as "every handler".
+	var empty []string
+	fs.Visit(func(f *flag.Flag) {
+		if valueFlags[f.Name] && f.Value.String() == "" {
+			empty = append(empty, "-"+f.Name)
+		}
+	})
+	if len(empty) > 0 {
+		fmt.Fprintf(stderr, "seqbyctl: %s given an empty value; leave the flag out, or give it a value\n", strings.Join(empty, ", "))
+		return 2
+	}
 	switch {
 	case o.version:
 		fmt.Fprintf(stdout, "seqbyctl %s\n", version())

@@ -154,6 +154,7 @@ func TestRunUsage(t *testing.T) {
 		{"unknown dlq word", []string{"-redis", "redis://127.0.0.1:1", "dlq", "requeue", "-handler", "h", "-stream", "s", "-id", "1-0"}, 2, "", `unknown command "dlq requeue"; the dlq commands are drop, list, move, replay`},
 		{"mistyped dlq word", []string{"dlq", "lst", "-handler", "h"}, 2, "", `unknown command "dlq lst" (did you mean "list"?)`},
 		{"short unknown word", []string{"ls"}, 2, "", `unknown command "ls"; run seqbyctl help`},
+		{"empty -handler", []string{"halted", "-handler="}, 2, "", "-handler given an empty value"},
 		{"replay takes no -handler", []string{"-redis", "redis://127.0.0.1:1", "dlq", "replay", "-handler", "h"}, 2, "", "flag provided but not defined: -handler"},
 		{"replay without id", []string{"-redis", "redis://127.0.0.1:1", "dlq", "replay", "-stream", "s:{k}:dlq"}, 2, "", "missing -id"},
 		{"audit -n 0", []string{"-redis", "redis://127.0.0.1:1", "audit", "-n", "0"}, 2, "", "want at least 1"},
