@@ -301,9 +301,10 @@ func split(args []string) (words, flags []string, help bool) {
 			words = append(words, a)
 			continue
 		}
-		name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		if name == "h" || name == "help" {
-			help = true
+			on, err := strconv.ParseBool(value)
+			help = help || !hasValue || (err == nil && on) // -help=false asks for no help
 			continue
 		}
 		flags = append(flags, a)

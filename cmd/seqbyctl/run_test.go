@@ -155,6 +155,7 @@ func TestRunUsage(t *testing.T) {
 		{"mistyped dlq word", []string{"dlq", "lst", "-handler", "h"}, 2, "", `unknown command "dlq lst" (did you mean "list"?)`},
 		{"short unknown word", []string{"ls"}, 2, "", `unknown command "ls"; run seqbyctl help`},
 		{"empty -handler", []string{"halted", "-handler="}, 2, "", "-handler given an empty value"},
+		{"-help=false is no help", []string{"halted", "-help=false"}, 2, "", "no Redis"},
 		{"replay takes no -handler", []string{"-redis", "redis://127.0.0.1:1", "dlq", "replay", "-handler", "h"}, 2, "", "flag provided but not defined: -handler"},
 		{"replay without id", []string{"-redis", "redis://127.0.0.1:1", "dlq", "replay", "-stream", "s:{k}:dlq"}, 2, "", "missing -id"},
 		{"audit -n 0", []string{"-redis", "redis://127.0.0.1:1", "audit", "-n", "0"}, 2, "", "want at least 1"},
