@@ -24,7 +24,7 @@
 //	    Exits 1 when it lists at least one halt, 0 when there is none, so
 //	    "seqbyctl -q halted" is a check.
 //
-//	seqbyctl partitions -handler NAME
+//	seqbyctl partitions -handler NAME [-backfill SUFFIX]
 //	    One row per partition of every category the handler reads (an
 //	    unpartitioned category's stream is one row, key "-"): key, stream,
 //	    owner and generation (from the lease token "<owner>:<generation>";
@@ -34,9 +34,10 @@
 //	    read yet counts whole), halted (a halt record exists) and idle (time
 //	    since the newest entry was appended, from its entry id, on Redis's
 //	    clock; "-" when none ever was). Pending and lag add up the partition
-//	    stream and its backfill lane (suffix "backfill").
+//	    stream and its backfill lane (-backfill: the engines'
+//	    Options.BackfillSuffix, "backfill" by default).
 //
-//	seqbyctl inspect -handler NAME -stream STREAM
+//	seqbyctl inspect -handler NAME -stream STREAM [-backfill SUFFIX]
 //	    Show the partition's halt record, its lease (token and remaining
 //	    TTL), each of its streams with length and the group's pending
 //	    entries (consumer, idle time, deliveries), and the head entry with

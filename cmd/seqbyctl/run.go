@@ -33,6 +33,7 @@ type opts struct {
 	version bool
 
 	handler, stream, id, as string
+	backfill                string
 	dryRun                  bool
 	n                       int
 
@@ -59,7 +60,7 @@ the halting owner's lease token, when, and the error. Only records whose head
 is still pending are listed; stale ones are removed. Exits 1 when it lists a
 halt (0 when none), so a script or a check can run "seqbyctl -q halted".`,
 		do: halted},
-	{name: "partitions", synopsis: "-handler NAME", flags: []string{"handler"}, required: []string{"handler"},
+	{name: "partitions", synopsis: "-handler NAME [-backfill SUFFIX]", flags: []string{"handler", "backfill"}, required: []string{"handler"},
 		summary: "a handler's partitions: owner, generation, pending, lag, halted, idle",
 		about: `Lists one row per partition of every category NAME reads (an unpartitioned
 category's stream is one row with key "-"): key, stream, owner and generation
@@ -67,9 +68,10 @@ category's stream is one row with key "-"): key, stream, owner and generation
 delivered to the handler and not acked), lag (entries not delivered to it yet),
 halted (a halt record exists) and idle (time since the newest entry was
 appended, from its id, on Redis's clock). Pending and lag add up the partition
-stream and its backfill lane.`,
+stream and its backfill lane (-backfill: the engines' BackfillSuffix, when
+they set one).`,
 		do: partitions},
-	{name: "inspect", synopsis: "-handler NAME -stream STREAM", flags: []string{"handler", "stream"}, required: []string{"handler", "stream"},
+	{name: "inspect", synopsis: "-handler NAME -stream STREAM [-backfill SUFFIX]", flags: []string{"handler", "stream", "backfill"}, required: []string{"handler", "stream"},
 		summary: "a partition's halt record, lease, pending entries and head",
 		about: `Shows the partition's halt record, its lease (token and remaining TTL), each
 of its streams with length and the group's pending entries (consumer, idle
@@ -167,12 +169,15 @@ var flagDefs = map[string]func(fs *flag.FlagSet, o *opts){
 		fs.StringVar(&o.as, "as", "", "the operator (`WHO`) the audit stream records (default $USER@hostname)")
 	},
 	"n": func(fs *flag.FlagSet, o *opts) { fs.IntVar(&o.n, "n", 20, "how many entries, newest first") },
+	"backfill": func(fs *flag.FlagSet, o *opts) {
+		fs.StringVar(&o.backfill, "backfill", "backfill", "the engines' backfill lane `SUFFIX` (Options.BackfillSuffix)")
+	},
 }
 
 var globalFlags = []string{"redis", "timeout", "json", "q", "version"}
 
 // valueFlags take a value (the next argument unless given as -f=v).
-var valueFlags = map[string]bool{"redis": true, "timeout": true, "handler": true, "stream": true, "id": true, "as": true, "n": true}
+var valueFlags = map[string]bool{"redis": true, "timeout": true, "handler": true, "stream": true, "id": true, "as": true, "n": true, "backfill": true}
 
 // exitStatus ends the command with a status and nothing more to say.
 type exitStatus int
@@ -274,7 +279,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer client.Close()
-	err = c.do(ctx, inspect.New(client), &o)
+	in := inspect.New(client)
+	if o.backfill != "" {
+		in = in.WithBackfillSuffix(o.backfill)
+	}
+	err = c.do(ctx, in, &o)
 	var status exitStatus
 	switch {
 	case err == nil:

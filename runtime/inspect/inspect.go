@@ -14,11 +14,31 @@ import (
 // It is safe for concurrent use.
 type Inspector struct {
 	c redis.UniversalClient
+	// backfill is the engines' BackfillSuffix: the lane Inspect and
+	// Partitions read next to each partition stream.
+	backfill string
 }
 
 // New returns an Inspector on c (a client, failover client or cluster
 // client).
 func New(c redis.UniversalClient) *Inspector { return &Inspector{c: c} }
+
+// WithBackfillSuffix returns a copy of i that reads the backfill lanes
+// named by suffix, the engines' Options.BackfillSuffix when it is not the
+// default ("backfill"); Inspect and Partitions count a partition's
+// entries on its stream and that lane.
+func (i *Inspector) WithBackfillSuffix(suffix string) *Inspector {
+	out := *i
+	out.backfill = suffix
+	return &out
+}
+
+func (i *Inspector) backfillSuffix() string {
+	if i.backfill == "" {
+		return rdb.DefaultBackfillSuffix
+	}
+	return i.backfill
+}
 
 // Handlers returns the handlers that have halt records, sorted. It scans
 // the keyspace (on every primary of a cluster): an operator's call, never
@@ -119,7 +139,7 @@ func (i *Inspector) Inspect(ctx context.Context, handler, partition string) (Ins
 		in.Lanes = lanesOf(r.Streams)
 	case errors.Is(err, ErrNotHalted):
 		in.LeaseKey = rdb.LeaseKey(partition, handler)
-		in.Lanes = lanesOf([]string{partition, rdb.SubStream(partition, rdb.DefaultBackfillSuffix)})
+		in.Lanes = lanesOf([]string{partition, rdb.SubStream(partition, i.backfillSuffix())})
 	default:
 		return in, fmt.Errorf("inspect %s: %w", partition, err)
 	}

@@ -179,6 +179,26 @@ func TestPartitions(t *testing.T) {
 		if _, err := in.Partitions(ctx, "hh"); !errors.Is(err, ErrUnknownHandler) {
 			t.Fatalf("partitions of an unknown handler: %v", err)
 		}
+		// Engines with another BackfillSuffix: its lane counts only when
+		// the Inspector is told.
+		for range 2 {
+			c.XAdd(ctx, &redis.XAddArgs{Stream: rdb.BackfillStream("shop", "b", "bf"), Values: []any{"k", "v"}})
+		}
+		for suffix, want := range map[string]int64{"": 3, "bf": 4} { // 2 on the stream, 1 on "backfill", 2 on "bf"
+			i := in
+			if suffix != "" {
+				i = in.WithBackfillSuffix(suffix)
+			}
+			got, err := i.Partitions(ctx, "h")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range got {
+				if p.Key == "b" && p.Lag != want {
+					t.Errorf("backfill suffix %q: lag of shop:{b} %d, want %d", suffix, p.Lag, want)
+				}
+			}
+		}
 	})
 }
 

@@ -50,7 +50,7 @@ func (i *Inspector) Partitions(ctx context.Context, handler string) ([]Partition
 		for _, k := range keys {
 			s := rdb.PartitionStream(cat, k)
 			out = append(out, PartitionInfo{Category: cat, Key: k, Stream: s})
-			lanes = append(lanes, s, rdb.SubStream(s, rdb.DefaultBackfillSuffix))
+			lanes = append(lanes, s, rdb.SubStream(s, i.backfillSuffix()))
 		}
 	}
 	var ask []string

@@ -140,7 +140,8 @@ type PartitionInfo struct {
 	// Pending counts entries delivered to the handler's group and not
 	// acked; Lag entries not delivered to it yet (the whole stream
 	// while the group does not exist on it). Both add up the partition
-	// stream and its backfill lane (suffix "backfill").
+	// stream and its backfill lane (suffix "backfill", or the
+	// Inspector's WithBackfillSuffix).
 	Pending int64 `json:"pending"`
 	Lag     int64 `json:"lag"`
 	// Halted reports that a halt record exists for the partition (for a
