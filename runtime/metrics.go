@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -63,6 +64,23 @@ type meters struct {
 	discovery metric.Float64Histogram
 	meter     metric.Meter
 	gauges    gauges
+	// attrs caches the attribute sets of the per-event measurements, by
+	// attrsKey: building one allocates, and it runs for every event. The
+	// keys are bounded by handlers × categories × outcomes (error types).
+	attrs sync.Map
+}
+
+// attrsKey names a cached attribute set: kind "events" (with outcome) or
+// "process" (with the error type, "" on success).
+type attrsKey struct{ kind, handler, category, extra string }
+
+// cached returns the attribute set of k, built once by build.
+func (ms *meters) cached(k attrsKey, build func() []attribute.KeyValue) metric.MeasurementOption {
+	if o, ok := ms.attrs.Load(k); ok {
+		return o.(metric.MeasurementOption)
+	}
+	o, _ := ms.attrs.LoadOrStore(k, metric.WithAttributeSet(attribute.NewSet(build()...)))
+	return o.(metric.MeasurementOption)
 }
 
 // secondsBuckets are the OpenTelemetry semantic conventions' boundaries
@@ -259,7 +277,9 @@ func entryMillis(id string) int64 {
 // countOutcome counts one end of a handler attempt (or of an entry that
 // halts without one).
 func (e *Engine) countOutcome(ctx context.Context, reg Registration, category, outcome string) {
-	e.metrics.events.Add(ctx, 1, metric.WithAttributes(attrHandler.String(reg.Name), attrCategory.String(category), attrOutcome.String(outcome)))
+	e.metrics.events.Add(ctx, 1, e.metrics.cached(attrsKey{"events", reg.Name, category, outcome}, func() []attribute.KeyValue {
+		return []attribute.KeyValue{attrHandler.String(reg.Name), attrCategory.String(category), attrOutcome.String(outcome)}
+	}))
 }
 
 // countSettled counts the outcome of an entry an owner settled.

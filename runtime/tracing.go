@@ -7,7 +7,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
@@ -78,12 +77,19 @@ func (e *Engine) startAttempt(ctx context.Context, reg Registration, category st
 		ctx, span = e.tracer.Start(ctx, "process "+category, opts...)
 	}
 	return ctx, func(err error) {
-		attrs := []attribute.KeyValue{attrSystem.String(systemName), attrOpName.String("process"),
-			attrDest.String(category), attrGroup.String(reg.Name)}
+		errType := ""
 		if err != nil {
-			attrs = append(attrs, attrErrType.String(errorType(err)))
+			errType = errorType(err)
 		}
-		e.metrics.process.Record(context.Background(), time.Since(start).Seconds(), metric.WithAttributes(attrs...))
+		attrs := e.metrics.cached(attrsKey{"process", reg.Name, category, errType}, func() []attribute.KeyValue {
+			attrs := []attribute.KeyValue{attrSystem.String(systemName), attrOpName.String("process"),
+				attrDest.String(category), attrGroup.String(reg.Name)}
+			if errType != "" {
+				attrs = append(attrs, attrErrType.String(errType))
+			}
+			return attrs
+		})
+		e.metrics.process.Record(context.Background(), time.Since(start).Seconds(), attrs)
 		if span != nil {
 			if err != nil {
 				span.RecordError(err)
