@@ -79,7 +79,7 @@ func emit(p *packages.Package, m *model, pl *plan) ([]byte, error) {
 		}
 	}
 	e.imports(imports)
-	e.f.Const().Id("_").Op("=").Qual(runtimePath, "SupportPackageIsVersion1")
+	e.f.Const().Id("_").Op("=").Qual(runtimePath, "SupportPackageIsVersion2")
 	for _, msg := range msgs {
 		e.message(msg)
 	}
@@ -325,7 +325,7 @@ func sortedByName(ms []*message) []*message {
 
 func (e *emitter) route(h *handler, hm *handleMethod) jen.Code {
 	msg := hm.msg
-	msgParam := e.local("m").Qual(runtimePath, "Message")
+	msgParam := e.local("m").Add(e.pre("any"))
 	fields := []jen.Code{
 		kv("Category", jen.Lit(msg.category)),
 		kv("Type", jen.Lit(msg.name)),
@@ -351,10 +351,10 @@ func (e *emitter) route(h *handler, hm *handleMethod) jen.Code {
 		decoded = jen.Op("&").Add(e.local("m"))
 	}
 	fields = append(fields, kv("Decode", jen.Func().Params(e.local("c").Qual(runtimePath, "Codec"), e.local("payload").Index().Add(e.pre("byte"))).
-		Params(jen.Qual(runtimePath, "Message"), e.pre("error")).Block(
+		Params(e.pre("any"), e.pre("error")).Block(
 		jen.Var().Add(e.local("m")).Add(e.qual(msg)),
 		jen.If(e.local("err").Op(":=").Add(e.local("c")).Dot("Unmarshal").Call(e.local("payload"), jen.Op("&").Add(e.local("m"))), e.notNil(e.local("err"))).Block(
-			jen.Return(e.zero(jen.Qual(runtimePath, "Message")), e.local("err"))),
+			jen.Return(e.zero(e.pre("any")), e.local("err"))),
 		jen.Return(decoded, e.zero(e.pre("error"))))))
 	if _, ok := e.plan.partitionName[msg.category]; ok {
 		fields = append(fields, kv("PartitionKey", jen.Func().Params(msgParam.Clone()).Params(e.pre("string"), e.pre("error")).Block(

@@ -9,6 +9,9 @@ import (
 // typeName is a message's wire name: its Go type name (pointer stripped),
 // the value seqgen writes in Route.Type.
 func typeName(m Message) string {
+	if f, ok := unwrapForeign(m); ok {
+		return f.name
+	}
 	t := reflect.TypeOf(m)
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()

@@ -52,11 +52,11 @@ func TestEngineUnkeyedHandlers(t *testing.T) {
 	notes := make(chan string, 10)
 	noteH := Registration{Name: "notes", Kind: EventHandler, Routes: []Route{{
 		Category: "note", Type: "testNote",
-		Decode: func(c Codec, b []byte) (Message, error) {
+		Decode: func(c Codec, b []byte) (any, error) {
 			var n testNote
 			return &n, c.Unmarshal(b, &n)
 		},
-		Invoke: func(_ context.Context, _ any, m Message) error { notes <- m.(*testNote).Text; return nil },
+		Invoke: func(_ context.Context, _ any, m any) error { notes <- m.(*testNote).Text; return nil },
 	}}}
 	j := newJournal()
 	audit := Registration{Name: "audit", Kind: EventHandler, Routes: []Route{orderRoute("Client", func(_ context.Context, e *testEvent) error {

@@ -104,7 +104,7 @@ func (e *Engine) haltOf(reg Registration, category string, en rdb.Entry, reason 
 // entry was deleted while pending, or it is another handler's message
 // type; ack it and move on. A non-nil Halt: the entry cannot be processed
 // (a type this build does not know, or an undecodable payload).
-func (e *Engine) decodeEntry(reg Registration, category string, en rdb.Entry) (rt Route, m Message, skip bool, h *Halt) {
+func (e *Engine) decodeEntry(reg Registration, category string, en rdb.Entry) (rt Route, m any, skip bool, h *Halt) {
 	if en.Fields == nil {
 		e.log.Warn("seqby: pending entry was deleted from the stream; acking it", "stream", en.Stream, "entry", en.ID, "handler", reg.Name)
 		return rt, nil, true, nil
@@ -133,7 +133,7 @@ func (e *Engine) decodeEntry(reg Registration, category string, en rdb.Entry) (r
 }
 
 // safeDecode runs generated Decode, turning a panic into an error.
-func safeDecode(rt Route, c Codec, payload []byte) (m Message, err error) {
+func safeDecode(rt Route, c Codec, payload []byte) (m any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("decode panicked: %v", p)

@@ -59,18 +59,18 @@ func orderRoute(field string, fn func(ctx context.Context, e *testEvent) error) 
 	r := Route{
 		Category: "order",
 		Type:     "testEvent",
-		Decode: func(c Codec, p []byte) (Message, error) {
+		Decode: func(c Codec, p []byte) (any, error) {
 			var e testEvent
 			if err := c.Unmarshal(p, &e); err != nil {
 				return nil, err
 			}
 			return &e, nil
 		},
-		Invoke: func(ctx context.Context, _ any, m Message) error { return fn(ctx, m.(*testEvent)) },
+		Invoke: func(ctx context.Context, _ any, m any) error { return fn(ctx, m.(*testEvent)) },
 	}
 	if field != "" {
 		r.PartitionField = field
-		r.PartitionKey = func(m Message) (string, error) { return m.(*testEvent).PartitionKey() }
+		r.PartitionKey = func(m any) (string, error) { return m.(*testEvent).PartitionKey() }
 	}
 	return r
 }

@@ -134,7 +134,7 @@ func (b *InlineBroker) Publish(ctx context.Context, msg Message, _ ...PublishOpt
 }
 
 func (b *InlineBroker) deliver(ctx context.Context, msg Message) error {
-	payload, err := b.codec.Marshal(msg)
+	payload, err := b.codec.Marshal(payloadOf(msg))
 	if err != nil {
 		return fmt.Errorf("inline: encode %s: %w", typeName(msg), err)
 	}
@@ -404,7 +404,7 @@ var ErrHandlerPanic = errors.New("handler panicked")
 
 // safeInvoke calls the handler, turning a panic into an error: nothing a
 // message contains may crash an instance.
-func safeInvoke(ctx context.Context, rt Route, state any, m Message) (err error) {
+func safeInvoke(ctx context.Context, rt Route, state any, m any) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: %v", ErrHandlerPanic, p)

@@ -191,7 +191,7 @@ const maxStateConflicts = 20
 // one instance may be handled at once by several instances, so a save can
 // meet a concurrent one (ErrStateConflict); it then reloads and re-runs the
 // handle method on the fresh state (optimistic concurrency).
-func (e *Engine) applyPMOptimistic(ctx context.Context, reg Registration, rt Route, corr string, m Message) error {
+func (e *Engine) applyPMOptimistic(ctx context.Context, reg Registration, rt Route, corr string, m any) error {
 	for conflicts := 0; ; conflicts++ {
 		_, err := e.applyPM(ctx, reg, rt, corr, m, nil)
 		if !errors.Is(err, ErrStateConflict) || conflicts >= maxStateConflicts || ctx.Err() != nil {
@@ -202,7 +202,7 @@ func (e *Engine) applyPMOptimistic(ctx context.Context, reg Registration, rt Rou
 
 // applyPM is one attempt: load, invoke, save; the caller holds e.sem.
 // infra reports a store failure that is not the message's fault.
-func (e *Engine) applyPM(ctx context.Context, reg Registration, rt Route, corr string, m Message, en *rdb.Entry) (infra bool, err error) {
+func (e *Engine) applyPM(ctx context.Context, reg Registration, rt Route, corr string, m any, en *rdb.Entry) (infra bool, err error) {
 	var data []byte
 	var version int64
 	last := ""
@@ -244,7 +244,7 @@ func (e *Engine) applyPM(ctx context.Context, reg Registration, rt Route, corr s
 }
 
 // safeCorrelate runs generated Correlate, turning a panic into an error.
-func safeCorrelate(rt Route, m Message) (v string, err error) {
+func safeCorrelate(rt Route, m any) (v string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("correlate panicked: %v", p)

@@ -47,14 +47,14 @@ func pmRoute[T any, P interface {
 }](category, typ string, orderID func(P) string, fn func(ctx context.Context, st *flow, m P) error) Route {
 	return Route{
 		Category: category, Type: typ, PartitionField: "order_id", CorrelateField: "order_id",
-		Decode: func(c Codec, p []byte) (Message, error) {
+		Decode: func(c Codec, p []byte) (any, error) {
 			m := P(new(T))
 			err := c.Unmarshal(p, m)
 			return m, err
 		},
-		PartitionKey: func(m Message) (string, error) { return m.(P).PartitionKey() },
-		Correlate:    func(m Message) (string, error) { return Key(category, "OrderID", orderID(m.(P))) },
-		Invoke:       func(ctx context.Context, st any, m Message) error { return fn(ctx, st.(*flow), m.(P)) },
+		PartitionKey: func(m any) (string, error) { return m.(P).PartitionKey() },
+		Correlate:    func(m any) (string, error) { return Key(category, "OrderID", orderID(m.(P))) },
+		Invoke:       func(ctx context.Context, st any, m any) error { return fn(ctx, st.(*flow), m.(P)) },
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"reflect"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -160,10 +158,15 @@ func (p *Publisher) Publish(ctx context.Context, msg Message, opts ...PublishOpt
 	if err != nil {
 		return err
 	}
+	return p.write(ctx, typeName(msg), it, cfg)
+}
+
+// write stores a prepared item; name labels errors.
+func (p *Publisher) write(ctx context.Context, name string, it item, cfg publishConfig) error {
 	if !it.partitioned {
-		err = rdb.PublishPlain(ctx, p.c, it.category, it.fields)
+		err := rdb.PublishPlain(ctx, p.c, it.category, it.fields)
 		if err != nil {
-			return fmt.Errorf("publish %s to %s: %w: %w", typeName(msg), it.category, ErrPublish, err)
+			return fmt.Errorf("publish %s to %s: %w: %w", name, it.category, ErrPublish, err)
 		}
 		return nil
 	}
@@ -171,7 +174,7 @@ func (p *Publisher) Publish(ctx context.Context, msg Message, opts ...PublishOpt
 	if cfg.idSet {
 		once.ID, once.Window = cfg.id, p.opts.DedupWindow
 	}
-	err = rdb.Publish(ctx, p.c, it.category, it.key, it.stream, p.opts.SignalMaxLen, it.fields, once)
+	err := rdb.Publish(ctx, p.c, it.category, it.key, it.stream, p.opts.SignalMaxLen, it.fields, once)
 	if errors.Is(err, rdb.ErrUnsignalled) {
 		// Published: failing the call would make the caller publish twice.
 		p.opts.Logger.Warn("seqby: published, but waking idle consumers failed; they find the entry at their next re-check",
@@ -179,7 +182,7 @@ func (p *Publisher) Publish(ctx context.Context, msg Message, opts ...PublishOpt
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("publish %s to %s: %w: %w", typeName(msg), it.stream, ErrPublish, err)
+		return fmt.Errorf("publish %s to %s: %w: %w", name, it.stream, ErrPublish, err)
 	}
 	return nil
 }
@@ -194,50 +197,11 @@ type item struct {
 // prepare checks msg (category, key, message id) and encodes it; nothing
 // is written.
 func (p *Publisher) prepare(ctx context.Context, msg Message, cfg publishConfig) (item, error) {
-	if msg == nil {
-		return item{}, fmt.Errorf("publish: nil message: %w", ErrPublish)
-	}
-	// A typed nil carries no event, and with value receivers even
-	// StreamCategory panics on it: refuse it before calling anything.
-	if v := reflect.ValueOf(msg); v.Kind() == reflect.Pointer && v.IsNil() {
-		return item{}, fmt.Errorf("publish %T: the message is a nil pointer; pass a pointer to a message value: %w", msg, ErrPublish)
-	}
-	category, err := streamCategory(msg)
+	r, err := newRecord(ctx, msg, p.opts.Codec, p.opts.Propagator, p.opts.BackfillSuffix, cfg)
 	if err != nil {
-		return item{}, fmt.Errorf("publish %s: %w", typeName(msg), err)
+		return item{}, err
 	}
-	if category == "" || strings.ContainsAny(category, "{}") {
-		return item{}, fmt.Errorf("publish %s: stream category %q is empty or contains '{' or '}': %w", typeName(msg), category, ErrPublish)
-	}
-	key, partitioned, err := partitionKey(msg, p.opts.BackfillSuffix)
-	if err != nil {
-		return item{}, fmt.Errorf("publish %s: %w", typeName(msg), err)
-	}
-	id := newMessageID()
-	if cfg.idSet {
-		if rule := textRule(cfg.id); rule != nil {
-			return item{}, fmt.Errorf("publish %s: message id %q: %w: %w", typeName(msg), cfg.id, ErrInvalidMessageID, rule)
-		}
-		id = cfg.id
-	}
-	payload, err := p.opts.Codec.Marshal(msg)
-	if err != nil {
-		return item{}, fmt.Errorf("publish %s: encode payload: %w", typeName(msg), err)
-	}
-	it := item{category: category, key: key, partitioned: partitioned, fields: []any{
-		rdb.FieldType, typeName(msg),
-		rdb.FieldID, id,
-		rdb.FieldPayload, payload,
-		rdb.FieldPublishedAt, time.Now().UTC().Format(time.RFC3339Nano),
-	}}
-	it.fields = injectTrace(ctx, p.opts.Propagator, it.fields)
-	if partitioned {
-		it.stream = rdb.PartitionStream(category, key)
-		if cfg.backfill {
-			it.stream = rdb.BackfillStream(category, key, p.opts.BackfillSuffix)
-		}
-	}
-	return it, nil
+	return r.item(p.opts.BackfillSuffix), nil
 }
 
 // streamCategory calls the message's StreamCategory, turning a panic (a

@@ -6,10 +6,14 @@ import (
 	"time"
 )
 
-// SupportPackageIsVersion1 is referenced by code seqgen writes. If a newer
-// seqgen needs a newer runtime, its output names SupportPackageIsVersion2 and
-// stops compiling against this runtime instead of misbehaving at run time.
-const SupportPackageIsVersion1 = true
+// SupportPackageIsVersion2 is referenced by code seqgen writes. If a newer
+// seqgen needs a newer runtime, its output names SupportPackageIsVersion3 and
+// stops compiling against this runtime instead of misbehaving at run time;
+// code from an older seqgen names SupportPackageIsVersion1 and fails the
+// same way: run the seqgen of this module's version again. Version 2 routes
+// decoded messages as any (see Route.Decode), for types declared by a
+// marked alias.
+const SupportPackageIsVersion2 = true
 
 // Kind says what a Registration registers.
 type Kind uint8
@@ -93,16 +97,19 @@ type Route struct {
 	// CorrelateField is the JSON name of the pm's //seqby:correlate field
 	// on this message type (pm only).
 	CorrelateField string
-	// Decode turns a payload into the message type.
-	Decode func(c Codec, payload []byte) (Message, error)
+	// Decode turns a payload into the message type: a value of it, or a
+	// pointer to one for a type that must not be copied. It is any, not
+	// Message, because a type declared by a marked alias has no methods of
+	// seqby's (see Foreign).
+	Decode func(c Codec, payload []byte) (any, error)
 	// PartitionKey reads the partition key of a decoded message (nil when
 	// the category is not partitioned).
-	PartitionKey func(m Message) (string, error)
+	PartitionKey func(m any) (string, error)
 	// Correlate reads the correlation value of a decoded message (pm only).
-	Correlate func(m Message) (string, error)
+	Correlate func(m any) (string, error)
 	// Invoke calls the handle method. state is the value NewState made
 	// (pm only; nil otherwise). m must be what Decode returned.
-	Invoke func(ctx context.Context, state any, m Message) error
+	Invoke func(ctx context.Context, state any, m any) error
 }
 
 type correlationKey struct{}

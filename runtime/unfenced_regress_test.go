@@ -18,11 +18,11 @@ import (
 func noteHandler(name string, fn func(ctx context.Context, n *testNote) error) Registration {
 	return Registration{Name: name, Kind: EventHandler, Routes: []Route{{
 		Category: "note", Type: "testNote",
-		Decode: func(c Codec, b []byte) (Message, error) {
+		Decode: func(c Codec, b []byte) (any, error) {
 			var n testNote
 			return &n, c.Unmarshal(b, &n)
 		},
-		Invoke: func(ctx context.Context, _ any, m Message) error { return fn(ctx, m.(*testNote)) },
+		Invoke: func(ctx context.Context, _ any, m any) error { return fn(ctx, m.(*testNote)) },
 	}}}
 }
 

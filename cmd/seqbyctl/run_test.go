@@ -51,12 +51,12 @@ func haltingRegistration(name string, a *applied, cured *atomic.Bool) runtime.Re
 	return runtime.Registration{Name: name, Kind: runtime.EventHandler, Key: "Client", Sequential: true,
 		Routes: []runtime.Route{{
 			Category: "shop", Type: "placed", PartitionField: "Client",
-			Decode: func(cd runtime.Codec, p []byte) (runtime.Message, error) {
+			Decode: func(cd runtime.Codec, p []byte) (any, error) {
 				var m placed
 				return &m, cd.Unmarshal(p, &m)
 			},
-			PartitionKey: func(m runtime.Message) (string, error) { return m.(*placed).PartitionKey() },
-			Invoke: func(_ context.Context, _ any, m runtime.Message) error {
+			PartitionKey: func(m any) (string, error) { return m.(*placed).PartitionKey() },
+			Invoke: func(_ context.Context, _ any, m any) error {
 				p := m.(*placed)
 				if p.Poison && !cured.Load() {
 					return errors.New("poison")

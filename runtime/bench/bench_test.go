@@ -142,12 +142,12 @@ func (h *counter) registration() runtime.Registration {
 		Name: "bench.counter", Kind: runtime.EventHandler, Key: "client_id", Sequential: true,
 		Routes: []runtime.Route{{
 			Category: "cart", Type: "ItemAdded", PartitionField: "client_id",
-			Decode: func(c runtime.Codec, p []byte) (runtime.Message, error) {
+			Decode: func(c runtime.Codec, p []byte) (any, error) {
 				var m events.ItemAdded
 				return m, c.Unmarshal(p, &m)
 			},
-			PartitionKey: func(m runtime.Message) (string, error) { return m.(events.ItemAdded).PartitionKey() },
-			Invoke:       func(context.Context, any, runtime.Message) error { h.apply(); return nil },
+			PartitionKey: func(m any) (string, error) { return m.(events.ItemAdded).PartitionKey() },
+			Invoke:       func(context.Context, any, any) error { h.apply(); return nil },
 		}},
 	}
 }

@@ -56,7 +56,7 @@ func BenchmarkLatency(b *testing.B) {
 		defer cancel()
 		lat := newLatencies(b.N)
 		reg := (&counter{}).registration()
-		reg.Routes[0].Invoke = func(ctx context.Context, _ any, _ runtime.Message) error {
+		reg.Routes[0].Invoke = func(ctx context.Context, _ any, _ any) error {
 			if mi, ok := runtime.MessageFromContext(ctx); ok {
 				lat.add(time.Since(mi.PublishedAt))
 			}

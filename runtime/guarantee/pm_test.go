@@ -114,32 +114,32 @@ func flowRegistration(r pmRecorder) runtime.Registration {
 		Routes: []runtime.Route{
 			{
 				Category: "order", Type: "orderPlaced", PartitionField: "order_id", CorrelateField: "order_id",
-				Decode: func(c runtime.Codec, p []byte) (runtime.Message, error) {
+				Decode: func(c runtime.Codec, p []byte) (any, error) {
 					var m orderPlaced
 					err := c.Unmarshal(p, &m)
 					return m, err
 				},
-				PartitionKey: func(m runtime.Message) (string, error) { return m.(orderPlaced).PartitionKey() },
-				Correlate: func(m runtime.Message) (string, error) {
+				PartitionKey: func(m any) (string, error) { return m.(orderPlaced).PartitionKey() },
+				Correlate: func(m any) (string, error) {
 					return runtime.Key("order", "OrderID", m.(orderPlaced).OrderID)
 				},
-				Invoke: func(ctx context.Context, st any, m runtime.Message) error {
+				Invoke: func(ctx context.Context, st any, m any) error {
 					e := m.(orderPlaced)
 					return r.on(ctx, st.(*flow), "order", e.OrderID, e.Seq, e.SlowMS)
 				},
 			},
 			{
 				Category: "payment", Type: "paymentReceived", PartitionField: "order_id", CorrelateField: "order_id",
-				Decode: func(c runtime.Codec, p []byte) (runtime.Message, error) {
+				Decode: func(c runtime.Codec, p []byte) (any, error) {
 					var m paymentReceived
 					err := c.Unmarshal(p, &m)
 					return m, err
 				},
-				PartitionKey: func(m runtime.Message) (string, error) { return m.(paymentReceived).PartitionKey() },
-				Correlate: func(m runtime.Message) (string, error) {
+				PartitionKey: func(m any) (string, error) { return m.(paymentReceived).PartitionKey() },
+				Correlate: func(m any) (string, error) {
 					return runtime.Key("payment", "OrderID", m.(paymentReceived).OrderID)
 				},
-				Invoke: func(ctx context.Context, st any, m runtime.Message) error {
+				Invoke: func(ctx context.Context, st any, m any) error {
 					e := m.(paymentReceived)
 					return r.on(ctx, st.(*flow), "payment", e.OrderID, e.Seq, e.SlowMS)
 				},

@@ -36,12 +36,12 @@ func noteRoute() runtime.Route {
 	return runtime.Route{
 		Category: "note",
 		Type:     "Note",
-		Decode: func(c runtime.Codec, p []byte) (runtime.Message, error) {
+		Decode: func(c runtime.Codec, p []byte) (any, error) {
 			var m Note
 			err := c.Unmarshal(p, &m)
 			return m, err
 		},
-		Invoke: func(context.Context, any, runtime.Message) error { return nil },
+		Invoke: func(context.Context, any, any) error { return nil },
 	}
 }
 
@@ -206,7 +206,7 @@ func TestOneKeyPerCategory(t *testing.T) {
 	sameKey := keyedBy("example.com/other.AlsoByClient", "client_id")
 	pmRoute := stepRoute()
 	pmRoute.PartitionField, pmRoute.CorrelateField = "order_id", "order_id"
-	pmRoute.Correlate = func(runtime.Message) (string, error) { return "o-1", nil }
+	pmRoute.Correlate = func(any) (string, error) { return "o-1", nil }
 	pm := runtime.Registration{Name: "example.com/other.Flow", Kind: runtime.ProcessManager, Sequential: true,
 		NewState: func() any { return new(struct{}) }, Routes: []runtime.Route{pmRoute}}
 

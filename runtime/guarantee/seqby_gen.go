@@ -7,7 +7,7 @@ import (
 	"github.com/seqby/seqby/runtime"
 )
 
-const _ = runtime.SupportPackageIsVersion1
+const _ = runtime.SupportPackageIsVersion2
 
 // StreamCategory returns "note", the stream category of Note.
 func (Note) StreamCategory() string {
@@ -52,17 +52,17 @@ func (h *Recorder) SeqbyRegistration() runtime.Registration {
 				Category:       "client",
 				Type:           "Step",
 				PartitionField: "client_id",
-				Decode: func(c runtime.Codec, payload []byte) (runtime.Message, error) {
+				Decode: func(c runtime.Codec, payload []byte) (any, error) {
 					var m Step
 					if err := c.Unmarshal(payload, &m); err != nil {
 						return nil, err
 					}
 					return m, nil
 				},
-				PartitionKey: func(m runtime.Message) (string, error) {
+				PartitionKey: func(m any) (string, error) {
 					return m.(Step).PartitionKey()
 				},
-				Invoke: func(ctx context.Context, _ any, m runtime.Message) error {
+				Invoke: func(ctx context.Context, _ any, m any) error {
 					return h.On(ctx, m.(Step))
 				},
 			},

@@ -79,12 +79,12 @@ func (l *ledger) registration() runtime.Registration {
 		Retry: &runtime.RetryPolicy{MaxRetries: 1},
 		Routes: []runtime.Route{{
 			Category: "account", Type: "deposited", PartitionField: "Account",
-			Decode: func(c runtime.Codec, p []byte) (runtime.Message, error) {
+			Decode: func(c runtime.Codec, p []byte) (any, error) {
 				var d deposited
 				return &d, c.Unmarshal(p, &d)
 			},
-			PartitionKey: func(m runtime.Message) (string, error) { return m.(*deposited).PartitionKey() },
-			Invoke:       func(ctx context.Context, _ any, m runtime.Message) error { return l.handle(ctx, m.(*deposited)) },
+			PartitionKey: func(m any) (string, error) { return m.(*deposited).PartitionKey() },
+			Invoke:       func(ctx context.Context, _ any, m any) error { return l.handle(ctx, m.(*deposited)) },
 		}}}
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/seqby/seqby/runtime"
 )
 
-const _ = runtime.SupportPackageIsVersion1
+const _ = runtime.SupportPackageIsVersion2
 
 // SeqbyRegistration describes Fulfilment to a seqby engine or inline
 // broker: the messages it handles, their categories and keys. A pm's state
@@ -27,21 +27,21 @@ func (*Fulfilment) SeqbyRegistration() runtime.Registration {
 				Type:           "OrderPlaced",
 				PartitionField: "order_id",
 				CorrelateField: "order_id",
-				Decode: func(c runtime.Codec, payload []byte) (runtime.Message, error) {
+				Decode: func(c runtime.Codec, payload []byte) (any, error) {
 					var m events.OrderPlaced
 					if err := c.Unmarshal(payload, &m); err != nil {
 						return nil, err
 					}
 					return m, nil
 				},
-				PartitionKey: func(m runtime.Message) (string, error) {
+				PartitionKey: func(m any) (string, error) {
 					return m.(events.OrderPlaced).PartitionKey()
 				},
-				Correlate: func(m runtime.Message) (string, error) {
+				Correlate: func(m any) (string, error) {
 					v := m.(events.OrderPlaced)
 					return runtime.Key("order", "OrderID", v.OrderID)
 				},
-				Invoke: func(ctx context.Context, state any, m runtime.Message) error {
+				Invoke: func(ctx context.Context, state any, m any) error {
 					return state.(*Fulfilment).OnPlaced(ctx, m.(events.OrderPlaced))
 				},
 			},
@@ -50,21 +50,21 @@ func (*Fulfilment) SeqbyRegistration() runtime.Registration {
 				Type:           "PaymentReceived",
 				PartitionField: "order_id",
 				CorrelateField: "order_id",
-				Decode: func(c runtime.Codec, payload []byte) (runtime.Message, error) {
+				Decode: func(c runtime.Codec, payload []byte) (any, error) {
 					var m events.PaymentReceived
 					if err := c.Unmarshal(payload, &m); err != nil {
 						return nil, err
 					}
 					return m, nil
 				},
-				PartitionKey: func(m runtime.Message) (string, error) {
+				PartitionKey: func(m any) (string, error) {
 					return m.(events.PaymentReceived).PartitionKey()
 				},
-				Correlate: func(m runtime.Message) (string, error) {
+				Correlate: func(m any) (string, error) {
 					v := m.(events.PaymentReceived)
 					return runtime.Key("payment", "OrderID", v.OrderID)
 				},
-				Invoke: func(ctx context.Context, state any, m runtime.Message) error {
+				Invoke: func(ctx context.Context, state any, m any) error {
 					return state.(*Fulfilment).OnPaid(ctx, m.(events.PaymentReceived))
 				},
 			},
@@ -89,17 +89,17 @@ func (h *Ledger) SeqbyRegistration() runtime.Registration {
 				Category:       "cart",
 				Type:           "CartCheckedOut",
 				PartitionField: "client_id",
-				Decode: func(c runtime.Codec, payload []byte) (runtime.Message, error) {
+				Decode: func(c runtime.Codec, payload []byte) (any, error) {
 					var m events.CartCheckedOut
 					if err := c.Unmarshal(payload, &m); err != nil {
 						return nil, err
 					}
 					return m, nil
 				},
-				PartitionKey: func(m runtime.Message) (string, error) {
+				PartitionKey: func(m any) (string, error) {
 					return m.(events.CartCheckedOut).PartitionKey()
 				},
-				Invoke: func(ctx context.Context, _ any, m runtime.Message) error {
+				Invoke: func(ctx context.Context, _ any, m any) error {
 					v := m.(events.CartCheckedOut)
 					return h.OnCheckedOut(ctx, &v)
 				},
@@ -108,17 +108,17 @@ func (h *Ledger) SeqbyRegistration() runtime.Registration {
 				Category:       "cart",
 				Type:           "ItemAdded",
 				PartitionField: "client_id",
-				Decode: func(c runtime.Codec, payload []byte) (runtime.Message, error) {
+				Decode: func(c runtime.Codec, payload []byte) (any, error) {
 					var m events.ItemAdded
 					if err := c.Unmarshal(payload, &m); err != nil {
 						return nil, err
 					}
 					return m, nil
 				},
-				PartitionKey: func(m runtime.Message) (string, error) {
+				PartitionKey: func(m any) (string, error) {
 					return m.(events.ItemAdded).PartitionKey()
 				},
-				Invoke: func(ctx context.Context, _ any, m runtime.Message) error {
+				Invoke: func(ctx context.Context, _ any, m any) error {
 					return h.OnItemAdded(ctx, m.(events.ItemAdded))
 				},
 			},

@@ -4,7 +4,7 @@ package events
 
 import "github.com/seqby/seqby/runtime"
 
-const _ = runtime.SupportPackageIsVersion1
+const _ = runtime.SupportPackageIsVersion2
 
 // StreamCategory returns "cart", the stream category of CartCheckedOut.
 func (CartCheckedOut) StreamCategory() string {
