@@ -219,7 +219,6 @@ func (s *Server) Close() error {
 	return os.RemoveAll(s.dir)
 }
 
-
 func freePort() (int, error) {
 	for range 20 {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
