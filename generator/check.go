@@ -81,13 +81,17 @@ func (c *checker) typeNames() {
 	for cat, ms := range c.m.byCategory {
 		seen := map[string]*message{}
 		for _, msg := range ms {
-			if first, ok := seen[msg.name]; ok {
-				c.probs.addRelated(msg.rolePos, fmt.Sprintf("%s %s and %s are both named %s in category %q; the type name identifies a message in its stream, so rename one",
-					msg.kind, msg.qualified(), first.qualified(), msg.name, cat),
-					related{first.rolePos, first.qualified() + " here"})
+			if first, ok := seen[msg.wire()]; ok {
+				what := "so rename one"
+				if msg.alias || first.alias {
+					what = "so rename one or, for a type you do not own, declare it in another category"
+				}
+				c.probs.addRelated(msg.rolePos, fmt.Sprintf("%s %s and %s are both named %s in category %q; the Go type name identifies a message in its stream, %s",
+					msg.kind, msg.qualified(), first.qualified(), msg.wire(), cat, what),
+					related{first.rolePos, first.declaredAs() + " here"})
 				continue
 			}
-			seen[msg.name] = msg
+			seen[msg.wire()] = msg
 		}
 	}
 }
@@ -100,6 +104,13 @@ func (c *checker) generatedNames() {
 		return obj
 	}
 	for _, msg := range sortedMessages(c.m) {
+		if msg.alias {
+			if obj := msg.pkg.Types.Scope().Lookup(msg.foreignFunc()); obj != nil {
+				c.probs.addRelated(msg.pos, fmt.Sprintf("package %s already declares %s, the function seqgen writes for alias %s; rename it", msg.pkg.Name, msg.foreignFunc(), msg.name),
+					related{obj.Pos(), msg.foreignFunc() + " declared here"})
+			}
+			continue
+		}
 		names := []string{"StreamCategory"}
 		if c.plan.partition[msg] != nil {
 			names = append(names, "PartitionKey")

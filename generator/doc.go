@@ -21,7 +21,9 @@
 //     (package annotations parses and validates each declaration's set) into
 //     a model of messages, handlers and handle methods (the method set of
 //     *T, promoted methods included), and refuses near misses of markers
-//     in doc comments.
+//     in doc comments. A marked alias of another package's type declares
+//     that type a message (types you do not own); the model keys messages
+//     by the aliased type, so handle methods find it under either name.
 //   - check (check.go, fields.go) resolves key and correlate fields with
 //     encoding/json's visibility rules and enforces the rules that span
 //     declarations: one key per category, every message of a partitioned
@@ -32,7 +34,9 @@
 //     Predeclared identifiers the package declares for itself (a func new,
 //     a type string) are named through package annotations/universe;
 //     messages holding a lock (nocopy.go) get methods on *M and are moved
-//     as *M, so go vet's copylocks check is clean.
+//     as *M, so go vet's copylocks check is clean. An aliased type gets no
+//     methods (it is another package's) but a function Seqby<Alias>
+//     returning runtime.Foreign, and registrations read its key inline.
 //
 // Generate returns every file in memory (Result), so writing, -check and
 // diffs share one path.

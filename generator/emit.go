@@ -71,11 +71,11 @@ func emit(p *packages.Package, m *model, pl *plan) ([]byte, error) {
 	}
 	imports := map[string]string{runtimePath: "runtime", "context": "context", "strconv": "strconv", universePath: "universe"}
 	for _, msg := range msgs {
-		imports[msg.pkg.PkgPath] = msg.pkg.Name
+		imports[msg.typePkg().Path()] = msg.typePkg().Name()
 	}
 	for _, h := range hs {
 		for _, hm := range h.methods {
-			imports[hm.msg.pkg.PkgPath] = hm.msg.pkg.Name
+			imports[hm.msg.typePkg().Path()] = hm.msg.typePkg().Name()
 		}
 	}
 	e.imports(imports)
@@ -137,8 +137,10 @@ func (e *emitter) local(name string) *jen.Statement {
 	return jen.Id(n)
 }
 
+// qual names the message type; for an alias, the aliased type itself, so
+// a handler's package need not import the package of the alias.
 func (e *emitter) qual(msg *message) *jen.Statement {
-	return jen.Qual(msg.pkg.PkgPath, msg.name)
+	return jen.Qual(msg.typePkg().Path(), msg.wire())
 }
 
 // msgType is the type a message travels as in the generated code: *M for
@@ -183,6 +185,10 @@ func (e *emitter) notNil(v *jen.Statement) *jen.Statement {
 }
 
 func (e *emitter) message(msg *message) {
+	if msg.alias {
+		e.foreign(msg)
+		return
+	}
 	e.f.Comment(doc(fmt.Sprintf("StreamCategory returns %q, the stream category of %s.", msg.category, msg.name)))
 	recvType := jen.Id(msg.name)
 	if msg.noCopy != "" {
@@ -198,6 +204,24 @@ func (e *emitter) message(msg *message) {
 	e.f.Comment(doc(fmt.Sprintf("PartitionKey returns %s, which partitions category %q, after checking it against the key rules.", pathString(f.path), msg.category)))
 	e.f.Func().Params(e.local("m").Add(recvType)).Id("PartitionKey").Params().Params(e.pre("string"), e.pre("error")).Block(
 		e.keyValue(e.local("m"), msg, f, "Key")...)
+	e.f.Line()
+}
+
+// foreign writes Seqby<Alias>, which makes a value of an aliased type a
+// runtime.Message: the type is another package's, so it cannot have
+// methods of ours.
+func (e *emitter) foreign(msg *message) {
+	f := e.plan.partition[msg]
+	text := fmt.Sprintf("%s returns m as a runtime.Message of category %q for Publish: %s is an alias of %s, which has no methods of seqby's.",
+		msg.foreignFunc(), msg.category, msg.name, types.TypeString(msg.named, func(p *types.Package) string { return p.Name() }))
+	key := e.zero(jen.Func().Params().Params(e.pre("string"), e.pre("error")))
+	if f != nil {
+		text += fmt.Sprintf(" Its partition key is %s, checked against the key rules when it is published.", pathString(f.path))
+		key = jen.Func().Params().Params(e.pre("string"), e.pre("error")).Block(e.keyValue(e.local("m"), msg, f, "Key")...)
+	}
+	e.f.Comment(doc(text))
+	e.f.Func().Id(msg.foreignFunc()).Params(e.local("m").Add(e.msgType(msg))).Qual(runtimePath, "Message").Block(
+		jen.Return(jen.Qual(runtimePath, "Foreign").Call(e.local("m"), jen.Lit(msg.category), jen.Lit(msg.wire()), key)))
 	e.f.Line()
 }
 
@@ -310,7 +334,7 @@ func (e *emitter) catalog(methods []*handleMethod) jen.Code {
 		seen[cat] = true
 		var names []jen.Code
 		for _, msg := range sortedByName(e.m.byCategory[cat]) {
-			names = append(names, jen.Lit(msg.name))
+			names = append(names, jen.Lit(msg.wire()))
 		}
 		dict[jen.Lit(cat)] = jen.Values(names...)
 	}
@@ -328,7 +352,7 @@ func (e *emitter) route(h *handler, hm *handleMethod) jen.Code {
 	msgParam := e.local("m").Add(e.pre("any"))
 	fields := []jen.Code{
 		kv("Category", jen.Lit(msg.category)),
-		kv("Type", jen.Lit(msg.name)),
+		kv("Type", jen.Lit(msg.wire())),
 	}
 	if name, ok := e.plan.partitionName[msg.category]; ok {
 		fields = append(fields, kv("PartitionField", jen.Lit(name)))
@@ -357,8 +381,12 @@ func (e *emitter) route(h *handler, hm *handleMethod) jen.Code {
 			jen.Return(e.zero(e.pre("any")), e.local("err"))),
 		jen.Return(decoded, e.zero(e.pre("error"))))))
 	if _, ok := e.plan.partitionName[msg.category]; ok {
-		fields = append(fields, kv("PartitionKey", jen.Func().Params(msgParam.Clone()).Params(e.pre("string"), e.pre("error")).Block(
-			jen.Return(e.local("m").Assert(e.msgType(msg)).Dot("PartitionKey").Call()))))
+		body := []jen.Code{jen.Return(e.local("m").Assert(e.msgType(msg)).Dot("PartitionKey").Call())}
+		if msg.alias {
+			// No PartitionKey method: read the key here, as Seqby<Alias> does.
+			body = append([]jen.Code{e.local("v").Op(":=").Add(e.local("m")).Assert(e.msgType(msg))}, e.keyValue(e.local("v"), msg, e.plan.partition[msg], "Key")...)
+		}
+		fields = append(fields, kv("PartitionKey", jen.Func().Params(msgParam.Clone()).Params(e.pre("string"), e.pre("error")).Block(body...)))
 	}
 	if f != nil {
 		check := "CorrelationValue"

@@ -35,9 +35,36 @@ type message struct {
 	// noCopy is the lock type a value of the message holds ("sync.Mutex"),
 	// "" when it may be copied; see nocopy.go.
 	noCopy string
+	// alias tells that the message is declared by a marked alias in pkg,
+	// name being the alias's name, of named, a type of another package:
+	// seqgen writes the function Seqby<name> instead of methods.
+	alias bool
 }
 
-func (m *message) qualified() string { return m.pkg.PkgPath + "." + m.name }
+// qualified is the message type's "import/path.Name": the aliased type's
+// for an alias, so a handle method's parameter finds it either way.
+func (m *message) qualified() string {
+	return m.named.Obj().Pkg().Path() + "." + m.named.Obj().Name()
+}
+
+// typePkg is the package that declares the message type: the aliased
+// type's for an alias.
+func (m *message) typePkg() *types.Package { return m.named.Obj().Pkg() }
+
+// wire is the type's wire name, written in each entry: the Go type name,
+// which for an alias is the aliased type's (what reflect names).
+func (m *message) wire() string { return m.named.Obj().Name() }
+
+// declaredAs describes where the markers stand, for related positions.
+func (m *message) declaredAs() string {
+	if m.alias {
+		return "alias " + m.pkg.PkgPath + "." + m.name
+	}
+	return m.qualified()
+}
+
+// foreignFunc names the function seqgen writes for an alias.
+func (m *message) foreignFunc() string { return "Seqby" + m.name }
 
 // handler is a handler, command handler or process manager.
 type handler struct {

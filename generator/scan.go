@@ -306,11 +306,6 @@ func (s *scanner) genDecl(p *packages.Package, root bool, d *ast.GenDecl, used m
 		}
 		obj, _ := p.TypesInfo.Defs[ts.Name].(*types.TypeName)
 		switch {
-		case ts.Assign.IsValid():
-			for _, f := range found {
-				s.probs.add(f.Pos, "marker %s is not allowed on type alias %s; put it on the aliased type", f.Marker, ts.Name.Name)
-			}
-			continue
 		case ts.TypeParams != nil:
 			for _, f := range found {
 				s.probs.add(f.Pos, "marker %s is not allowed on generic type %s; seqgen writes methods on non-generic types only", f.Marker, ts.Name.Name)
@@ -318,6 +313,9 @@ func (s *scanner) genDecl(p *packages.Package, root bool, d *ast.GenDecl, used m
 			continue
 		case obj == nil:
 			continue // the type did not type-check far enough to be named
+		case ts.Assign.IsValid():
+			s.alias(p, root, ts, obj, found)
+			continue
 		}
 		named, ok := types.Unalias(obj.Type()).(*types.Named)
 		if !ok {
@@ -333,16 +331,8 @@ func (s *scanner) genDecl(p *packages.Package, root bool, d *ast.GenDecl, used m
 }
 
 func (s *scanner) declare(p *packages.Package, root bool, ts *ast.TypeSpec, named *types.Named, set annotations.Set) {
-	for _, role := range []string{annotations.Event, annotations.Command} {
-		if f, ok := set[role]; ok {
-			msg := &message{pkg: p, name: ts.Name.Name, named: named, kind: role, category: f.Value,
-				rolePos: f.Pos, pos: ts.Name.Pos(), root: root, noCopy: noCopy(named)}
-			if k, ok := set[annotations.Key]; ok {
-				msg.key, msg.keyPos = k.Value, k.Pos
-			}
-			s.m.msgs[msg.qualified()] = msg
-			return
-		}
+	if s.message(p, root, ts, named, set, false) {
+		return
 	}
 	for _, role := range []string{annotations.Handler, annotations.CommandHandler, annotations.PM} {
 		if f, ok := set[role]; ok {
@@ -358,6 +348,87 @@ func (s *scanner) declare(p *packages.Package, root bool, ts *ast.TypeSpec, name
 			return
 		}
 	}
+}
+
+// message records the event or command set declares, if any. alias tells
+// that ts is a marked alias of named, a type of another package.
+func (s *scanner) message(p *packages.Package, root bool, ts *ast.TypeSpec, named *types.Named, set annotations.Set, alias bool) bool {
+	for _, role := range []string{annotations.Event, annotations.Command} {
+		f, ok := set[role]
+		if !ok {
+			continue
+		}
+		msg := &message{pkg: p, name: ts.Name.Name, named: named, kind: role, category: f.Value,
+			rolePos: f.Pos, pos: ts.Name.Pos(), root: root, noCopy: noCopy(named), alias: alias}
+		if k, ok := set[annotations.Key]; ok {
+			msg.key, msg.keyPos = k.Value, k.Pos
+		}
+		if first, ok := s.m.msgs[msg.qualified()]; ok {
+			// The same type declared twice: two aliases of it, or an alias
+			// of a type that carries markers itself. Report the alias, or
+			// the later of two.
+			later, earlier := msg, first
+			if first.alias != msg.alias && first.alias || first.alias == msg.alias && s.probs.before(msg.rolePos, first.rolePos) {
+				later, earlier = first, msg // the alias is the one to remove
+			}
+			s.probs.addRelated(later.rolePos, fmt.Sprintf("%s is declared a message twice; declare it once, on one type or one alias", types.TypeString(named, nil)),
+				related{earlier.rolePos, earlier.declaredAs() + " here"})
+			s.m.msgs[msg.qualified()] = earlier
+			return true
+		}
+		s.m.msgs[msg.qualified()] = msg
+		return true
+	}
+	return false
+}
+
+// alias reads the markers of a type alias. An alias declares a type of
+// another package (a protobuf message, a shared contracts module's
+// struct) an event or command of this module: seqgen writes no methods on
+// it, but a function Seqby<Alias> beside it that makes it a
+// runtime.Message (runtime.Foreign), and handlers take the aliased type.
+func (s *scanner) alias(p *packages.Package, root bool, ts *ast.TypeSpec, obj *types.TypeName, found []annotations.Found) {
+	refuse := func(format string, args ...any) {
+		for _, f := range found {
+			s.probs.add(f.Pos, "marker %s on type alias %s: %s", f.Marker, ts.Name.Name, fmt.Sprintf(format, args...))
+		}
+	}
+	target := types.Unalias(obj.Type())
+	rel := func(other *types.Package) string {
+		if other == p.Types {
+			return ""
+		}
+		return other.Name()
+	}
+	named, ok := target.(*types.Named)
+	_, isPtr := target.(*types.Pointer)
+	switch {
+	case isPtr:
+		refuse("%s is a pointer; alias the message type itself (type %s = %s): handlers take it by pointer where they must", types.TypeString(target, rel), ts.Name.Name, types.TypeString(target.(*types.Pointer).Elem(), rel))
+		return
+	case !ok:
+		refuse("%s is not a named type; alias a struct type of another package (type %s = pkg.T)", types.TypeString(target, rel), ts.Name.Name)
+		return
+	case named.Obj().Pkg() == nil || named.Obj().Pkg() == p.Types:
+		refuse("%s is declared in this package; put the markers on %s itself", named.Obj().Name(), named.Obj().Name())
+		return
+	case named.TypeArgs().Len() > 0 || named.TypeParams().Len() > 0:
+		refuse("%s is generic; seqgen declares non-generic types only", types.TypeString(target, rel))
+		return
+	}
+	structTarget := annotations.OtherType
+	if _, isStruct := named.Underlying().(*types.Struct); isStruct {
+		structTarget = annotations.StructType
+	}
+	set := s.check(structTarget, found)
+	for _, role := range []string{annotations.Handler, annotations.CommandHandler, annotations.PM} {
+		if f, ok := set[role]; ok {
+			s.probs.add(f.Pos, "marker %s on type alias %s: a %s needs methods seqgen writes (SeqbyRegistration), which only a type declared in this package can have; declare a type here, embedding %s if you want its methods",
+				f.Marker, ts.Name.Name, annotations.Prefix+role, types.TypeString(named, rel))
+			return
+		}
+	}
+	s.message(p, root, ts, named, set, true)
 }
 
 // handleMethods finds h's handle methods: the exported methods of *T's
