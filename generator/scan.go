@@ -30,6 +30,9 @@ type scanner struct {
 	// description (see constraint.go); cfiles holds them parsed, by package.
 	constrained map[string]string
 	cfiles      map[*packages.Package][]constrainedFile
+	// modules holds the paths of the modules of the root packages, to
+	// tell a type the user owns from one they would declare by alias.
+	modules map[string]bool
 }
 
 func scan(ld *loaded, probs *problems) *model {
@@ -42,6 +45,12 @@ func scan(ld *loaded, probs *problems) *model {
 		refusedPM:     map[token.Pos]bool{},
 		constrained:   map[string]string{},
 		cfiles:        map[*packages.Package][]constrainedFile{},
+		modules:       map[string]bool{},
+	}
+	for _, p := range ld.roots {
+		if p.Module != nil {
+			s.modules[p.Module.Path] = true
+		}
 	}
 	for _, p := range append(append([]*packages.Package{}, ld.roots...), ld.deps...) {
 		for _, cf := range constrainedFiles(ld.fset, p) {
@@ -626,11 +635,27 @@ func (s *scanner) handleSignature(fn *types.Func, wantKind string) (msg *message
 	m := s.m.msgs[named.Obj().Pkg().Path()+"."+named.Obj().Name()]
 	switch {
 	case m == nil:
-		return nil, false, fmt.Sprintf("%s has no %sevent or %scommand marker", named.Obj().Name(), annotations.Prefix, annotations.Prefix)
+		why := fmt.Sprintf("%s has no %sevent or %scommand marker", named.Obj().Name(), annotations.Prefix, annotations.Prefix)
+		if !s.owned(named.Obj().Pkg().Path()) {
+			why += fmt.Sprintf(" (a type of another module is declared by a marked alias, type %s = %s.%s, in a package seqgen loads)",
+				named.Obj().Name(), named.Obj().Pkg().Name(), named.Obj().Name())
+		}
+		return nil, false, why
 	case m.kind != wantKind:
 		return nil, false, fmt.Sprintf("%s is %s %s, and this type handles %ss", m.name, article(m.kind), m.kind, wantKind)
 	}
 	return m, ptr, ""
+}
+
+// owned reports whether the package at path belongs to a module of the
+// root packages.
+func (s *scanner) owned(path string) bool {
+	for mod := range s.modules {
+		if path == mod || strings.HasPrefix(path, mod+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func isNamed(t types.Type, pkg, name string) bool {
