@@ -16,3 +16,6 @@
 // through a real engine on a private redis-server and checks each
 // client's order.
 package protoorders
+
+// seqgen runs once from here, so it sees the aliases and every handler.
+//go:generate go run github.com/seqby/seqby/cmd/seqgen ./...

@@ -13,8 +13,6 @@ import (
 	"github.com/seqby/seqby/runtime"
 )
 
-//go:generate go run github.com/seqby/seqby/cmd/seqgen ./...
-
 // OrderPlaced is the event ordersv1.OrderPlaced.
 //
 //seqby:event=proto-orders
