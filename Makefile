@@ -2,27 +2,36 @@
 GO ?= go
 FUZZTIME ?= 10s
 
-.PHONY: test redis lint unit runtime-test fuzz generate check-generated stress stress-cluster bench
+.PHONY: test redis postgres lint unit runtime-test outbox-test fuzz generate check-generated stress stress-cluster bench
 
-test: redis lint check-generated unit runtime-test fuzz
+test: redis postgres lint check-generated unit runtime-test outbox-test fuzz
 
 redis:
 	@./.ci/ensure-redis
+
+postgres:
+	@./.ci/ensure-postgres
 
 lint:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-# Everything but the runtime (which runs under the race detector below).
+# Everything but the runtime and the outbox (which run under the race
+# detector below).
 unit:
-	$(GO) test $$($(GO) list ./... | grep -v '/runtime')
+	$(GO) test $$($(GO) list ./... | grep -v -e '/runtime' -e '/outbox')
 
 # The guarantee suite runs twice: on a standalone redis-server and on a
 # three-master Redis Cluster (SEQBY_TOPOLOGY=cluster).
 runtime-test:
 	$(GO) test -race ./runtime/...
 	SEQBY_TOPOLOGY=cluster $(GO) test -race -count=1 ./runtime/guarantee
+
+# The outbox on SQLite and on a private PostgreSQL cluster (internal/pgtest),
+# with relays run as separate processes.
+outbox-test:
+	$(GO) test -race ./outbox/...
 
 fuzz:
 	$(GO) test ./annotations -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)

@@ -1,0 +1,2 @@
+// Package outbox is seqby's transactional outbox (manual: docs/outbox.md).
+package outbox

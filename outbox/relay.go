@@ -1,0 +1,453 @@
+package outbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"crypto/rand"
+	"encoding/hex"
+
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/seqby/seqby/runtime"
+)
+
+// Publisher publishes a record: *runtime.Publisher is one. PublishRecord
+// must fail with runtime.ErrInvalidKey or runtime.ErrInvalidRecord for a
+// record that can never be published (the relay abandons it), and with
+// anything else for a failure worth retrying.
+type Publisher interface {
+	PublishRecord(ctx context.Context, r runtime.Record) error
+}
+
+var _ Publisher = (*runtime.Publisher)(nil)
+
+// RelayOptions configure a Relay. Only Dialect is required.
+type RelayOptions struct {
+	// Dialect is the database's SQL: Postgres or SQLite. Required.
+	Dialect Dialect
+	// Table is the records table (Options.Table). Default DefaultTable.
+	Table string
+	// Name names the lease the relays of Table share: one of them is
+	// active at a time. Default "default". Relays with different names on
+	// one table would publish the same records at once: do not.
+	Name string
+	// Owner identifies this relay in the lease row and in logs; it must
+	// be unique per process. Default host:pid:random.
+	Owner string
+	// LeaseTTL is how long the lease lasts without renewal: the time a
+	// successor waits after a relay dies without releasing it. It is
+	// renewed every LeaseTTL/3, and the holder stops publishing
+	// LeaseTTL/5 before it expires. Default 15s.
+	LeaseTTL time.Duration
+	// PollInterval is the longest wait between rounds when the outbox is
+	// idle (on PostgreSQL a NOTIFY from Add wakes the relay at once), and
+	// between attempts to take the lease. Default 1s.
+	PollInterval time.Duration
+	// BatchSize is how many of the oldest pending records a round reads.
+	// Default 100.
+	BatchSize int
+	// Concurrency is how many partitions of a round publish at once
+	// (each in seq order). Default 8.
+	Concurrency int
+	// Retention is how long PUBLISHED records are kept before cleanup
+	// deletes them. Default 7 days; negative keeps them forever.
+	// ABANDONED records are kept until an operator deletes them.
+	Retention time.Duration
+	// CleanupInterval is how often the active relay deletes expired
+	// published records (in batches of 1000). Default 10m.
+	CleanupInterval time.Duration
+	// Logger receives lease changes, publish failures and abandoned
+	// records (Info and Warn), and one Debug line per publish. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// MeterProvider records the relay's metrics (see the package doc).
+	// Default: no-op.
+	MeterProvider metric.MeterProvider
+}
+
+// Relay publishes the outbox's pending records to Redis, each partition in
+// seq order, and marks them PUBLISHED (or ABANDONED). Several relays may
+// run on one table: one holds the lease and publishes, the others wait to
+// take over.
+type Relay struct {
+	db    *sql.DB
+	pub   Publisher
+	opts  RelayOptions
+	d     Dialect
+	table string
+	log   *slog.Logger
+	wake  chan struct{}
+	m     *meters
+}
+
+// NewRelay returns a relay publishing the records of db through pub. Run
+// it with Run; bad options are reported by Run.
+func NewRelay(db *sql.DB, pub Publisher, opts RelayOptions) *Relay {
+	if opts.Table == "" {
+		opts.Table = DefaultTable
+	}
+	if opts.Name == "" {
+		opts.Name = "default"
+	}
+	if opts.Owner == "" {
+		opts.Owner = defaultOwner()
+	}
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = 15 * time.Second
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = time.Second
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 100
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 8
+	}
+	if opts.Retention == 0 {
+		opts.Retention = 7 * 24 * time.Hour
+	}
+	if opts.CleanupInterval <= 0 {
+		opts.CleanupInterval = 10 * time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Relay{db: db, pub: pub, opts: opts, d: opts.Dialect, table: opts.Table,
+		log: opts.Logger, wake: make(chan struct{}, 1)}
+}
+
+func defaultOwner() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	rand.Read(b)
+	return host + ":" + strconv.Itoa(os.Getpid()) + ":" + hex.EncodeToString(b)
+}
+
+// Run relays until ctx ends, then releases the lease if it holds it and
+// returns nil. It returns an error at once for bad options or a missing
+// schema (ErrNoSchema: call Migrate); database and Redis failures while
+// running are logged and retried.
+func (r *Relay) Run(ctx context.Context) error {
+	if err := r.d.valid(); err != nil {
+		return err
+	}
+	if err := checkTable(r.d, r.table); err != nil {
+		return err
+	}
+	if r.db == nil || r.pub == nil {
+		return errors.New("outbox: NewRelay needs a database and a publisher")
+	}
+	if _, err := r.db.ExecContext(ctx, `SELECT 1 FROM `+r.table+` WHERE 1 = 0`); err != nil {
+		return fmt.Errorf("outbox relay %s: %w", r.opts.Name, missing(r.table, err))
+	}
+	if err := r.ensureLease(ctx); err != nil {
+		return err
+	}
+	m, err := newMeters(r)
+	if err != nil {
+		return fmt.Errorf("outbox relay %s: metrics: %w", r.opts.Name, err)
+	}
+	r.m = m
+	defer m.close()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if r.d.listen() {
+		lctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		wg.Go(func() { r.listen(lctx) })
+	}
+	for ctx.Err() == nil {
+		l, err := r.acquire(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("outbox: taking the relay lease failed; retrying", "relay", r.opts.Name, "owner", r.opts.Owner, "err", err)
+		}
+		if l == nil {
+			r.sleep(ctx, r.opts.PollInterval)
+			continue
+		}
+		r.log.Info("outbox: relay lease acquired; publishing", "relay", r.opts.Name, "owner", r.opts.Owner, "generation", l.gen)
+		r.lead(ctx, l)
+	}
+	return nil
+}
+
+// sleep waits d or until ctx ends.
+func (r *Relay) sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// lead publishes while l holds.
+func (r *Relay) lead(ctx context.Context, l *lease) {
+	lctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { r.renewLoop(lctx, l, cancel) })
+	lastCleanup := time.Time{}
+	for lctx.Err() == nil {
+		if _, ok := l.valid(); !ok {
+			break
+		}
+		n, failed, err := r.round(lctx, l)
+		if errors.Is(err, errLeaseLost) {
+			l.lose()
+			break
+		}
+		if err != nil && lctx.Err() == nil {
+			r.log.Warn("outbox: relay round failed; retrying", "relay", r.opts.Name, "err", err)
+			failed = true
+		}
+		if r.opts.Retention > 0 && time.Since(lastCleanup) >= r.opts.CleanupInterval {
+			lastCleanup = time.Now()
+			if _, err := r.cleanup(lctx); err != nil && lctx.Err() == nil {
+				r.log.Warn("outbox: deleting old published records failed; retrying at the next cleanup", "relay", r.opts.Name, "err", err)
+			}
+		}
+		if n == r.opts.BatchSize && !failed {
+			continue // more are waiting
+		}
+		t := time.NewTimer(r.opts.PollInterval)
+		select {
+		case <-lctx.Done():
+		case <-r.wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+	cancel()
+	wg.Wait()
+	_, ok := l.valid()
+	if ctx.Err() != nil && ok {
+		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		r.release(rctx, l)
+		rcancel()
+		r.log.Info("outbox: relay lease released", "relay", r.opts.Name, "owner", r.opts.Owner, "generation", l.gen)
+		return
+	}
+	r.log.Warn("outbox: relay lease lost; publishing stopped until it is taken again", "relay", r.opts.Name, "owner", r.opts.Owner, "generation", l.gen)
+}
+
+// renewLoop renews l every TTL/3 and cancels the round when it is lost.
+func (r *Relay) renewLoop(ctx context.Context, l *lease, cancel context.CancelFunc) {
+	t := time.NewTicker(r.opts.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		ok, err := r.renew(ctx, l)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			r.log.Warn("outbox: renewing the relay lease failed; retrying", "relay", r.opts.Name, "err", err)
+		}
+		if _, valid := l.valid(); !ok || !valid {
+			l.lose()
+			cancel()
+			return
+		}
+	}
+}
+
+// pending is a record read back from the table.
+type pending struct {
+	seq int64
+	runtime.Record
+}
+
+// group is the pending records of one partition lane (or of one
+// unpartitioned category), in seq order.
+type group struct {
+	partitioned, backfill bool
+	category, key         string
+}
+
+// round publishes one batch of the oldest pending records. It returns
+// how many it read, and whether some publish failed (to be retried).
+func (r *Relay) round(ctx context.Context, l *lease) (int, bool, error) {
+	recs, err := r.fetch(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	if len(recs) == 0 {
+		return 0, false, nil
+	}
+	var order []group
+	groups := map[group][]pending{}
+	for _, p := range recs {
+		g := group{partitioned: p.Partitioned, backfill: p.Backfill, category: p.Category, key: p.Key}
+		if _, ok := groups[g]; !ok {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], p)
+	}
+	var (
+		mu        sync.Mutex
+		published []int64
+		failed    bool
+		lost      bool
+		wg        sync.WaitGroup
+		sem       = make(chan struct{}, r.opts.Concurrency)
+	)
+	for _, g := range order {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			done, f, lostLease := r.publishGroup(ctx, l, groups[g])
+			mu.Lock()
+			defer mu.Unlock()
+			published = append(published, done...)
+			failed = failed || f
+			lost = lost || lostLease
+		})
+	}
+	wg.Wait()
+	// Mark even when the lease is locally over: the fence refuses the
+	// update if it really is gone, and a successor republishes them
+	// (stored once, by message id).
+	if err := r.markPublished(ctx, l, published); err != nil {
+		return len(recs), failed, err
+	}
+	if lost {
+		return len(recs), failed, errLeaseLost
+	}
+	return len(recs), failed, nil
+}
+
+// publishGroup publishes one group's records in seq order and returns
+// the seqs published. It stops at the first transient failure (the later
+// records of the partition wait for the next round) and when the lease
+// is over; a record that can never be published is abandoned and the
+// group goes on.
+func (r *Relay) publishGroup(ctx context.Context, l *lease, recs []pending) (published []int64, failed, lost bool) {
+	for _, p := range recs {
+		if ctx.Err() != nil {
+			return published, true, false
+		}
+		checked, ok := l.valid()
+		if !ok {
+			return published, false, true
+		}
+		r.log.Debug("outbox: publishing", "relay", r.opts.Name, "owner", r.opts.Owner, "generation", l.gen,
+			"seq", p.seq, "message_id", p.MessageID, "category", p.Category, "key", p.Key,
+			"lease_checked_at", checked.Format(time.RFC3339Nano))
+		pctx, cancel := context.WithDeadline(ctx, l.deadline())
+		err := r.pub.PublishRecord(pctx, p.Record)
+		cancel()
+		switch {
+		case err == nil:
+			published = append(published, p.seq)
+		case errors.Is(err, runtime.ErrInvalidKey) || errors.Is(err, runtime.ErrInvalidRecord):
+			if aerr := r.abandon(ctx, l, p, err); aerr != nil {
+				if !errors.Is(aerr, errLeaseLost) && ctx.Err() == nil {
+					r.log.Warn("outbox: marking a record abandoned failed; retrying next round", "relay", r.opts.Name, "seq", p.seq, "err", aerr)
+					return published, true, false
+				}
+				return published, false, true
+			}
+		default:
+			if ctx.Err() == nil {
+				r.log.Warn("outbox: publish failed; this partition's later records wait for the next round",
+					"relay", r.opts.Name, "seq", p.seq, "message_id", p.MessageID, "category", p.Category, "key", p.Key, "err", err)
+			}
+			return published, true, false
+		}
+	}
+	return published, false, false
+}
+
+// fetch reads the oldest pending records.
+func (r *Relay) fetch(ctx context.Context) ([]pending, error) {
+	q := r.d.rebind(`SELECT seq, message_id, category, partition_key, partitioned, backfill, type, payload, trace
+FROM ` + r.table + ` WHERE status = 'PENDING' ORDER BY seq LIMIT ?`)
+	rows, err := r.db.QueryContext(ctx, q, r.opts.BatchSize)
+	if err != nil {
+		return nil, fmt.Errorf("outbox: read pending records: %w", missing(r.table, err))
+	}
+	defer rows.Close()
+	var out []pending
+	for rows.Next() {
+		var p pending
+		var trace string
+		if err := rows.Scan(&p.seq, &p.MessageID, &p.Category, &p.Key, &p.Partitioned, &p.Backfill, &p.Type, &p.Payload, &trace); err != nil {
+			return nil, fmt.Errorf("outbox: read pending records: %w", err)
+		}
+		if trace != "" {
+			// A trace that does not decode is dropped, not fatal: the
+			// record still publishes, unlinked.
+			if json.Unmarshal([]byte(trace), &p.Trace) != nil {
+				p.Trace = nil
+			}
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("outbox: read pending records: %w", err)
+	}
+	return out, nil
+}
+
+// markPublished marks seqs PUBLISHED, fenced by the lease.
+func (r *Relay) markPublished(ctx context.Context, l *lease, seqs []int64) error {
+	for len(seqs) > 0 {
+		chunk := seqs[:min(len(seqs), 500)]
+		seqs = seqs[len(chunk):]
+		args := make([]any, 0, len(chunk)+3)
+		for _, s := range chunk {
+			args = append(args, s)
+		}
+		args = append(args, r.fenceArgs(l)...)
+		q := r.d.rebind(`UPDATE ` + r.table + ` SET status = 'PUBLISHED', published_at = ` + r.d.now() +
+			` WHERE status = 'PENDING' AND seq IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(chunk)), ", ") + `)` + r.fence())
+		// A cancelled round still marks what it published.
+		mctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		res, err := r.db.ExecContext(mctx, q, args...)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("outbox: mark %d records published: %w", len(chunk), err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("outbox: mark %d records published: %w", len(chunk), err)
+		}
+		if n == 0 {
+			return errLeaseLost
+		}
+		r.m.published(ctx, n)
+	}
+	return nil
+}
+
+// abandon marks p ABANDONED with why as its reason, fenced by the lease.
+func (r *Relay) abandon(ctx context.Context, l *lease, p pending, why error) error {
+	q := r.d.rebind(`UPDATE ` + r.table + ` SET status = 'ABANDONED', reason = ?, published_at = ` + r.d.now() +
+		` WHERE seq = ? AND status = 'PENDING'` + r.fence())
+	res, err := r.db.ExecContext(ctx, q, append([]any{why.Error(), p.seq}, r.fenceArgs(l)...)...)
+	if err != nil {
+		return fmt.Errorf("outbox: mark record %d abandoned: %w", p.seq, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return errLeaseLost
+	}
+	r.m.abandoned(ctx)
+	r.log.Warn("outbox: record abandoned: it can never be published; list abandoned records with Outbox.Abandoned",
+		"relay", r.opts.Name, "seq", p.seq, "message_id", p.MessageID, "category", p.Category, "key", p.Key, "type", p.Type, "reason", why.Error())
+	return nil
+}
