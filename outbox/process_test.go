@@ -13,7 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
 )
 
 // relayProc is a relay running as a separate OS process (the test binary
@@ -278,4 +277,3 @@ func TestProcessStalledRelayPublishesNothingAfterResume(t *testing.T) {
 		}
 	})
 }
-
