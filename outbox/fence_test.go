@@ -97,5 +97,5 @@ func TestFence(t *testing.T) {
 
 type fenceMsg struct{ K string }
 
-func (*fenceMsg) StreamCategory() string           { return "fence" }
+func (*fenceMsg) StreamCategory() string          { return "fence" }
 func (m *fenceMsg) PartitionKey() (string, error) { return runtime.Key("fence", "K", m.K) }
