@@ -58,6 +58,7 @@ func check(m *model, probs *problems) *plan {
 	}
 	c.generatedNames()
 	c.platformFields()
+	c.aliasKeyAccess()
 	c.correlateAccess()
 	c.groupNames()
 	return c.plan
@@ -157,7 +158,13 @@ func (c *checker) platformFields() {
 }
 
 func (c *checker) platformField(pos token.Pos, msg *message, f *field, role string) {
-	at := func(p token.Pos) string { return c.m.constrained[c.probs.fset.Position(p).Filename] }
+	at := func(p token.Pos) string {
+		name := c.probs.fset.Position(p).Filename
+		if why, ok := c.m.constrained[name]; ok {
+			return why
+		}
+		return c.m.fileConstraint(name)
+	}
 	for _, v := range f.path {
 		what, why := "field "+v.Name(), at(v.Pos())
 		if why == "" {
@@ -171,9 +178,45 @@ func (c *checker) platformField(pos token.Pos, msg *message, f *field, role stri
 		}
 		if why != "" {
 			// The file is not named: on another platform it may be another.
-			c.probs.add(pos, "%s.%s, %s, depends on %s, which is declared in a file with a build constraint; seqby_gen.go has none and would read it as the platform seqgen runs on declares it: declare it in a file without build constraints",
-				msg.name, pathString(f.path), role, what)
+			fix := "declare it in a file without build constraints"
+			if msg.alias {
+				fix += ", or, for a type you do not own, use another field"
+			}
+			c.probs.add(pos, "%s.%s, %s, depends on %s, which is declared in a file with a build constraint; seqby_gen.go has none and would read it as the platform seqgen runs on declares it: %s",
+				msg.name, pathString(f.path), role, what, fix)
 			return
+		}
+	}
+}
+
+// aliasKeyAccess refuses the partition key of an aliased type where
+// generated code cannot name it: an aliased type has no PartitionKey
+// method, so Seqby<Alias> (in the alias's package) and every handler
+// route (in the handler's package) read the field themselves.
+func (c *checker) aliasKeyAccess() {
+	refuse := func(pos token.Pos, msg *message, f *field, pkg *types.Package, rel ...related) {
+		c.probs.addRelated(pos, fmt.Sprintf("the key of category %q, %s.%s, is reached through an unexported embedded field, which package %s cannot name; seqgen reads an aliased type's key where it is used, so key the category by a field %s declares directly or through exported embedded types",
+			msg.category, msg.wire(), pathString(f.path), pkg.Name(), msg.wire()), rel...)
+	}
+	for _, msg := range sortedMessages(c.m) {
+		f := c.plan.partition[msg]
+		if !msg.alias || f == nil {
+			continue
+		}
+		if !reachable(msg.named, f, msg.pkg.Types) {
+			pos := msg.keyPos
+			if !pos.IsValid() {
+				pos = msg.rolePos
+			}
+			refuse(pos, msg, f, msg.pkg.Types)
+			continue
+		}
+		for _, h := range c.m.handlers {
+			for _, hm := range h.methods {
+				if hm.msg == msg && !reachable(msg.named, f, h.pkg.Types) {
+					refuse(hm.pos, msg, f, h.pkg.Types, related{msg.rolePos, "alias " + msg.name + " declared here"})
+				}
+			}
 		}
 	}
 }

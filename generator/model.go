@@ -1,6 +1,7 @@
 package generator
 
 import (
+	"go/parser"
 	"go/token"
 
 	"github.com/seqby/seqby/annotations"
@@ -18,6 +19,30 @@ type model struct {
 	// constrained maps the files with a build constraint to its
 	// description (see constraint.go).
 	constrained map[string]string
+	// outside caches fileConstraint of files outside the loaded packages
+	// (the package of an aliased type, in another module).
+	outside map[string]string
+}
+
+// fileConstraint describes the build constraint of a file outside the
+// loaded packages, read from disk ("" when it has none or cannot be read):
+// a key field of an aliased type may be declared in another module.
+func (m *model) fileConstraint(name string) string {
+	if name == "" {
+		return ""
+	}
+	if why, ok := m.outside[name]; ok {
+		return why
+	}
+	why := ""
+	if f, err := parser.ParseFile(token.NewFileSet(), name, nil, parser.ImportsOnly|parser.ParseComments); err == nil {
+		why = fileConstraint(name, f)
+	}
+	if m.outside == nil {
+		m.outside = map[string]string{}
+	}
+	m.outside[name] = why
+	return why
 }
 
 // message is an event or command type.

@@ -471,6 +471,14 @@ func (s *scanner) handleMethods(h *handler) {
 			continue
 		}
 		msg, ptr, why := s.handleSignature(fn, wantKind)
+		if msg == nil && s.undeclaredForeign(fn) {
+			// Likely declared by an alias in a package this run did not
+			// load: dropping the route in silence would leave the events
+			// unhandled.
+			s.probs.add(fn.Pos(), "%s: %s.%s takes a message type of another module, but %s (unexport the method if it is not a handle method)", h.describe(), h.name, fn.Name(), why)
+			h.refusedMethods = true
+			continue
+		}
 		if msg == nil {
 			if why != "" {
 				h.nearMisses = append(h.nearMisses, related{fn.Pos(), fmt.Sprintf("%s.%s is not a handle method: %s", h.name, fn.Name(), why)})
@@ -637,14 +645,39 @@ func (s *scanner) handleSignature(fn *types.Func, wantKind string) (msg *message
 	case m == nil:
 		why := fmt.Sprintf("%s has no %sevent or %scommand marker", named.Obj().Name(), annotations.Prefix, annotations.Prefix)
 		if !s.owned(named.Obj().Pkg().Path()) {
-			why += fmt.Sprintf(" (a type of another module is declared by a marked alias, type %s = %s.%s, in a package seqgen loads)",
-				named.Obj().Name(), named.Obj().Pkg().Name(), named.Obj().Name())
+			why = fmt.Sprintf("no package seqgen loaded declares %s: declare it with a marked alias (type %s = %s.%s); if an alias declares it already, run seqgen on the whole module (./... from its root) or import the alias's package here",
+				named.Obj().Name(), named.Obj().Name(), named.Obj().Pkg().Name(), named.Obj().Name())
 		}
 		return nil, false, why
 	case m.kind != wantKind:
 		return nil, false, fmt.Sprintf("%s is %s %s, and this type handles %ss", m.name, article(m.kind), m.kind, wantKind)
 	}
 	return m, ptr, ""
+}
+
+// undeclaredForeign reports whether fn has a handle method's shape but
+// takes a type of another module that no loaded package declares.
+func (s *scanner) undeclaredForeign(fn *types.Func) bool {
+	sig := fn.Type().(*types.Signature)
+	if sig.Params().Len() != 2 || sig.Results().Len() != 1 || sig.Variadic() ||
+		!isNamed(sig.Params().At(0).Type(), "context", "Context") || !types.Identical(sig.Results().At(0).Type(), types.Universe.Lookup("error").Type()) {
+		return false
+	}
+	t := types.Unalias(sig.Params().At(1).Type())
+	if p, ok := t.(*types.Pointer); ok {
+		t = types.Unalias(p.Elem())
+	}
+	named, ok := t.(*types.Named)
+	if !ok || named.Obj().Pkg() == nil || s.owned(named.Obj().Pkg().Path()) {
+		return false
+	}
+	if first, _, _ := strings.Cut(named.Obj().Pkg().Path(), "/"); !strings.Contains(first, ".") {
+		return false // the standard library's: not a contracts type
+	}
+	if _, isStruct := named.Underlying().(*types.Struct); !isStruct {
+		return false
+	}
+	return s.m.msgs[named.Obj().Pkg().Path()+"."+named.Obj().Name()] == nil
 }
 
 // owned reports whether the package at path belongs to a module of the

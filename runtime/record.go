@@ -30,8 +30,10 @@ type Record struct {
 	Type string
 	// MessageID is the message's id: the caller's (WithMessageID) or a
 	// random one. PublishRecord publishes it as the idempotency key, so a
-	// record published twice (a relay that crashed before marking it) is
-	// stored once within the publisher's DedupWindow.
+	// partitioned record published twice (a relay that crashed before
+	// marking it) is stored once within the publisher's DedupWindow. An
+	// unpartitioned record carries the id but is not deduplicated, as with
+	// WithMessageID: its handlers see a re-publish twice.
 	MessageID string
 	// Payload is the codec-encoded message.
 	Payload []byte
@@ -69,7 +71,7 @@ func newRecord(ctx context.Context, msg Message, codec Codec, prop propagation.T
 	// A typed nil carries no event, and with value receivers even
 	// StreamCategory panics on it: refuse it before calling anything.
 	if isNilPointer(msg) {
-		return Record{}, fmt.Errorf("publish %T: the message is a nil pointer; pass a pointer to a message value: %w", msg, ErrPublish)
+		return Record{}, fmt.Errorf("publish %T: the message is a nil pointer; pass a pointer to a message value: %w", payloadOf(msg), ErrPublish)
 	}
 	category, err := streamCategory(msg)
 	if err != nil {
@@ -154,8 +156,9 @@ func (r Record) fields(publishedAt time.Time) []any {
 
 // PublishRecord publishes a record made by NewRecord, as Publish would
 // have published its message, with r.MessageID as the idempotency key
-// (WithMessageID): a record published again within DedupWindow, say by a
-// relay that crashed before it could mark it published, is stored once.
+// (WithMessageID): a partitioned record published again within
+// DedupWindow, say by a relay that crashed before it could mark it
+// published, is stored once (an unpartitioned one is not deduplicated).
 // The record is checked first against this publisher's rules: a bad key
 // fails with a *KeyError (errors.Is ErrInvalidKey) and any other record
 // that can never be published with ErrInvalidRecord, before anything is
