@@ -412,6 +412,9 @@ func (s *scanner) alias(p *packages.Package, root bool, ts *ast.TypeSpec, obj *t
 	named, ok := target.(*types.Named)
 	_, isPtr := target.(*types.Pointer)
 	switch {
+	case ts.Name.Name == "_":
+		refuse("a blank alias cannot be named by the code that publishes it; give it a name")
+		return
 	case isPtr:
 		refuse("%s is a pointer; alias the message type itself (type %s = %s): handlers take it by pointer where they must", types.TypeString(target, rel), ts.Name.Name, types.TypeString(target.(*types.Pointer).Elem(), rel))
 		return
