@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/seqby/seqby/examples/orders/billing"
 	"github.com/seqby/seqby/examples/orders/events"
+	"github.com/seqby/seqby/outbox"
 	"github.com/seqby/seqby/runtime"
 	"github.com/seqby/seqby/runtime/inspect"
 )
@@ -36,6 +38,7 @@ const (
 	verdictOrder    = "nothing lost or reordered: every client's events were applied once, in publish order"
 	verdictHalt     = "halt resolved: client-2 halted on its poison event alone, and resumed after the operator dead-lettered it"
 	verdictPM       = "every order was placed and paid: ready to ship"
+	verdictOutbox   = "outbox: every cart event was recorded in its cart change's transaction and published by the relay; none pending, none abandoned"
 )
 
 // run tells the story on the Redis at redisURL ("" : an embedded one).
@@ -84,6 +87,16 @@ func run(args []string, redisURL string, stdout, stderr io.Writer) int {
 	d.c, d.journal, d.insp = c, billing.RedisJournal{C: c}, inspect.New(c)
 	d.pub = runtime.NewPublisher(c)
 	d.ledger = (&billing.Ledger{}).SeqbyRegistration().Name
+	st, err := openStore(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		fmt.Fprintf(stderr, "orders: database: %v\n", err)
+		return 2
+	}
+	defer st.close()
+	d.store = st
+	stopRelay := st.relay(ctx, d.pub, stderr)
+	defer stopRelay()
+	d.say("the cart service records its events in a transactional outbox on %s; a relay publishes them (set DATABASE_URL for PostgreSQL)", st.where)
 
 	var metrics *http.Server
 	var withMetrics []func(*runtime.Options)
@@ -124,6 +137,7 @@ type demo struct {
 	pub        *runtime.Publisher
 	journal    billing.RedisJournal
 	insp       *inspect.Inspector
+	store      *store           // the cart service's database and outbox
 	ledger     string           // the Ledger's handler name
 	want       map[string][]int // per client, the seqs that must be applied
 	metricsURL string
@@ -150,6 +164,10 @@ func (d *demo) tell(url string, stderr io.Writer, withMetrics []func(*runtime.Op
 	go func() { bdone <- b.Run(bctx) }()
 	defer func() { stopB(); <-bdone }()
 	d.say("\n1. Engine A starts as a child process (pid %d) and engine B in this process; both run the Ledger, sequential by client_id.", a.cmd.Process.Pid)
+	if err := d.store.record(ctx, "", 0, "item-0", events.ItemAdded{Item: "item-0"}); !errors.Is(err, runtime.ErrInvalidKey) {
+		return fmt.Errorf("a cart change without a client_id: %v, want its key error", err)
+	}
+	d.say("   A cart change without a client_id fails in its own transaction with its event's key error, so neither the change nor the event is recorded.")
 
 	// #1 creates the six partitions; wait until A and B share them.
 	if err := d.publish(1, 1, 0); err != nil {
@@ -259,6 +277,17 @@ func (d *demo) tell(url string, stderr io.Writer, withMetrics []func(*runtime.Op
 	if err := d.check(); err != nil {
 		return err
 	}
+	var st outbox.Stats
+	if err := d.until("the outbox to drain", func() bool {
+		st, err = d.store.ob.Stats(ctx, d.store.db)
+		return err == nil && st.Pending == 0
+	}); err != nil {
+		return err
+	}
+	if st.Abandoned != 0 {
+		return fmt.Errorf("%d outbox records abandoned", st.Abandoned)
+	}
+	d.say("\n%s", verdictOutbox)
 	d.say("\n" + verdictTakeover)
 	d.say(verdictOrder)
 	d.say(verdictHalt)
@@ -270,15 +299,20 @@ func (d *demo) tell(url string, stderr io.Writer, withMetrics []func(*runtime.Op
 func (d *demo) publish(from, to, poisoned int) error {
 	for seq := from; seq <= to; seq++ {
 		for i := 1; i <= clients; i++ {
-			var msg runtime.Message = events.ItemAdded{ClientID: client(i), Item: fmt.Sprintf("item-%d", seq), Seq: seq}
+			item := fmt.Sprintf("item-%d", seq)
+			var msg runtime.Message = events.ItemAdded{ClientID: client(i), Item: item, Seq: seq}
 			switch {
 			case i == poisoned && seq == from:
-				msg = events.ItemAdded{ClientID: client(i), Item: "poison", Seq: seq}
+				item = "poison"
+				msg = events.ItemAdded{ClientID: client(i), Item: item, Seq: seq}
 			case seq == 8:
+				item = "checkout"
 				msg = events.CartCheckedOut{ClientID: client(i), OrderID: fmt.Sprintf("order-%d", i), Seq: seq}
 			}
-			if err := d.pub.Publish(d.ctx, msg); err != nil {
-				return fmt.Errorf("publish: %w", err)
+			// The cart change and its event commit together (the outbox);
+			// the relay publishes each client's events in order.
+			if err := d.store.record(d.ctx, client(i), seq, item, msg); err != nil {
+				return fmt.Errorf("record: %w", err)
 			}
 			if i != poisoned {
 				d.want[client(i)] = append(d.want[client(i)], seq)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seqby/seqby/internal/pgtest"
 	"github.com/seqby/seqby/internal/redistest"
 )
 
@@ -21,24 +22,32 @@ func TestMain(m *testing.M) {
 // a private real redis-server and on a private three-master cluster (the
 // URL names one node), and checks the story's facts: the takeover
 // happened, nothing was lost or reordered, the halt was resolved, the pm
-// saw every order; with -metrics-addr, the metrics were served.
+// saw every order, the outbox drained (on SQLite, and on PostgreSQL with
+// DATABASE_URL); with -metrics-addr, the metrics were served.
 func TestDemo(t *testing.T) {
 	tests := []struct {
 		name string
 		url  func(t *testing.T) string
 		args []string
+		db   func(t *testing.T) string // DATABASE_URL; nil: the SQLite default
 	}{
-		{"embedded", func(*testing.T) string { return "" }, []string{"-metrics-addr", "127.0.0.1:0"}},
-		{"redis-server", func(t *testing.T) string { return "redis://" + redistest.New(t).Addr + "/0" }, nil},
-		{"cluster", func(t *testing.T) string { return "redis://" + redistest.NewCluster(t, 3).Nodes[0].Addr }, nil},
+		{"embedded", func(*testing.T) string { return "" }, []string{"-metrics-addr", "127.0.0.1:0"}, nil},
+		{"redis-server", func(t *testing.T) string { return "redis://" + redistest.New(t).Addr + "/0" }, nil, nil},
+		{"cluster", func(t *testing.T) string { return "redis://" + redistest.NewCluster(t, 3).Nodes[0].Addr }, nil, nil},
+		{"postgres-outbox", func(t *testing.T) string { return "redis://" + redistest.New(t).Addr + "/0" }, nil,
+			func(t *testing.T) string { return pgtest.New(t).DSN }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv("DATABASE_URL", "")
+			if tt.db != nil {
+				t.Setenv("DATABASE_URL", tt.db(t))
+			}
 			var stdout, stderr bytes.Buffer
 			if code := run(tt.args, tt.url(t), &stdout, &stderr); code != 0 {
 				t.Fatalf("demo exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 			}
-			want := []string{verdictTakeover, verdictOrder, verdictHalt, verdictPM}
+			want := []string{verdictTakeover, verdictOrder, verdictHalt, verdictPM, verdictOutbox}
 			if tt.args != nil {
 				want = append(want, `seqby_events_total{`, `seqby_outcome="failed"`, `seqby_partitions_halted{`)
 			}
