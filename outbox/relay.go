@@ -2,6 +2,8 @@ package outbox
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -11,10 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
-
-	"crypto/rand"
-	"encoding/hex"
 
 	"go.opentelemetry.io/otel/metric"
 
@@ -88,6 +88,8 @@ type Relay struct {
 	log   *slog.Logger
 	wake  chan struct{}
 	m     *meters
+	// failures counts the partitions whose publish failed this round.
+	failures atomic.Int64
 }
 
 // NewRelay returns a relay publishing the records of db through pub. Run
@@ -319,6 +321,9 @@ func (r *Relay) round(ctx context.Context, l *lease) (int, bool, error) {
 		})
 	}
 	wg.Wait()
+	if n := r.failures.Swap(0); n > 1 {
+		r.log.Warn("outbox: publishes failed this round; retrying", "relay", r.opts.Name, "partitions", n)
+	}
 	// Mark even when the lease is locally over: the fence refuses the
 	// update if it really is gone, and a successor republishes them
 	// (stored once, by message id).
@@ -363,8 +368,10 @@ func (r *Relay) publishGroup(ctx context.Context, l *lease, recs []pending) (pub
 				return published, false, true
 			}
 		default:
-			if ctx.Err() == nil {
-				r.log.Warn("outbox: publish failed; this partition's later records wait for the next round",
+			if ctx.Err() == nil && r.failures.Add(1) == 1 {
+				// One line per round, not per partition: an outage fails
+				// them all.
+				r.log.Warn("outbox: publish failed; this partition's later records wait for the next round (further failures of this round are counted, not logged)",
 					"relay", r.opts.Name, "seq", p.seq, "message_id", p.MessageID, "category", p.Category, "key", p.Key, "err", err)
 			}
 			return published, true, false
