@@ -19,3 +19,14 @@ var (
 	// idempotency key downstream, so the second record is refused.
 	ErrDuplicateMessageID = errors.New("outbox already holds a record with this message id")
 )
+
+// Record statuses, as stored in the status column.
+const (
+	// StatusPending: recorded, not yet published.
+	StatusPending = "PENDING"
+	// StatusPublished: published to Redis (at least once).
+	StatusPublished = "PUBLISHED"
+	// StatusAbandoned: can never be published (invalid key or record);
+	// reason says why. Never retried.
+	StatusAbandoned = "ABANDONED"
+)

@@ -93,7 +93,9 @@ type Relay struct {
 }
 
 // NewRelay returns a relay publishing the records of db through pub. Run
-// it with Run; bad options are reported by Run.
+// it with Run; bad options are reported by Run. On PostgreSQL the relay
+// keeps one of db's connections for LISTEN while it runs: a pool limited
+// to one connection (SetMaxOpenConns(1)) would leave it none to query with.
 func NewRelay(db *sql.DB, pub Publisher, opts RelayOptions) *Relay {
 	if opts.Table == "" {
 		opts.Table = DefaultTable
