@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -64,8 +65,12 @@ func TestOnRedisCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := p.Publish(ctx, &testNote{Text: "n"}); err != nil {
-			t.Fatal(err)
+		// Twice with one message id: the second is deduplicated, by a
+		// script whose two keys share the stream's slot.
+		for range 2 {
+			if err := p.Publish(ctx, &testNote{Text: "n"}, WithMessageID(fmt.Sprintf("note-%d", i))); err != nil {
+				t.Fatal(err)
+			}
 		}
 		for _, o := range []string{"o-1", "o-2"} {
 			if err := p.Publish(ctx, &pmOrder{OrderID: o, Seq: i}); err != nil {

@@ -117,12 +117,12 @@ func WaitForReplicas(n int, timeout time.Duration) PublishOption {
 var ErrNotDurable = rdb.ErrNotReplicated
 
 // WithMessageID publishes the message with the caller's id, an idempotency
-// key: a partitioned message whose id was already published to its
-// partition within PublisherOptions.DedupWindow is not stored again (and
-// Publish returns nil), so a publish retried after an ambiguous failure
-// (a timeout) is stored once. Handlers see the id in
-// MessageFromContext(ctx).MessageID. An unpartitioned message carries the
-// id but is not deduplicated. The id follows the text rules of keys
+// key: a message whose id was already published to its partition (or, for
+// an unpartitioned category, to the category's stream) within
+// PublisherOptions.DedupWindow is not stored again (and Publish returns
+// nil), so a publish retried after an ambiguous failure (a timeout) is
+// stored once. Handlers see the id in MessageFromContext(ctx).MessageID.
+// The id follows the text rules of keys
 // (non-empty UTF-8, at most MaxKeyLength bytes, no control characters),
 // else Publish fails with ErrInvalidMessageID before writing anything.
 func WithMessageID(id string) PublishOption {
@@ -163,16 +163,16 @@ func (p *Publisher) Publish(ctx context.Context, msg Message, opts ...PublishOpt
 
 // write stores a prepared item; name labels errors.
 func (p *Publisher) write(ctx context.Context, name string, it item, cfg publishConfig) error {
+	once := rdb.Once{Replicas: cfg.replicas, ReplicaTimeout: cfg.timeout}
+	if cfg.idSet {
+		once.ID, once.Window = cfg.id, p.opts.DedupWindow
+	}
 	if !it.partitioned {
-		err := rdb.PublishPlain(ctx, p.c, it.category, it.fields)
+		err := rdb.PublishPlain(ctx, p.c, it.category, it.fields, once)
 		if err != nil {
 			return fmt.Errorf("publish %s to %s: %w: %w", name, it.category, ErrPublish, err)
 		}
 		return nil
-	}
-	once := rdb.Once{Replicas: cfg.replicas, ReplicaTimeout: cfg.timeout}
-	if cfg.idSet {
-		once.ID, once.Window = cfg.id, p.opts.DedupWindow
 	}
 	err := rdb.Publish(ctx, p.c, it.category, it.key, it.stream, p.opts.SignalMaxLen, it.fields, once)
 	if errors.Is(err, rdb.ErrUnsignalled) {

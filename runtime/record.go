@@ -30,10 +30,8 @@ type Record struct {
 	Type string
 	// MessageID is the message's id: the caller's (WithMessageID) or a
 	// random one. PublishRecord publishes it as the idempotency key, so a
-	// partitioned record published twice (a relay that crashed before
-	// marking it) is stored once within the publisher's DedupWindow. An
-	// unpartitioned record carries the id but is not deduplicated, as with
-	// WithMessageID: its handlers see a re-publish twice.
+	// record published twice (a relay that crashed before marking it) is
+	// stored once within the publisher's DedupWindow.
 	MessageID string
 	// Payload is the codec-encoded message.
 	Payload []byte
@@ -156,9 +154,8 @@ func (r Record) fields(publishedAt time.Time) []any {
 
 // PublishRecord publishes a record made by NewRecord, as Publish would
 // have published its message, with r.MessageID as the idempotency key
-// (WithMessageID): a partitioned record published again within
-// DedupWindow, say by a relay that crashed before it could mark it
-// published, is stored once (an unpartitioned one is not deduplicated).
+// (WithMessageID): a record published again within DedupWindow, say by a
+// relay that crashed before it could mark it published, is stored once.
 // The record is checked first against this publisher's rules: a bad key
 // fails with a *KeyError (errors.Is ErrInvalidKey) and any other record
 // that can never be published with ErrInvalidRecord, before anything is

@@ -41,8 +41,16 @@ func TestRecordRoundTrip(t *testing.T) {
 	if err != nil || note.Partitioned || note.Backfill || note.MessageID == "" {
 		t.Fatalf("note record %+v, %v", note, err)
 	}
-	if err := p.PublishRecord(ctx, note); err != nil || c.XLen(ctx, "note").Val() != 1 {
-		t.Fatalf("publish note: %v", err)
+	for range 2 { // an unpartitioned record is deduplicated too
+		if err := p.PublishRecord(ctx, note); err != nil {
+			t.Fatalf("publish note: %v", err)
+		}
+	}
+	if n := c.XLen(ctx, "note").Val(); n != 1 {
+		t.Fatalf("note stream has %d entries, want 1", n)
+	}
+	if ttl := c.PTTL(ctx, "{note}:__msgid__:"+note.MessageID).Val(); ttl <= 0 {
+		t.Fatalf("dedup key of the note has TTL %v, want the dedup window", ttl)
 	}
 }
 

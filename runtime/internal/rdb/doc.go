@@ -18,6 +18,7 @@
 //	category:{key}:__gen__:handler       string      its generation counter: max(stored + 1, Redis time in µs) per acquire; reaped
 //	category:{key}:__halt__:handler      string      its halt record (JSON) while halted
 //	category:{key}:__msgid__:id          string      entry id of message id, for the dedup window (PX TTL)
+//	{category}:__msgid__:id              string      the same for an unpartitioned category's stream
 //	category                             stream      an unpartitioned category
 //	{category}:__partitions__            set         the category's partition keys (the index)
 //	{category}:__signal__                stream      wake-up signals: field k = partition key (capped, approximate)

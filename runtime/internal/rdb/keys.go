@@ -38,6 +38,11 @@ func DedupKey(category, key, id string) string {
 	return SubStream(PartitionStream(category, key), "__msgid__:"+id)
 }
 
+// PlainDedupKey is DedupKey for an unpartitioned category, whose stream
+// "category" hashes to the slot of the tag {category}:
+// "{category}:__msgid__:id".
+func PlainDedupKey(category, id string) string { return "{" + category + "}:__msgid__:" + id }
+
 // IndexKey is the set of a partitioned category's keys, in the category's
 // slot: "{category}:__partitions__".
 func IndexKey(category string) string { return "{" + category + "}:__partitions__" }

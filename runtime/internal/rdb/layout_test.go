@@ -21,6 +21,7 @@ func layout() []string {
 		GenerationKey(stream, "handler"),
 		HaltKey(stream, "handler"),
 		DedupKey("category", "key", "id"),
+		PlainDedupKey("category", "id"),
 		"category", // an unpartitioned category's stream is its name
 		IndexKey("category"),
 		SignalKey("category"),

@@ -188,9 +188,15 @@ var ErrNotReplicated = errors.New("the entry is stored, but not yet on the repli
 // idle consumers: they find the entry at their next periodic re-check.
 var ErrUnsignalled = fmt.Errorf("%w, but waking idle consumers failed; they find it at their next re-check", ErrAppended)
 
-// PublishPlain appends one entry to an unpartitioned category's stream.
-func PublishPlain(ctx context.Context, c redis.UniversalClient, category string, fields []any) error {
-	return c.XAdd(ctx, &redis.XAddArgs{Stream: category, Values: fields}).Err()
+// PublishPlain appends one entry to an unpartitioned category's stream;
+// with once.Window set, only if once.ID was not appended to it within the
+// window (append_once.lua, its dedup key in the stream's slot).
+func PublishPlain(ctx context.Context, c redis.UniversalClient, category string, fields []any, once Once) error {
+	if once.Window <= 0 {
+		return c.XAdd(ctx, &redis.XAddArgs{Stream: category, Values: fields}).Err()
+	}
+	args := append([]any{once.Window.Milliseconds()}, fields...)
+	return scriptAppendOnce.Run(ctx, c, []string{category, PlainDedupKey(category, once.ID)}, args...).Err()
 }
 
 // Partitions returns the keys of a partitioned category: those in its
