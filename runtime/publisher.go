@@ -68,6 +68,11 @@ func NewPublisher(c redis.UniversalClient, options ...PublisherOptions) *Publish
 	if len(options) > 0 {
 		opts = options[0]
 	}
+	return &Publisher{c: c, opts: opts.withDefaults()}
+}
+
+// withDefaults fills the zero fields of opts with their defaults.
+func (opts PublisherOptions) withDefaults() PublisherOptions {
 	if opts.Codec == nil {
 		opts.Codec = JSON
 	}
@@ -87,7 +92,7 @@ func NewPublisher(c redis.UniversalClient, options ...PublisherOptions) *Publish
 	if opts.Propagator == nil {
 		opts.Propagator = propagation.TraceContext{}
 	}
-	return &Publisher{c: c, opts: opts}
+	return opts
 }
 
 // PublishOption changes how one message is published.

@@ -46,19 +46,28 @@ type Record struct {
 // written anywhere. A bad key fails with a *KeyError (errors.Is
 // ErrInvalidKey), so an outbox's Add fails the caller's transaction
 // before it records anything. Of opts, WithMessageID and AsBackfill apply;
-// WaitForReplicas is refused.
+// WaitForReplicas is refused. It is PublisherOptions{Codec:
+// codec}.NewRecord; use that method to check and encode with the options
+// of the publisher that will publish the record.
 func NewRecord(ctx context.Context, msg Message, codec Codec, opts ...PublishOption) (Record, error) {
+	return PublisherOptions{Codec: codec}.NewRecord(ctx, msg, opts...)
+}
+
+// NewRecord checks and encodes msg as a Publisher with these options would
+// (its Codec, its BackfillSuffix for the key rules, its Propagator for the
+// trace context of ctx), without writing anything; see the function
+// NewRecord. A record made here with the options of the publisher that
+// publishes it (PublishRecord) is refused by neither for its key.
+func (o PublisherOptions) NewRecord(ctx context.Context, msg Message, opts ...PublishOption) (Record, error) {
 	var cfg publishConfig
-	for _, o := range opts {
-		o(&cfg)
+	for _, opt := range opts {
+		opt(&cfg)
 	}
 	if cfg.replicas > 0 {
 		return Record{}, fmt.Errorf("record %s: WaitForReplicas applies to a publish, not a record: %w", typeName(msg), ErrPublish)
 	}
-	if codec == nil {
-		codec = JSON
-	}
-	return newRecord(ctx, msg, codec, propagation.TraceContext{}, DefaultBackfillSuffix, cfg)
+	o = o.withDefaults()
+	return newRecord(ctx, msg, o.Codec, o.Propagator, o.BackfillSuffix, cfg)
 }
 
 // newRecord checks and encodes msg; prepare and NewRecord share it.

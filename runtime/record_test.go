@@ -67,6 +67,10 @@ func TestRecordRefused(t *testing.T) {
 	if _, err := NewRecord(ctx, ev("c", 1), nil, WaitForReplicas(1, 0)); !errors.Is(err, ErrPublish) {
 		t.Fatalf("NewRecord with WaitForReplicas: %v", err)
 	}
+	// The publisher's options check a record as its PublishRecord will.
+	if _, err := (PublisherOptions{BackfillSuffix: "late"}).NewRecord(ctx, ev("late", 1)); !errors.Is(err, ErrReservedKey) {
+		t.Fatalf("record with key late for a publisher whose backfill suffix is late: %v, want ErrReservedKey", err)
+	}
 	good, err := NewRecord(ctx, ev("c", 1), nil)
 	if err != nil {
 		t.Fatal(err)
