@@ -26,8 +26,14 @@ type Options struct {
 	// the lease table is Table + "_lease". Relays of this outbox use the
 	// same Table.
 	Table string
-	// Codec encodes payloads, as the engines decode them. Default JSON.
+	// Codec encodes payloads, as the engines decode them. Default
+	// Publisher.Codec, else JSON.
 	Codec runtime.Codec
+	// Publisher is the options of the publisher the relay publishes with:
+	// Add checks keys against its BackfillSuffix and writes the trace
+	// context with its Propagator, so the relay's PublishRecord refuses no
+	// key that Add accepted. Zero: the runtime's defaults.
+	Publisher runtime.PublisherOptions
 }
 
 // Outbox writes records in the caller's transaction (Add) and lists and
@@ -43,8 +49,8 @@ func New(opts Options) *Outbox {
 	if opts.Table == "" {
 		opts.Table = DefaultTable
 	}
-	if opts.Codec == nil {
-		opts.Codec = runtime.JSON
+	if opts.Codec != nil {
+		opts.Publisher.Codec = opts.Codec
 	}
 	o := &Outbox{opts: opts}
 	if o.err = opts.Dialect.valid(); o.err == nil {
@@ -75,7 +81,7 @@ func (o *Outbox) Add(ctx context.Context, tx Execer, msg runtime.Message, opts .
 	if o.err != nil {
 		return "", o.err
 	}
-	r, err := runtime.NewRecord(ctx, msg, o.opts.Codec, opts...)
+	r, err := o.opts.Publisher.NewRecord(ctx, msg, opts...)
 	if err != nil {
 		return "", fmt.Errorf("outbox add: %w", err)
 	}

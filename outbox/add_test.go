@@ -62,6 +62,20 @@ func TestAddKeyErrorRollsBack(t *testing.T) {
 	})
 }
 
+// TestAddUsesThePublishersRules: with the relay's publisher options, Add
+// refuses a key that publisher reserves (its backfill suffix), so no
+// record Add accepts is abandoned for its key.
+func TestAddUsesThePublishersRules(t *testing.T) {
+	e := newEnv(t, outbox.SQLite, true)
+	ob := outbox.New(outbox.Options{Dialect: outbox.SQLite, Publisher: runtime.PublisherOptions{BackfillSuffix: "lane"}})
+	if _, err := ob.Add(context.Background(), e.db, &placed{Client: "lane", Seq: 1}); !errors.Is(err, runtime.ErrInvalidKey) {
+		t.Fatalf("key %q with BackfillSuffix lane: %v, want ErrInvalidKey", "lane", err)
+	}
+	if _, err := ob.Add(context.Background(), e.db, &placed{Client: "c-1", Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestMissingSchemaSaysMigrate: nothing creates tables silently; Add and
 // Run fail with ErrNoSchema, and Migrate (idempotent) fixes it.
 func TestMissingSchemaSaysMigrate(t *testing.T) {

@@ -93,9 +93,8 @@
 // key before an earlier one (a transaction holding records of a key
 // delays the next writer of that key until it ends). SQLite serializes
 // all writers, so seq order is commit order there. Unpartitioned records
-// are published in seq order per category too, but they are not
-// deduplicated by the runtime (PublishRecord's idempotency key applies to
-// partitioned streams), so a crash can duplicate one.
+// are published in seq order per category, and deduplicated by message id
+// on the category's stream like partitioned ones.
 //
 // # The ABANDONED backstop
 //

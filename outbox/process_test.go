@@ -177,6 +177,11 @@ func TestProcessRelayKilledMidBatch(t *testing.T) {
 		keys := []string{"c-1", "c-2", "c-3"}
 		const n = 40
 		addOrders(t, e, keys, n)
+		for i := 1; i <= n; i++ { // and an unpartitioned category
+			if _, err := e.ob.Add(context.Background(), e.db, &note{Seq: i}); err != nil {
+				t.Fatal(err)
+			}
+		}
 		a := startRelayProc(t, e, "A", time.Second, 5*time.Millisecond, 50)
 		eventually(t, 20*time.Second, "A to publish 20 records", func() bool { return a.count("published") >= 20 })
 		a.kill()
@@ -197,6 +202,9 @@ func TestProcessRelayKilledMidBatch(t *testing.T) {
 		b := startRelayProc(t, e, "B", time.Second, 0, 50)
 		eventually(t, 30*time.Second, "B to publish the rest", func() bool { return e.pending(t) == 0 })
 		checkStreams(t, e, keys, n)
+		if got := seqs(e.stream(t, "note")); !slices.Equal(got, upTo(n)) {
+			t.Errorf("note stream: %v, want 1..%d in order, once each", got, n)
+		}
 		again := b.ids("outbox: publishing")
 		for _, id := range unmarked {
 			if !again[id] {
