@@ -140,5 +140,6 @@
 // when none) and seqby.outbox.pending (gauges read from the database when
 // collected). Outbox.Stats reads the same. Logs (RelayOptions.Logger,
 // log/slog): lease acquired, released and lost (Info, Warn), publish
-// failures and abandoned records (Warn), and one Debug line per publish.
+// failures and abandoned records (Warn), the relay's lag while it exceeds
+// RelayOptions.LagWarning (Warn), and one Debug line per publish.
 package outbox

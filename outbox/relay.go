@@ -66,6 +66,11 @@ type RelayOptions struct {
 	// CleanupInterval is how often the active relay deletes expired
 	// published records (in batches of 1000). Default 10m.
 	CleanupInterval time.Duration
+	// LagWarning: the active relay logs a warning, at most once per
+	// LagWarning, while the oldest pending record is older than this (the
+	// relay's lag: Redis down, a record failing). Default 1m; negative
+	// never warns. seqby.outbox.lag is the same as a metric.
+	LagWarning time.Duration
 	// Logger receives lease changes, publish failures and abandoned
 	// records (Info and Warn), and one Debug line per publish. Default
 	// slog.Default().
@@ -123,6 +128,9 @@ func NewRelay(db *sql.DB, pub Publisher, opts RelayOptions) *Relay {
 	}
 	if opts.CleanupInterval <= 0 {
 		opts.CleanupInterval = 10 * time.Minute
+	}
+	if opts.LagWarning == 0 {
+		opts.LagWarning = time.Minute
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -201,7 +209,7 @@ func (r *Relay) lead(ctx context.Context, l *lease) {
 	lctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { r.renewLoop(lctx, l, cancel) })
-	lastCleanup := time.Time{}
+	lastCleanup, lastLagCheck := time.Time{}, time.Now()
 	for lctx.Err() == nil {
 		if _, ok := l.valid(); !ok {
 			break
@@ -219,6 +227,14 @@ func (r *Relay) lead(ctx context.Context, l *lease) {
 			lastCleanup = time.Now()
 			if _, err := r.cleanup(lctx); err != nil && lctx.Err() == nil {
 				r.log.Warn("outbox: deleting old published records failed; retrying at the next cleanup", "relay", r.opts.Name, "err", err)
+			}
+		}
+		// The lag is checked every 10 polls (at most every LagWarning).
+		if every := min(r.opts.LagWarning, 10*r.opts.PollInterval); r.opts.LagWarning > 0 && time.Since(lastLagCheck) >= every {
+			lastLagCheck = time.Now()
+			if r.warnLag(lctx) {
+				// Warned: not again for LagWarning.
+				lastLagCheck = lastLagCheck.Add(r.opts.LagWarning - every)
 			}
 		}
 		if n == r.opts.BatchSize && !failed {
@@ -459,4 +475,16 @@ func (r *Relay) abandon(ctx context.Context, l *lease, p pending, why error) err
 	r.log.Warn("outbox: record abandoned: it can never be published; list abandoned records with Outbox.Abandoned",
 		"relay", r.opts.Name, "seq", p.seq, "message_id", p.MessageID, "category", p.Category, "key", p.Key, "type", p.Type, "reason", why.Error())
 	return nil
+}
+
+// warnLag logs a warning when the oldest pending record is older than
+// LagWarning, and reports whether it did.
+func (r *Relay) warnLag(ctx context.Context) bool {
+	st, err := stats(ctx, r.db, r.d, r.table)
+	if err != nil || st.OldestPending <= r.opts.LagWarning {
+		return false
+	}
+	r.log.Warn("outbox: the relay is behind: the oldest pending record waits longer than RelayOptions.LagWarning; see the publish failures logged before this",
+		"relay", r.opts.Name, "lag", st.OldestPending.Round(time.Millisecond).String(), "pending", st.Pending)
+	return true
 }

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -242,11 +243,18 @@ func TestMetricsPendingAndLag(t *testing.T) {
 		setTime(t, e, "created_at", old, `message_id = (SELECT message_id FROM seqby_outbox ORDER BY seq LIMIT 1)`)
 		reader := sdkmetric.NewManualReader()
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-		stop := e.relayCtx(t, failingPublisher{}, outbox.RelayOptions{MeterProvider: mp})
+		logs := &syncBuffer{}
+		stop := e.relayCtx(t, failingPublisher{}, outbox.RelayOptions{MeterProvider: mp, LagWarning: 30 * time.Minute,
+			Logger: slog.New(slog.NewTextHandler(logs, nil))})
 		eventually(t, 10*time.Second, "the pending gauge", func() bool { return counter(t, reader, "seqby.outbox.pending") == 3 })
 		if lag := gaugeF(t, reader, "seqby.outbox.lag"); lag < 3600 {
 			t.Errorf("lag %v s, want at least the backdated record's hour", lag)
 		}
+		// The relay also says it is behind (the lag is over LagWarning),
+		// and why.
+		eventually(t, 20*time.Second, "the lag warning", func() bool {
+			return strings.Contains(logs.String(), "the relay is behind") && strings.Contains(logs.String(), "publish failed")
+		})
 		stop()
 		e.relay(t, e.pub, outbox.RelayOptions{MeterProvider: mp})
 		eventually(t, 10*time.Second, "every record published", func() bool { return e.pending(t) == 0 })
@@ -268,7 +276,9 @@ func (e *env) relayCtx(t *testing.T, pub outbox.Publisher, opts outbox.RelayOpti
 	opts.Dialect = e.d
 	opts.PollInterval = 20 * time.Millisecond
 	opts.LeaseTTL = 2 * time.Second
-	opts.Logger = testLogger(t)
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t)
+	}
 	r := outbox.NewRelay(e.db, pub, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -344,4 +354,22 @@ func TestRetentionDeletesOnlyOldPublished(t *testing.T) {
 			t.Fatal("the relay's cleanup deleted an abandoned record")
 		}
 	})
+}
+
+// syncBuffer is a log sink tests read while the relay writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
