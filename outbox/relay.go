@@ -99,8 +99,8 @@ type Relay struct {
 
 // NewRelay returns a relay publishing the records of db through pub. Run
 // it with Run; bad options are reported by Run. On PostgreSQL the relay
-// keeps one of db's connections for LISTEN while it runs: a pool limited
-// to one connection (SetMaxOpenConns(1)) would leave it none to query with.
+// keeps one of db's connections for LISTEN while it runs (with a pool
+// limited to one connection, SetMaxOpenConns(1), it polls instead).
 func NewRelay(db *sql.DB, pub Publisher, opts RelayOptions) *Relay {
 	if opts.Table == "" {
 		opts.Table = DefaultTable
@@ -174,7 +174,8 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer m.close()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	if r.d.listen() {
+	// LISTEN keeps a connection: not the only one a pool allows.
+	if r.d.listen() && r.db.Stats().MaxOpenConnections != 1 {
 		lctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		wg.Go(func() { r.listen(lctx) })

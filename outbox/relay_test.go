@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -372,4 +373,46 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestSingleConnectionPool: with a pool of one connection (as an
+// in-memory SQLite needs) Add in a transaction and the relay share it:
+// the PostgreSQL relay polls instead of holding the only connection for
+// LISTEN.
+func TestSingleConnectionPool(t *testing.T) {
+	dialects(t, func(t *testing.T, e *env) {
+		db, err := sql.Open(e.driver, e.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		db.SetMaxOpenConns(1)
+		ctx := context.Background()
+		r := outbox.NewRelay(db, e.pub, outbox.RelayOptions{Dialect: e.d, PollInterval: 20 * time.Millisecond, Logger: testLogger(t)})
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- r.Run(rctx) }()
+		defer func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}()
+		for i := 1; i <= 5; i++ {
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.ob.Add(ctx, tx, &placed{Client: "c-1", Seq: i}); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(t, 10*time.Second, "every record published", func() bool { return len(e.stream(t, "order:{c-1}")) == 5 })
+		if got := seqs(e.stream(t, "order:{c-1}")); !slices.Equal(got, upTo(5)) {
+			t.Errorf("stream %v", got)
+		}
+	})
 }
