@@ -49,6 +49,14 @@ func (d Dialect) nowMS() string {
 	return sqliteNowMS
 }
 
+// falseLit is the literal false.
+func (d Dialect) falseLit() string {
+	if d.pg() {
+		return "FALSE"
+	}
+	return "0"
+}
+
 // now is the database clock as a timestamp column value.
 func (d Dialect) now() string {
 	if d.pg() {

@@ -64,10 +64,17 @@
 //
 // A record is never published before an earlier record of its partition
 // (category and key; the backfill lane counts as its own). A round reads
-// the oldest PENDING records by seq, groups them by partition, and
-// publishes each group in seq order (groups run concurrently, at most
-// RelayOptions.Concurrency at once). A record whose publish fails stops
-// its group for the round: the partition's later records wait for it. A
+// a batch of BatchSize PENDING records, chosen among the oldest
+// 4×BatchSize by seq so that each partition gets its share: the first
+// record of every partition, then the second of each, and so on. Each
+// partition's records in a batch are always its oldest pending ones. The
+// round groups them by partition and publishes each group in seq order
+// (groups run concurrently, at most RelayOptions.Concurrency at once). A
+// record whose publish fails stops its group: the partition's later
+// records wait for it, and the partition backs off (it is left out of
+// the rounds for PollInterval, doubling at each further failure of its
+// head, at most 30s) while the other partitions go on; a full batch is
+// followed at once by the next round even when a partition failed. A
 // record is marked PUBLISHED only after it was published (at-least-once),
 // and is published with its message id as the idempotency key, so a
 // record published again (by a relay that crashed before marking it, or

@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,10 +53,12 @@ type RelayOptions struct {
 	LeaseTTL time.Duration
 	// PollInterval is the longest wait between rounds when the outbox is
 	// idle (on PostgreSQL a NOTIFY from Add wakes the relay at once), and
-	// between attempts to take the lease. Default 1s.
+	// between attempts to take the lease; a partition whose publish failed
+	// backs off for PollInterval, doubling up to 30s. Default 1s.
 	PollInterval time.Duration
-	// BatchSize is how many of the oldest pending records a round reads.
-	// Default 100.
+	// BatchSize is how many pending records a round reads, shared fairly
+	// among the partitions of the oldest 4×BatchSize (see the package
+	// doc). Default 100.
 	BatchSize int
 	// Concurrency is how many partitions of a round publish at once
 	// (each in seq order). Default 8.
@@ -95,6 +99,30 @@ type Relay struct {
 	m     *meters
 	// failures counts the partitions whose publish failed this round.
 	failures atomic.Int64
+	// backoff holds the partitions whose head failed to publish: they are
+	// left out of the rounds until their step ends. Only the leading
+	// goroutine uses it, between rounds.
+	backoff map[group]*partBackoff
+}
+
+// partBackoff is a failing partition's backoff: fails consecutive failed
+// attempts of its head, none retried before until.
+type partBackoff struct {
+	fails int
+	until time.Time
+}
+
+// maxBackoff bounds a failing partition's wait between attempts.
+const maxBackoff = 30 * time.Second
+
+// backoffStep is the wait after a partition's fails-th consecutive
+// failure: PollInterval, doubling, at most max(maxBackoff, PollInterval).
+func (r *Relay) backoffStep(fails int) time.Duration {
+	d := r.opts.PollInterval
+	for i := 1; i < fails && d < maxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, max(maxBackoff, r.opts.PollInterval))
 }
 
 // NewRelay returns a relay publishing the records of db through pub. Run
@@ -208,6 +236,7 @@ func (r *Relay) sleep(ctx context.Context, d time.Duration) {
 // lead publishes while l holds.
 func (r *Relay) lead(ctx context.Context, l *lease) {
 	lctx, cancel := context.WithCancel(ctx)
+	r.backoff = map[group]*partBackoff{}
 	var wg sync.WaitGroup
 	wg.Go(func() { r.renewLoop(lctx, l, cancel) })
 	lastCleanup, lastLagCheck := time.Time{}, time.Now()
@@ -215,14 +244,14 @@ func (r *Relay) lead(ctx context.Context, l *lease) {
 		if _, ok := l.valid(); !ok {
 			break
 		}
-		n, failed, err := r.round(lctx, l)
+		n, err := r.round(lctx, l)
 		if errors.Is(err, errLeaseLost) {
 			l.lose()
 			break
 		}
+		failed := err != nil
 		if err != nil && lctx.Err() == nil {
 			r.log.Warn("outbox: relay round failed; retrying", "relay", r.opts.Name, "err", err)
-			failed = true
 		}
 		if r.opts.Retention > 0 && time.Since(lastCleanup) >= r.opts.CleanupInterval {
 			lastCleanup = time.Now()
@@ -238,8 +267,10 @@ func (r *Relay) lead(ctx context.Context, l *lease) {
 				lastLagCheck = lastLagCheck.Add(r.opts.LagWarning - every)
 			}
 		}
+		// A full batch means more are waiting, even when some partitions
+		// failed: they back off and the next round reads past them.
 		if n == r.opts.BatchSize && !failed {
-			continue // more are waiting
+			continue
 		}
 		t := time.NewTimer(r.opts.PollInterval)
 		select {
@@ -293,37 +324,64 @@ type pending struct {
 	runtime.Record
 }
 
-// group is the pending records of one partition lane (or of one
-// unpartitioned category), in seq order.
+// group names the pending records of one partition lane (category, key
+// and lane) or of one unpartitioned category (its key and lane columns
+// ignored: they all go to the category's one stream), published in seq
+// order.
 type group struct {
 	partitioned, backfill bool
 	category, key         string
 }
 
-// round publishes one batch of the oldest pending records. It returns
-// how many it read, and whether some publish failed (to be retried).
-func (r *Relay) round(ctx context.Context, l *lease) (int, bool, error) {
-	recs, err := r.fetch(ctx)
+// groupOf is the group of p.
+func groupOf(p pending) group {
+	if !p.Partitioned {
+		return group{category: p.Category}
+	}
+	return group{partitioned: true, backfill: p.Backfill, category: p.Category, key: p.Key}
+}
+
+// round publishes one batch of pending records (fetch). It returns how
+// many it took: BatchSize when more may be waiting. A partition whose
+// publish failed backs off (left out of the next rounds for a while).
+func (r *Relay) round(ctx context.Context, l *lease) (int, error) {
+	now := time.Now()
+	var skip []group
+	for g, b := range r.backoff {
+		switch {
+		case now.Before(b.until):
+			skip = append(skip, g)
+		case now.Sub(b.until) > 2*maxBackoff:
+			delete(r.backoff, g) // gone (published by a successor, deleted)
+		}
+	}
+	recs, err := r.fetch(ctx, skip)
 	if err != nil {
-		return 0, false, err
+		return 0, err
 	}
 	if len(recs) == 0 {
-		return 0, false, nil
+		return 0, nil
 	}
 	var order []group
 	groups := map[group][]pending{}
+	taken := 0
 	for _, p := range recs {
-		g := group{partitioned: p.Partitioned, backfill: p.Backfill, category: p.Category, key: p.Key}
+		g := groupOf(p)
+		if b := r.backoff[g]; b != nil && now.Before(b.until) {
+			continue // past the SQL exclusion's bound: left out here
+		}
 		if _, ok := groups[g]; !ok {
 			order = append(order, g)
 		}
 		groups[g] = append(groups[g], p)
+		taken++
 	}
 	var (
 		mu        sync.Mutex
 		published []int64
-		failed    bool
 		lost      bool
+		failing   []group
+		progress  = map[group]bool{}
 		wg        sync.WaitGroup
 		sem       = make(chan struct{}, r.opts.Concurrency)
 	)
@@ -335,24 +393,49 @@ func (r *Relay) round(ctx context.Context, l *lease) (int, bool, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			published = append(published, done...)
-			failed = failed || f
 			lost = lost || lostLease
+			if f && ctx.Err() == nil {
+				failing = append(failing, g)
+			}
+			if len(done) > 0 {
+				progress[g] = true
+			}
 		})
 	}
 	wg.Wait()
+	// A partition whose head failed waits PollInterval, doubling at each
+	// further failure of the same head (at most maxBackoff), while the
+	// other partitions go on; one that moved on starts again.
+	for g := range progress {
+		delete(r.backoff, g)
+	}
+	var step time.Duration
+	for _, g := range failing {
+		b := r.backoff[g]
+		if b == nil {
+			b = &partBackoff{}
+			r.backoff[g] = b
+		}
+		b.fails++
+		step = r.backoffStep(b.fails)
+		b.until = time.Now().Add(step)
+	}
 	if n := r.failures.Swap(0); n > 1 {
-		r.log.Warn("outbox: publishes failed this round; retrying", "relay", r.opts.Name, "partitions", n)
+		r.log.Warn("outbox: publishes failed this round; those partitions back off", "relay", r.opts.Name, "partitions", n)
+	}
+	if len(failing) == 1 {
+		r.log.Debug("outbox: partition backs off", "relay", r.opts.Name, "retry_in", step.String())
 	}
 	// Mark even when the lease is locally over: the fence refuses the
 	// update if it really is gone, and a successor republishes them
 	// (stored once, by message id).
 	if err := r.markPublished(ctx, l, published); err != nil {
-		return len(recs), failed, err
+		return taken, err
 	}
 	if lost {
-		return len(recs), failed, errLeaseLost
+		return taken, errLeaseLost
 	}
-	return len(recs), failed, nil
+	return taken, nil
 }
 
 // publishGroup publishes one group's records in seq order and returns
@@ -390,7 +473,7 @@ func (r *Relay) publishGroup(ctx context.Context, l *lease, recs []pending) (pub
 			if ctx.Err() == nil && r.failures.Add(1) == 1 {
 				// One line per round, not per partition: an outage fails
 				// them all.
-				r.log.Warn("outbox: publish failed; this partition's later records wait for the next round (further failures of this round are counted, not logged)",
+				r.log.Warn("outbox: publish failed; this partition's later records wait, and it is retried after a backoff (PollInterval, doubling up to 30s) while the others go on (further failures of this round are counted, not logged)",
 					"relay", r.opts.Name, "seq", p.seq, "message_id", p.MessageID, "category", p.Category, "key", p.Key, "err", err)
 			}
 			return published, true, false
@@ -399,11 +482,49 @@ func (r *Relay) publishGroup(ctx context.Context, l *lease, recs []pending) (pub
 	return published, false, false
 }
 
-// fetch reads the oldest pending records.
-func (r *Relay) fetch(ctx context.Context) ([]pending, error) {
-	q := r.d.rebind(`SELECT seq, message_id, category, partition_key, partitioned, backfill, type, payload, trace
-FROM ` + r.table + ` WHERE status = 'PENDING' ORDER BY seq LIMIT ?`)
-	rows, err := r.db.QueryContext(ctx, q, r.opts.BatchSize)
+// fetchWindow is how many of the oldest pending records (times BatchSize)
+// a round chooses its batch from.
+const fetchWindow = 4
+
+// maxSkipped bounds the backed-off partitions a fetch leaves out in SQL
+// (the round drops any others' records).
+const maxSkipped = 200
+
+// fetch reads a batch of pending records: from the oldest
+// fetchWindow×BatchSize, leaving out the partitions in skip, it takes the
+// first record of every partition, then the second of each, and so on
+// (row_number over the partition, then seq), so that one partition's
+// backlog cannot fill the batch; each partition's records are the oldest
+// of its pending ones, a prefix, as the order needs. They are returned in
+// seq order.
+func (r *Relay) fetch(ctx context.Context, skip []group) ([]pending, error) {
+	cols := `seq, message_id, category, partition_key, partitioned, backfill, type, payload, trace`
+	where := `status = 'PENDING'`
+	var args []any
+	if len(skip) > maxSkipped {
+		skip = skip[:maxSkipped]
+	}
+	if len(skip) > 0 {
+		var or []string
+		for _, g := range skip {
+			if g.partitioned {
+				or = append(or, `(partitioned AND category = ? AND partition_key = ? AND backfill = ?)`)
+				args = append(args, g.category, g.key, g.backfill)
+			} else {
+				or = append(or, `(NOT partitioned AND category = ?)`)
+				args = append(args, g.category)
+			}
+		}
+		where += ` AND NOT (` + strings.Join(or, ` OR `) + `)`
+	}
+	args = append(args, fetchWindow*r.opts.BatchSize, r.opts.BatchSize)
+	q := r.d.rebind(`SELECT ` + cols + ` FROM (
+  SELECT ` + cols + `, row_number() OVER (PARTITION BY category,
+      CASE WHEN partitioned THEN partition_key ELSE '' END,
+      CASE WHEN partitioned THEN backfill ELSE ` + r.d.falseLit() + ` END ORDER BY seq) AS rn
+  FROM (SELECT ` + cols + ` FROM ` + r.table + ` WHERE ` + where + ` ORDER BY seq LIMIT ?) w
+) x ORDER BY rn, seq LIMIT ?`)
+	rows, err := r.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: read pending records: %w", missing(r.table, err))
 	}
@@ -427,6 +548,7 @@ FROM ` + r.table + ` WHERE status = 'PENDING' ORDER BY seq LIMIT ?`)
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("outbox: read pending records: %w", err)
 	}
+	slices.SortFunc(out, func(a, b pending) int { return cmp.Compare(a.seq, b.seq) })
 	return out, nil
 }
 

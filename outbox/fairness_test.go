@@ -1,0 +1,85 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seqby/seqby/outbox"
+	"github.com/seqby/seqby/runtime"
+)
+
+// stuckPublisher fails every publish of the keys in stuck with a
+// transient error (as a WRONGTYPE on the stream key or a NOPERM would),
+// and publishes the others through p; it counts the attempts per key.
+type stuckPublisher struct {
+	p     *runtime.Publisher
+	mu    sync.Mutex
+	stuck map[string]bool
+	tries map[string]int
+}
+
+func (s *stuckPublisher) PublishRecord(ctx context.Context, r runtime.Record) error {
+	s.mu.Lock()
+	stuck := s.stuck[r.Key]
+	if s.tries == nil {
+		s.tries = map[string]int{}
+	}
+	s.tries[r.Key]++
+	s.mu.Unlock()
+	if stuck {
+		return fmt.Errorf("WRONGTYPE Operation against a key holding the wrong kind of value: %w", runtime.ErrPublish)
+	}
+	return s.p.PublishRecord(ctx, r)
+}
+
+func (s *stuckPublisher) set(key string, stuck bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stuck[key] = stuck
+}
+
+func (s *stuckPublisher) attempts(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.tries[key]
+}
+
+// TestFailingPartitionDoesNotStarveOthers: a partition whose head keeps
+// failing, with more records than a batch holds ahead of every other
+// key's, does not hold the other keys up: they are all published while
+// it stays pending; once it can be published, it is, in order.
+func TestFailingPartitionDoesNotStarveOthers(t *testing.T) {
+	dialects(t, func(t *testing.T, e *env) {
+		const stuckN, otherN = 8, 12
+		addOrders(t, e, []string{"stuck"}, stuckN)
+		addOrders(t, e, []string{"c-1", "c-2"}, otherN/2)
+		addOrders(t, e, []string{"c-3"}, otherN)
+		sp := &stuckPublisher{p: e.pub, stuck: map[string]bool{"stuck": true}}
+		e.relay(t, sp, outbox.RelayOptions{BatchSize: 5, Concurrency: 2})
+		eventually(t, 20*time.Second, "the other keys' records published", func() bool {
+			return len(e.stream(t, "order:{c-1}")) == otherN/2 && len(e.stream(t, "order:{c-2}")) == otherN/2 &&
+				len(e.stream(t, "order:{c-3}")) == otherN
+		})
+		checkStreams(t, e, []string{"c-1", "c-2"}, otherN/2)
+		checkStreams(t, e, []string{"c-3"}, otherN)
+		if n := e.count(t, `SELECT count(*) FROM seqby_outbox WHERE status = 'PENDING' AND partition_key = 'stuck'`); n != stuckN {
+			t.Fatalf("%d of stuck's records pending, want all %d", n, stuckN)
+		}
+		if len(e.stream(t, "order:{stuck}")) != 0 {
+			t.Fatal("a record of stuck was stored although every publish of it failed")
+		}
+		// The failing head is retried (backing off), and goes through once
+		// it can.
+		eventually(t, 10*time.Second, "stuck retried", func() bool { return sp.attempts("stuck") >= 2 })
+		sp.set("stuck", false)
+		eventually(t, 40*time.Second, "stuck published", func() bool { return e.pending(t) == 0 })
+		checkStreams(t, e, []string{"stuck"}, stuckN)
+		if got := seqs(e.stream(t, "order:{stuck}")); !slices.Equal(got, upTo(stuckN)) {
+			t.Errorf("stuck stream %v", got)
+		}
+	})
+}
