@@ -99,9 +99,16 @@
 // key commit in seq order, and the relay can never see a later seq of a
 // key before an earlier one (a transaction holding records of a key
 // delays the next writer of that key until it ends). SQLite serializes
-// all writers, so seq order is commit order there. Unpartitioned records
-// are published in seq order per category, and deduplicated by message id
-// on the category's stream like partitioned ones.
+// all writers, so seq order is commit order there.
+//
+// Unpartitioned records of a category are one group (their partition_key
+// and backfill columns are ignored: they all go to the category's one
+// stream) and are published in seq order, and deduplicated by message id
+// on the category's stream like partitioned ones. But Add takes no lock
+// for them, so on PostgreSQL unpartitioned records added by concurrent
+// transactions have no defined order: a later seq can commit, and be
+// published, before an earlier one. Only partitioned records follow
+// commit order, per key; a consumer that needs an order needs a key.
 //
 // # The ABANDONED backstop
 //

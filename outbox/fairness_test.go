@@ -83,3 +83,71 @@ func TestFailingPartitionDoesNotStarveOthers(t *testing.T) {
 		}
 	})
 }
+
+// holdPublisher fails the publishes of the message ids in hold with a
+// transient error, and counts every attempt per message id.
+type holdPublisher struct {
+	p     *runtime.Publisher
+	mu    sync.Mutex
+	hold  map[string]bool
+	tries map[string]int
+}
+
+func (h *holdPublisher) PublishRecord(ctx context.Context, r runtime.Record) error {
+	h.mu.Lock()
+	held := h.hold[r.MessageID]
+	if h.tries == nil {
+		h.tries = map[string]int{}
+	}
+	h.tries[r.MessageID]++
+	h.mu.Unlock()
+	if held {
+		return fmt.Errorf("timeout: %w", runtime.ErrPublish)
+	}
+	return h.p.PublishRecord(ctx, r)
+}
+
+func (h *holdPublisher) release(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.hold, id)
+}
+
+func (h *holdPublisher) attempts(id string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.tries[id]
+}
+
+// TestUnpartitionedOneGroupPerCategory: unpartitioned records of one
+// category are one group whatever their partition_key and backfill
+// columns say (hand-written rows may set them): they all go to the
+// category's one stream, so a record with a stray key must not overtake
+// an earlier one that keeps failing.
+func TestUnpartitionedOneGroupPerCategory(t *testing.T) {
+	dialects(t, func(t *testing.T, e *env) {
+		ins := func(id, key string, backfill bool, seq int) {
+			_, err := e.db.ExecContext(context.Background(), e.q(`INSERT INTO seqby_outbox
+(message_id, category, partition_key, partitioned, backfill, type, payload) VALUES (?, 'note', ?, ?, ?, 'note', ?)`),
+				id, key, false, backfill, []byte(fmt.Sprintf(`{"seq":%d}`, seq)))
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		ins("n-1", "", false, 1)
+		ins("n-2", "junk", false, 2)
+		ins("n-3", "", true, 3)
+		ins("n-4", "", false, 4)
+		hp := &holdPublisher{p: e.pub, hold: map[string]bool{"n-1": true}}
+		e.relay(t, hp, outbox.RelayOptions{Concurrency: 4})
+		eventually(t, 10*time.Second, "n-1 tried and failed three times", func() bool { return hp.attempts("n-1") >= 3 })
+		if got := seqs(e.stream(t, "note")); len(got) != 0 {
+			t.Fatalf("note stream %v while its first record fails: a later record overtook it", got)
+		}
+		hp.release("n-1")
+		eventually(t, 20*time.Second, "every note published", func() bool { return e.pending(t) == 0 })
+		if got := seqs(e.stream(t, "note")); !slices.Equal(got, upTo(4)) {
+			t.Errorf("note stream %v, want [1 2 3 4]", got)
+		}
+	})
+}
