@@ -76,7 +76,11 @@ func (o *Outbox) Table() string { return o.opts.Table }
 // On PostgreSQL, Add also takes a transaction-scoped advisory lock on the
 // record's partition (category and key), so two transactions writing
 // records of one key commit in the order of their seq numbers (which the
-// relay publishes in), and notifies the relays (delivered at commit).
+// relay publishes in), and notifies the relays (delivered at commit). The
+// lock lasts until the transaction ends: two transactions adding records
+// of keys a, b and b, a can deadlock, and PostgreSQL aborts one (40P01):
+// add a transaction's keys in a consistent order, and retry the
+// transaction when IsRetryable(err).
 func (o *Outbox) Add(ctx context.Context, tx Execer, msg runtime.Message, opts ...runtime.PublishOption) (string, error) {
 	if o.err != nil {
 		return "", o.err

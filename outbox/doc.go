@@ -101,6 +101,14 @@
 // delays the next writer of that key until it ends). SQLite serializes
 // all writers, so seq order is commit order there.
 //
+// Deadlocks (PostgreSQL): the lock is held until the transaction ends, so
+// two transactions that add records of keys a then b, and b then a, can
+// deadlock; PostgreSQL aborts one with SQLSTATE 40P01. Add the keys of a
+// transaction in a consistent order (sorted, say) where you can, and retry
+// the whole transaction when IsRetryable(err) says so (a deadlock, a
+// serialization failure, 40001, or a busy SQLite), as PostgreSQL
+// applications do for serialization failures anyway.
+//
 // Unpartitioned records of a category are one group (their partition_key
 // and backfill columns are ignored: they all go to the category's one
 // stream) and are published in seq order, and deduplicated by message id

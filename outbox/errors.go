@@ -1,6 +1,10 @@
 package outbox
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
 
 // Sentinel errors callers may branch on (errors.Is). A key that breaks the
 // key rules is runtime.ErrInvalidKey, passed through from runtime.NewRecord.
@@ -30,3 +34,26 @@ const (
 	// reason says why. Never retried.
 	StatusAbandoned = "ABANDONED"
 )
+
+// IsRetryable reports whether err (from Add, or from the caller's
+// transaction around it) is a transient conflict after which the whole
+// transaction should be retried: on PostgreSQL a deadlock (SQLSTATE 40P01,
+// which Add's per-key advisory locks can cause when two transactions add
+// records of the same keys in different orders) or a serialization
+// failure (40001); on SQLite a busy or locked database (SQLITE_BUSY,
+// SQLITE_LOCKED). The transaction has been aborted: roll it back, and run
+// it again from the start.
+func IsRetryable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "40P01" || pe.Code == "40001"
+	}
+	var se interface{ Code() int }
+	if errors.As(err, &se) {
+		switch se.Code() & 0xff {
+		case 5, 6: // SQLITE_BUSY, SQLITE_LOCKED (and their extended codes)
+			return true
+		}
+	}
+	return false
+}
