@@ -121,9 +121,20 @@ var tableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-
 // DefaultTable is the records table when Options.Table is empty.
 const DefaultTable = "seqby_outbox"
 
+// MaxTableLen bounds a table name: PostgreSQL cuts identifiers (and
+// LISTEN channels) at 63 bytes, and the outbox derives names from the
+// table's: the indexes <table>_published (10 bytes more), the lease table
+// <table>_lease, and the channel, the whole name with its schema's dot
+// made an underscore. So the name without its schema may have at most
+// MaxTableLen bytes, and with it at most 63. Both dialects check it.
+const MaxTableLen = 63 - len("_published")
+
 func checkTable(d Dialect, table string) error {
 	if !tableName.MatchString(table) || (d.name == "sqlite" && strings.Contains(table, ".")) {
 		return fmt.Errorf("outbox: table name %q: use letters, digits and underscores (and, on PostgreSQL, one schema prefix): %w", table, ErrBadTable)
+	}
+	if len(bare(table)) > MaxTableLen || len(table) > 63 {
+		return fmt.Errorf("outbox: table name %q: at most %d bytes (63 with its schema), so that its index, lease table and LISTEN channel names fit PostgreSQL's 63: %w", table, MaxTableLen, ErrBadTable)
 	}
 	return nil
 }

@@ -58,7 +58,12 @@
 //     monotonic clock. A relay that was paused (SIGSTOP, a GC or VM
 //     freeze) past its lease publishes nothing when it resumes, even
 //     before it has learnt that its renewal failed;
-//   - each publish runs under a context that ends at that deadline.
+//   - each publish runs under a context that ends at that deadline. The
+//     go-redis client honours it only with ContextTimeoutEnabled
+//     (runtime.Connect sets it); without it a command already sent waits
+//     for the client's own ReadTimeout (3s by default), so a publish may
+//     outlive the deadline by that much. Order does not depend on it (see
+//     below).
 //
 // # Order
 //
@@ -136,7 +141,12 @@
 // Postgres (pgx through database/sql, driver "pgx") is the production
 // target. Add notifies the relays (pg_notify, delivered at commit) and
 // the relay LISTENs on a dedicated connection, so a record is picked up
-// at once; PollInterval is the fallback. FOR UPDATE SKIP LOCKED is used
+// at once; PollInterval is the fallback. The NOTIFY has a cost at very
+// high write rates: committing transactions that notified serialize on
+// PostgreSQL's notification queue lock. Table names are limited to
+// MaxTableLen bytes (63 with a schema) so that derived names fit
+// PostgreSQL's identifiers; RelayOptions.LeaseTTL is at least
+// MinLeaseTTL. FOR UPDATE SKIP LOCKED is used
 // where it helps: in cleanup batches, which must never wait behind (or
 // block) another transaction on old rows. It is deliberately not used to
 // fetch pending records: with one active relay there is no contention to
@@ -151,15 +161,18 @@
 // # Retention, metrics and logs
 //
 // The active relay deletes PUBLISHED records older than
-// RelayOptions.Retention (default 7 days) every CleanupInterval (default
-// 10m), 1000 at a time; Relay.Cleanup runs it on demand. PENDING records
+// RelayOptions.Retention (default 7 days) when it takes the lease and
+// every CleanupInterval (default 10m), 1000 per statement, on a goroutine
+// of its own so that a long cleanup never holds publishing up;
+// Relay.Cleanup runs it on demand. PENDING records
 // are the backlog; ABANDONED ones are kept for operators. Nothing else
 // grows: the lease table has one row per relay Name.
 //
 // Metrics (RelayOptions.MeterProvider, OpenTelemetry, no-op by default):
 // seqby.outbox.published and seqby.outbox.abandoned (counters),
 // seqby.outbox.lag (seconds since the oldest PENDING record was added, 0
-// when none) and seqby.outbox.pending (gauges read from the database when
+// when none), seqby.outbox.pending and seqby.outbox.abandoned.records
+// (the ABANDONED backlog: alert on it; gauges read from the database when
 // collected). Outbox.Stats reads the same. Logs (RelayOptions.Logger,
 // log/slog): lease acquired, released and lost (Info, Warn), publish
 // failures and abandoned records (Warn), the relay's lag while it exceeds

@@ -16,8 +16,12 @@ var (
 	// ErrNoDialect: Options.Dialect or RelayOptions.Dialect is not set;
 	// use outbox.Postgres or outbox.SQLite.
 	ErrNoDialect = errors.New("outbox dialect not set: use outbox.Postgres or outbox.SQLite")
-	// ErrBadTable: the table name is not a plain SQL identifier.
+	// ErrBadTable: the table name is not a plain SQL identifier, or is too
+	// long (see MaxTableLen).
 	ErrBadTable = errors.New("bad outbox table name")
+	// ErrBadOptions: NewRelay's options are unusable (Run and Cleanup
+	// return it), or NewRelay was given no database or publisher.
+	ErrBadOptions = errors.New("bad outbox relay options")
 	// ErrDuplicateMessageID: a record with this message id is already in
 	// the outbox (a WithMessageID reused). The message id is the
 	// idempotency key downstream, so the second record is refused.

@@ -105,8 +105,14 @@ WHERE name = ? AND owner = ? AND generation = ? AND expires_at > ` + r.d.nowMS()
 	if err != nil {
 		return true, fmt.Errorf("outbox relay %s: renew lease: %w", r.opts.Name, err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
-		return false, err
+	n, err := res.RowsAffected()
+	if err != nil {
+		// Unknown whether it was renewed: not lost, not extended (the
+		// local deadline still stands); the caller logs and retries.
+		return true, fmt.Errorf("outbox relay %s: renew lease: rows affected: %w", r.opts.Name, err)
+	}
+	if n != 1 {
+		return false, nil
 	}
 	l.renewed(start)
 	return true, nil

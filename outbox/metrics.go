@@ -17,6 +17,9 @@ import (
 //   - seqby.outbox.lag (gauge, s): age of the oldest PENDING record, 0 when
 //     none is pending
 //   - seqby.outbox.pending (gauge, {record}): PENDING records
+//   - seqby.outbox.abandoned.records (gauge, {record}): ABANDONED records
+//     kept for operators (the backlog to alert on; the counter only says
+//     when new ones appear)
 //
 // Each carries seqby.outbox.table and seqby.outbox.relay. The gauges are
 // read from the database when the exporter collects (one indexed query).
@@ -60,6 +63,11 @@ func newMeters(r *Relay) (*meters, error) {
 	if err != nil {
 		return nil, err
 	}
+	abRecs, err := meter.Int64ObservableGauge("seqby.outbox.abandoned.records", metric.WithUnit("{record}"),
+		metric.WithDescription("ABANDONED outbox records kept for operators (until Outbox.DeleteAbandoned)."))
+	if err != nil {
+		return nil, err
+	}
 	obs := metric.WithAttributes(attrTable.String(r.table), attrRelay.String(r.opts.Name))
 	m.reg, err = meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -70,8 +78,9 @@ func newMeters(r *Relay) (*meters, error) {
 		}
 		o.ObserveFloat64(lag, s.OldestPending.Seconds(), obs)
 		o.ObserveInt64(pend, s.Pending, obs)
+		o.ObserveInt64(abRecs, s.Abandoned, obs)
 		return nil
-	}, lag, pend)
+	}, lag, pend, abRecs)
 	if err != nil {
 		return nil, err
 	}

@@ -49,7 +49,8 @@ type RelayOptions struct {
 	// LeaseTTL is how long the lease lasts without renewal: the time a
 	// successor waits after a relay dies without releasing it. It is
 	// renewed every LeaseTTL/3, and the holder stops publishing
-	// LeaseTTL/5 before it expires. Default 15s.
+	// LeaseTTL/5 before it expires. Default 15s; at least MinLeaseTTL
+	// (Run fails with ErrBadOptions otherwise).
 	LeaseTTL time.Duration
 	// PollInterval is the longest wait between rounds when the outbox is
 	// idle (on PostgreSQL a NOTIFY from Add wakes the relay at once), and
@@ -175,18 +176,16 @@ func defaultOwner() string {
 }
 
 // Run relays until ctx ends, then releases the lease if it holds it and
-// returns nil. It returns an error at once for bad options or a missing
-// schema (ErrNoSchema: call Migrate); database and Redis failures while
-// running are logged and retried.
+// returns nil. It returns an error at once for bad options (ErrNoDialect,
+// ErrBadTable, ErrBadOptions) or a missing schema (ErrNoSchema: call
+// Migrate); database and Redis failures while running are logged and
+// retried.
 func (r *Relay) Run(ctx context.Context) error {
-	if err := r.d.valid(); err != nil {
+	if err := r.check(); err != nil {
 		return err
 	}
-	if err := checkTable(r.d, r.table); err != nil {
-		return err
-	}
-	if r.db == nil || r.pub == nil {
-		return errors.New("outbox: NewRelay needs a database and a publisher")
+	if r.pub == nil {
+		return fmt.Errorf("outbox: NewRelay needs a publisher: %w", ErrBadOptions)
 	}
 	if _, err := r.db.ExecContext(ctx, `SELECT 1 FROM `+r.table+` WHERE 1 = 0`); err != nil {
 		return fmt.Errorf("outbox relay %s: %w", r.opts.Name, missing(r.table, err))
@@ -223,6 +222,27 @@ func (r *Relay) Run(ctx context.Context) error {
 	return nil
 }
 
+// MinLeaseTTL is the shortest RelayOptions.LeaseTTL: the lease is renewed
+// every TTL/3, and the holder must have time to publish before TTL/5.
+const MinLeaseTTL = 100 * time.Millisecond
+
+// check reports options that Run and Cleanup cannot use.
+func (r *Relay) check() error {
+	if err := r.d.valid(); err != nil {
+		return err
+	}
+	if err := checkTable(r.d, r.table); err != nil {
+		return err
+	}
+	if r.db == nil {
+		return fmt.Errorf("outbox: NewRelay needs a database: %w", ErrBadOptions)
+	}
+	if r.opts.LeaseTTL < MinLeaseTTL {
+		return fmt.Errorf("outbox relay %s: LeaseTTL %v is shorter than the minimum, %v: %w", r.opts.Name, r.opts.LeaseTTL, MinLeaseTTL, ErrBadOptions)
+	}
+	return nil
+}
+
 // sleep waits d or until ctx ends.
 func (r *Relay) sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
@@ -239,7 +259,11 @@ func (r *Relay) lead(ctx context.Context, l *lease) {
 	r.backoff = map[group]*partBackoff{}
 	var wg sync.WaitGroup
 	wg.Go(func() { r.renewLoop(lctx, l, cancel) })
-	lastCleanup, lastLagCheck := time.Time{}, time.Now()
+	if r.opts.Retention > 0 {
+		// On its own goroutine: a long cleanup never holds publishing up.
+		wg.Go(func() { r.cleanupLoop(lctx) })
+	}
+	lastLagCheck := time.Now()
 	for lctx.Err() == nil {
 		if _, ok := l.valid(); !ok {
 			break
@@ -252,12 +276,6 @@ func (r *Relay) lead(ctx context.Context, l *lease) {
 		failed := err != nil
 		if err != nil && lctx.Err() == nil {
 			r.log.Warn("outbox: relay round failed; retrying", "relay", r.opts.Name, "err", err)
-		}
-		if r.opts.Retention > 0 && time.Since(lastCleanup) >= r.opts.CleanupInterval {
-			lastCleanup = time.Now()
-			if _, err := r.cleanup(lctx); err != nil && lctx.Err() == nil {
-				r.log.Warn("outbox: deleting old published records failed; retrying at the next cleanup", "relay", r.opts.Name, "err", err)
-			}
 		}
 		// The lag is checked every 10 polls (at most every LagWarning).
 		if every := min(r.opts.LagWarning, 10*r.opts.PollInterval); r.opts.LagWarning > 0 && time.Since(lastLagCheck) >= every {
@@ -291,6 +309,23 @@ func (r *Relay) lead(ctx context.Context, l *lease) {
 		return
 	}
 	r.log.Warn("outbox: relay lease lost; publishing stopped until it is taken again", "relay", r.opts.Name, "owner", r.opts.Owner, "generation", l.gen)
+}
+
+// cleanupLoop deletes expired published records at once and then every
+// CleanupInterval, until ctx (the lease) ends.
+func (r *Relay) cleanupLoop(ctx context.Context) {
+	t := time.NewTicker(r.opts.CleanupInterval)
+	defer t.Stop()
+	for {
+		if _, err := r.cleanup(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("outbox: deleting old published records failed; retrying at the next cleanup", "relay", r.opts.Name, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // renewLoop renews l every TTL/3 and cancels the round when it is lost.
@@ -591,7 +626,11 @@ func (r *Relay) abandon(ctx context.Context, l *lease, p pending, why error) err
 	if err != nil {
 		return fmt.Errorf("outbox: mark record %d abandoned: %w", p.seq, err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n != 1 {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("outbox: mark record %d abandoned: rows affected: %w", p.seq, err)
+	}
+	if n != 1 {
 		return errLeaseLost
 	}
 	r.m.abandoned(ctx)

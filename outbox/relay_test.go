@@ -165,6 +165,10 @@ func TestAbandonedBackstop(t *testing.T) {
 		if err != nil || st.Abandoned != 4 || st.Pending != 0 {
 			t.Errorf("stats %+v, %v", st, err)
 		}
+		// The backlog operators alert on: a gauge, read as Stats reads it.
+		if got := counter(t, reader, "seqby.outbox.abandoned.records"); got != 4 {
+			t.Errorf("seqby.outbox.abandoned.records = %d, want 4", got)
+		}
 		// Operators delete them once dealt with; nothing else does.
 		n, err := e.ob.DeleteAbandoned(ctx, e.db, ab[0].Seq, ab[1].Seq)
 		if err != nil || n != 2 {

@@ -29,7 +29,7 @@ func (r *Relay) cleanup(ctx context.Context) (int64, error) {
 		}
 		n, err := res.RowsAffected()
 		if err != nil {
-			return total, err
+			return total, fmt.Errorf("outbox: delete published records older than %s: rows affected: %w", r.opts.Retention, err)
 		}
 		total += n
 		if n < cleanupBatch {
@@ -45,9 +45,9 @@ func (r *Relay) cleanup(ctx context.Context) (int64, error) {
 // Cleanup deletes PUBLISHED records older than RelayOptions.Retention now,
 // as the active relay does every CleanupInterval, and returns how many it
 // deleted. It needs no lease: deleting published records is safe from
-// any process.
+// any process. Bad options fail as they do in Run.
 func (r *Relay) Cleanup(ctx context.Context) (int64, error) {
-	if err := r.d.valid(); err != nil {
+	if err := r.check(); err != nil {
 		return 0, err
 	}
 	if r.opts.Retention < 0 {
