@@ -28,13 +28,15 @@ type relayProc struct {
 }
 
 // startRelayProc starts a relay process on e's database and Redis. delay
-// slows each publish, so a test can act in the middle of a batch.
-func startRelayProc(t *testing.T, e *env, owner string, ttl, delay time.Duration, batch int) *relayProc {
+// slows each publish, so a test can act in the middle of a batch; env
+// adds variables (OUTBOX_GATE, OUTBOX_HANG_AFTER: see relayProcMain).
+func startRelayProc(t *testing.T, e *env, owner string, ttl, delay time.Duration, batch int, env ...string) *relayProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), relayProcEnv+"=1", "OUTBOX_DIALECT="+e.d.String(), "OUTBOX_DSN="+e.dsn,
 		"OUTBOX_REDIS="+e.redis.Addr, "OUTBOX_OWNER="+owner, "OUTBOX_TTL="+ttl.String(),
 		"OUTBOX_DELAY="+delay.String(), fmt.Sprintf("OUTBOX_BATCH=%d", batch))
+	cmd.Env = append(cmd.Env, env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	p := &relayProc{t: t, owner: owner, cmd: cmd, done: make(chan struct{})}
 	out, err := cmd.StdoutPipe()
@@ -171,7 +173,9 @@ func checkStreams(t *testing.T, e *env, keys []string, n int) {
 // batch, some records published but not yet marked, and a relay started
 // after it: nothing is lost, nothing reordered, and every record is in
 // its stream once (the successor's re-publishes are deduplicated by
-// message id).
+// message id). A hangs once it has published 20 records (OUTBOX_HANG_AFTER),
+// so the kill always leaves those 20 published and unmarked: the dedup
+// path is exercised every run.
 func TestProcessRelayKilledMidBatch(t *testing.T) {
 	dialects(t, func(t *testing.T, e *env) {
 		keys := []string{"c-1", "c-2", "c-3"}
@@ -182,8 +186,10 @@ func TestProcessRelayKilledMidBatch(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		a := startRelayProc(t, e, "A", time.Second, 5*time.Millisecond, 50)
-		eventually(t, 20*time.Second, "A to publish 20 records", func() bool { return a.count("published") >= 20 })
+		a := startRelayProc(t, e, "A", time.Second, 5*time.Millisecond, 50, "OUTBOX_HANG_AFTER=20")
+		eventually(t, 20*time.Second, "A to publish 20 records and hang", func() bool {
+			return a.count("published") >= 20 && a.count("hanging") > 0
+		})
 		a.kill()
 		left := e.pending(t)
 		if left == 0 {
@@ -199,6 +205,9 @@ func TestProcessRelayKilledMidBatch(t *testing.T) {
 		}
 		t.Logf("A killed after %d publishes; %d records pending, %d of them published by A but unmarked",
 			a.count("published"), left, len(unmarked))
+		if len(unmarked) == 0 {
+			t.Fatal("A left no record published but unmarked: the re-publish and its deduplication are not exercised")
+		}
 		b := startRelayProc(t, e, "B", time.Second, 0, 50)
 		eventually(t, 30*time.Second, "B to publish the rest", func() bool { return e.pending(t) == 0 })
 		checkStreams(t, e, keys, n)
@@ -274,18 +283,24 @@ func lastAcquired(p *relayProc) time.Time {
 	return at
 }
 
-// TestProcessStalledRelayPublishesNothingAfterResume: relay A is stopped
-// (SIGSTOP) in the middle of a batch, past its lease; B takes over and
-// publishes everything; A resumes (SIGCONT), finds its lease over, and
-// starts no publish after the stop: every publish A logs was checked
-// against its lease before it was stopped. Per-key order holds.
+// TestProcessStalledRelayPublishesNothingAfterResume: relay A's lease
+// renewals are blocked (SIGUSR1, so that only its local deadline can stop
+// it), then A is stopped (SIGSTOP) in the middle of a batch, past its
+// lease; B takes over and publishes everything; A resumes (SIGCONT),
+// finds its lease over, and starts no publish after the stop (every
+// publish A logs was checked against its lease before it was stopped)
+// and sends nothing to Redis after it resumes (no successful publish of
+// A's started its Redis call after SIGCONT: the one in flight is cut by
+// its context, which ended at the lease deadline). Per-key order holds.
 func TestProcessStalledRelayPublishesNothingAfterResume(t *testing.T) {
 	dialects(t, func(t *testing.T, e *env) {
 		keys := []string{"c-1", "c-2"}
 		const n = 60
 		addOrders(t, e, keys, n)
-		a := startRelayProc(t, e, "A", time.Second, 20*time.Millisecond, 100)
+		a := startRelayProc(t, e, "A", time.Second, 20*time.Millisecond, 100, "OUTBOX_GATE=1")
 		eventually(t, 20*time.Second, "A to publish 5 records", func() bool { return a.count("published") >= 5 })
+		a.signal(syscall.SIGUSR1)
+		eventually(t, 10*time.Second, "A's renewals blocked", func() bool { return a.count("renewals blocked") > 0 })
 		a.signal(syscall.SIGSTOP)
 		// Every lease check A logs from now on must come after SIGCONT.
 		eventually(t, 10*time.Second, "A to be stopped", a.stopped)
@@ -294,6 +309,7 @@ func TestProcessStalledRelayPublishesNothingAfterResume(t *testing.T) {
 		eventually(t, 30*time.Second, "B to take over and publish everything", func() bool {
 			return b.count("outbox: relay lease acquired; publishing") > 0 && e.pending(t) == 0
 		})
+		resumedAt := time.Now()
 		a.signal(syscall.SIGCONT)
 		eventually(t, 20*time.Second, "A to see its lease lost", func() bool {
 			return a.count("outbox: relay lease lost; publishing stopped until it is taken again") > 0
@@ -310,6 +326,15 @@ func TestProcessStalledRelayPublishesNothingAfterResume(t *testing.T) {
 		}
 		if late > 0 {
 			t.Errorf("A started %d publishes after it was stopped past its lease", late)
+		}
+		for _, l := range a.logged("published") {
+			started, err := time.Parse(time.RFC3339Nano, fmt.Sprint(l["started"]))
+			if err != nil {
+				t.Fatalf("published line %v: %v", l, err)
+			}
+			if !started.Before(resumedAt) {
+				t.Errorf("A sent %v to Redis after it resumed, past its lease, and it succeeded", l["message_id"])
+			}
 		}
 		t.Logf("A started %d publishes before the stop; B %d", a.count("outbox: publishing"), b.count("outbox: publishing"))
 		checkStreams(t, e, keys, n)
