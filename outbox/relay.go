@@ -444,7 +444,6 @@ func (r *Relay) round(ctx context.Context, l *lease) (int, error) {
 	for g := range progress {
 		delete(r.backoff, g)
 	}
-	var step time.Duration
 	for _, g := range failing {
 		b := r.backoff[g]
 		if b == nil {
@@ -452,14 +451,13 @@ func (r *Relay) round(ctx context.Context, l *lease) (int, error) {
 			r.backoff[g] = b
 		}
 		b.fails++
-		step = r.backoffStep(b.fails)
+		step := r.backoffStep(b.fails)
 		b.until = time.Now().Add(step)
+		r.log.Debug("outbox: partition backs off", "relay", r.opts.Name, "category", g.category, "key", g.key,
+			"backfill", g.backfill, "failures", b.fails, "retry_in", step.String())
 	}
 	if n := r.failures.Swap(0); n > 1 {
 		r.log.Warn("outbox: publishes failed this round; those partitions back off", "relay", r.opts.Name, "partitions", n)
-	}
-	if len(failing) == 1 {
-		r.log.Debug("outbox: partition backs off", "relay", r.opts.Name, "retry_in", step.String())
 	}
 	// Mark even when the lease is locally over: the fence refuses the
 	// update if it really is gone, and a successor republishes them
