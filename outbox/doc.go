@@ -176,5 +176,6 @@
 // collected). Outbox.Stats reads the same. Logs (RelayOptions.Logger,
 // log/slog): lease acquired, released and lost (Info, Warn), publish
 // failures and abandoned records (Warn), the relay's lag while it exceeds
-// RelayOptions.LagWarning (Warn), and one Debug line per publish.
+// RelayOptions.LagWarning (Warn), one Debug line per publish, and one per
+// partition and backoff step.
 package outbox
