@@ -19,6 +19,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/seqby/seqby/internal/pgtest"
+	"github.com/seqby/seqby/internal/poll"
 	"github.com/seqby/seqby/internal/redistest"
 	"github.com/seqby/seqby/outbox"
 	"github.com/seqby/seqby/runtime"
@@ -214,18 +215,9 @@ func (e *env) relay(t *testing.T, pub outbox.Publisher, opts outbox.RelayOptions
 	return r
 }
 
-// eventually polls cond until it holds or the deadline passes: tests wait
-// on state, never on sleeps.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// eventually polls cond until it holds; the test fails if it does not
+// within the duration.
+var eventually = poll.Until
 
 // entry is one stream entry decoded.
 type entry struct {

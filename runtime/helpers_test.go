@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/internal/poll"
 	"github.com/seqby/seqby/internal/redistest"
 )
 
@@ -20,18 +21,9 @@ func newRedis(t *testing.T) *redis.Client {
 	return c
 }
 
-// eventually polls cond until it holds or the deadline passes: tests wait
-// on state, never on sleeps.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// eventually polls cond until it holds; the test fails if it does not
+// within the duration.
+var eventually = poll.Until
 
 // testEvent is a message of the partitioned category "order".
 type testEvent struct {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	waitpoll "github.com/seqby/seqby/internal/poll"
 	"github.com/seqby/seqby/internal/redistest"
 	"github.com/seqby/seqby/runtime"
 	"github.com/seqby/seqby/runtime/inspect"
@@ -108,17 +109,9 @@ func startHalting(t *testing.T, c redis.UniversalClient) *applied {
 	return a
 }
 
-// eventually polls cond until it holds or fails the test after d.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// eventually polls cond until it holds; the test fails if it does not
+// within the duration.
+var eventually = waitpoll.Until
 
 // Usage errors exit 2 before touching Redis (none is running here).
 func TestRunUsage(t *testing.T) {
