@@ -16,9 +16,10 @@
 // of the markers below; VALUE is everything after '=' up to the end of the
 // line, with trailing white space dropped.
 //
-// On a struct type, or on an alias of a struct type of another package (a
-// type you do not own, such as a protobuf message; the generator writes a
-// function Seqby<Alias> for it instead of methods):
+// On a struct type, or on an alias of a struct type (a type you do not
+// own, such as a protobuf message; for another package's type the
+// generator writes a function Seqby<Alias> instead of methods, for a type
+// of the alias's own package the methods as usual):
 //
 //	//seqby:event=CATEGORY    an event published to stream category CATEGORY
 //	//seqby:command=CATEGORY  a command on category CATEGORY

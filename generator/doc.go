@@ -23,7 +23,9 @@
 //     *T, promoted methods included), and refuses near misses of markers
 //     in doc comments. A marked alias of another package's type declares
 //     that type a message (types you do not own); the model keys messages
-//     by the aliased type, so handle methods find it under either name.
+//     by the aliased type, so handle methods find it under either name. A
+//     marked alias of a type of its own package (beside a .pb.go) declares
+//     that type as if the markers stood on it.
 //   - check (check.go, fields.go) resolves key and correlate fields with
 //     encoding/json's visibility rules and enforces the rules that span
 //     declarations: one key per category, every message of a partitioned

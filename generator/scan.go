@@ -367,7 +367,13 @@ func (s *scanner) message(p *packages.Package, root bool, ts *ast.TypeSpec, name
 		if !ok {
 			continue
 		}
-		msg := &message{pkg: p, name: ts.Name.Name, named: named, kind: role, category: f.Value,
+		// The methods seqgen writes go on the type itself, named by its own
+		// name; an alias of another package's type is named by the alias.
+		name := named.Obj().Name()
+		if alias {
+			name = ts.Name.Name
+		}
+		msg := &message{pkg: p, name: name, named: named, kind: role, category: f.Value,
 			rolePos: f.Pos, pos: ts.Name.Pos(), root: root, noCopy: noCopy(named), alias: alias}
 		if k, ok := set[annotations.Key]; ok {
 			msg.key, msg.keyPos = k.Value, k.Pos
@@ -396,6 +402,8 @@ func (s *scanner) message(p *packages.Package, root bool, ts *ast.TypeSpec, name
 // struct) an event or command of this module: seqgen writes no methods on
 // it, but a function Seqby<Alias> beside it that makes it a
 // runtime.Message (runtime.Foreign), and handlers take the aliased type.
+// An alias of a type of its own package (beside a .pb.go, whose file
+// protoc rewrites) declares that type as if the markers stood on it.
 func (s *scanner) alias(p *packages.Package, root bool, ts *ast.TypeSpec, obj *types.TypeName, found []annotations.Found) {
 	refuse := func(format string, args ...any) {
 		for _, f := range found {
@@ -411,8 +419,9 @@ func (s *scanner) alias(p *packages.Package, root bool, ts *ast.TypeSpec, obj *t
 	}
 	named, ok := target.(*types.Named)
 	_, isPtr := target.(*types.Pointer)
+	same := ok && named.Obj().Pkg() == p.Types
 	switch {
-	case ts.Name.Name == "_":
+	case ts.Name.Name == "_" && !same:
 		refuse("a blank alias cannot be named by the code that publishes it; give it a name")
 		return
 	case isPtr:
@@ -421,11 +430,14 @@ func (s *scanner) alias(p *packages.Package, root bool, ts *ast.TypeSpec, obj *t
 	case !ok:
 		refuse("%s is not a named type; alias a struct type of another package (type %s = pkg.T)", types.TypeString(target, rel), ts.Name.Name)
 		return
-	case named.Obj().Pkg() == nil || named.Obj().Pkg() == p.Types:
-		refuse("%s is declared in this package; put the markers on %s itself", named.Obj().Name(), named.Obj().Name())
+	case named.Obj().Pkg() == nil:
+		refuse("%s is predeclared; alias a struct type of another package (type %s = pkg.T)", named.Obj().Name(), ts.Name.Name)
 		return
 	case named.TypeArgs().Len() > 0 || named.TypeParams().Len() > 0:
 		refuse("%s is generic; seqgen declares non-generic types only", types.TypeString(target, rel))
+		return
+	case same && s.isConstrained(named.Obj().Pos()):
+		refuse("%s is declared in a file with a build constraint (%s); seqby_gen.go has none and would name it where that file is left out", named.Obj().Name(), s.constrained[s.fset.Position(named.Obj().Pos()).Filename])
 		return
 	}
 	structTarget := annotations.OtherType
@@ -440,7 +452,10 @@ func (s *scanner) alias(p *packages.Package, root bool, ts *ast.TypeSpec, obj *t
 			return
 		}
 	}
-	s.message(p, root, ts, named, set, true)
+	// An alias of a type of this package (a .pb.go's message, whose file
+	// protoc rewrites) declares that type itself: seqgen writes its
+	// methods in this package's seqby_gen.go, beside the .pb.go.
+	s.message(p, root, ts, named, set, !same)
 }
 
 // handleMethods finds h's handle methods: the exported methods of *T's
