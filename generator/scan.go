@@ -446,7 +446,10 @@ func (s *scanner) alias(p *packages.Package, root bool, ts *ast.TypeSpec, obj *t
 	}
 	set := s.check(structTarget, found)
 	for _, role := range []string{annotations.Handler, annotations.CommandHandler, annotations.PM} {
-		if f, ok := set[role]; ok {
+		if f, ok := set[role]; ok && same {
+			s.probs.add(f.Pos, "marker %s on type alias %s: a %s goes on the type itself; put the markers on %s", f.Marker, ts.Name.Name, annotations.Prefix+role, named.Obj().Name())
+			return
+		} else if ok {
 			s.probs.add(f.Pos, "marker %s on type alias %s: a %s needs methods seqgen writes (SeqbyRegistration), which only a type declared in this package can have; declare a type here, embedding %s if you want its methods",
 				f.Marker, ts.Name.Name, annotations.Prefix+role, types.TypeString(named, rel))
 			return
