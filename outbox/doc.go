@@ -76,11 +76,23 @@
 // round groups them by partition and publishes each group in seq order
 // (groups run concurrently, at most RelayOptions.Concurrency at once). A
 // record whose publish fails stops its group: the partition's later
-// records wait for it, and the partition backs off (it is left out of
-// the rounds for PollInterval, doubling at each further failure of its
-// head, at most 30s) while the other partitions go on; a full batch is
-// followed at once by the next round even when a partition failed. A
-// record is marked PUBLISHED only after it was published (at-least-once),
+// records wait for it, and the partition backs off while the other
+// partitions go on; a full batch is followed at once by the next round
+// even when a partition failed. A partition that failed is left out of
+// the fetch, in SQL, however many fail, until it moves on (its head
+// published or abandoned) or has nothing pending; its head alone is
+// retried once its step has ended (PollInterval, doubling at each
+// further failure of its head, at most 30s), by a small query of its
+// own, at most RelayOptions.Concurrency such partitions per round, those
+// whose step ended longest ago first. So failing partitions never fill
+// the fetch window again all at once, and the healthy records behind a
+// large failing backlog keep flowing. The cost: the pending index is
+// ordered by seq only, so a round's fetch scans the excluded partitions'
+// pending records ahead of the others, and a stuck key with a large
+// backlog makes rounds slower until it moves on. The records published
+// are marked PUBLISHED 500 per statement; each partition's come in seq
+// order, so a failed statement leaves a prefix of each partition marked.
+// A record is marked PUBLISHED only after it was published (at-least-once),
 // and is published with its message id as the idempotency key, so a
 // record published again (by a relay that crashed before marking it, or
 // by a successor) is stored once (runtime.PublisherOptions.DedupWindow,

@@ -55,14 +55,17 @@ type RelayOptions struct {
 	// PollInterval is the longest wait between rounds when the outbox is
 	// idle (on PostgreSQL a NOTIFY from Add wakes the relay at once), and
 	// between attempts to take the lease; a partition whose publish failed
-	// backs off for PollInterval, doubling up to 30s. Default 1s.
+	// backs off for PollInterval, doubling up to 30s (see Concurrency).
+	// Default 1s.
 	PollInterval time.Duration
 	// BatchSize is how many pending records a round reads, shared fairly
 	// among the partitions of the oldest 4×BatchSize (see the package
 	// doc). Default 100.
 	BatchSize int
 	// Concurrency is how many partitions of a round publish at once
-	// (each in seq order). Default 8.
+	// (each in seq order), and how many failing partitions whose backoff
+	// has ended a round retries at most (the longest expired first).
+	// Default 8.
 	Concurrency int
 	// Retention is how long PUBLISHED records are kept before cleanup
 	// deletes them. Default 7 days; negative keeps them forever.
@@ -101,13 +104,14 @@ type Relay struct {
 	// failures counts the partitions whose publish failed this round.
 	failures atomic.Int64
 	// backoff holds the partitions whose head failed to publish: they are
-	// left out of the rounds until their step ends. Only the leading
-	// goroutine uses it, between rounds.
+	// left out of the fetch window until they move on (see round). Only
+	// the leading goroutine uses it, between rounds.
 	backoff map[group]*partBackoff
 }
 
 // partBackoff is a failing partition's backoff: fails consecutive failed
-// attempts of its head, none retried before until.
+// attempts of its head, not retried before until (and after it only when
+// a round has room for it).
 type partBackoff struct {
 	fails int
 	until time.Time
@@ -268,7 +272,7 @@ func (r *Relay) lead(ctx context.Context, l *lease) {
 		if _, ok := l.valid(); !ok {
 			break
 		}
-		n, err := r.round(lctx, l)
+		more, err := r.round(lctx, l)
 		if errors.Is(err, errLeaseLost) {
 			l.lose()
 			break
@@ -286,8 +290,11 @@ func (r *Relay) lead(ctx context.Context, l *lease) {
 			}
 		}
 		// A full batch means more are waiting, even when some partitions
-		// failed: they back off and the next round reads past them.
-		if n == r.opts.BatchSize && !failed {
+		// failed: they back off and the next round reads past them. So
+		// does a retried partition that moved on: the next round retries
+		// the next ones whose step ended (after an outage, they recover
+		// without waiting PollInterval for every Concurrency of them).
+		if more && !failed {
 			continue
 		}
 		t := time.NewTimer(r.opts.PollInterval)
@@ -376,47 +383,81 @@ func groupOf(p pending) group {
 	return group{partitioned: true, backfill: p.Backfill, category: p.Category, key: p.Key}
 }
 
-// round publishes one batch of pending records (fetch). It returns how
-// many it took: BatchSize when more may be waiting. A partition whose
-// publish failed backs off (left out of the next rounds for a while).
-func (r *Relay) round(ctx context.Context, l *lease) (int, error) {
+// round publishes one batch of pending records (fetch), and retries the
+// head (fetchHeads) of at most Concurrency partitions
+// whose backoff step has ended, those that waited longest first. It
+// reports whether more work is waiting at once: a full batch, or a
+// retried partition that moved on.
+//
+// A partition whose head failed keeps its backoff entry, and stays out of
+// the fetch window, until it moves on (its head published or abandoned)
+// or has nothing pending, however long ago its step ended: the window
+// is left to the partitions that flow, and failing partitions come back
+// only through the few retries of each round, never all at once. Were
+// expired ones put back into the window, a backlog of failing partitions
+// would fill it again whenever their steps ended faster than a round of
+// their failures took (Redis timeouts), and the healthy records behind
+// them would wait indefinitely.
+func (r *Relay) round(ctx context.Context, l *lease) (bool, error) {
 	now := time.Now()
-	var skip []group
+	skip := make([]group, 0, len(r.backoff))
+	var due []group
 	for g, b := range r.backoff {
-		switch {
-		case now.Before(b.until):
-			skip = append(skip, g)
-		case now.Sub(b.until) > 2*maxBackoff:
-			delete(r.backoff, g) // gone (published by a successor, deleted)
+		skip = append(skip, g)
+		if !now.Before(b.until) {
+			due = append(due, g)
 		}
 	}
+	slices.SortFunc(due, func(a, b group) int {
+		return cmp.Or(r.backoff[a].until.Compare(r.backoff[b].until), compareGroups(a, b))
+	})
+	due = due[:min(len(due), r.opts.Concurrency)]
 	recs, err := r.fetch(ctx, skip)
 	if err != nil {
-		return 0, err
+		return false, err
 	}
-	if len(recs) == 0 {
-		return 0, nil
+	heads, err := r.fetchHeads(ctx, due)
+	if err != nil {
+		return false, err
 	}
 	var order []group
 	groups := map[group][]pending{}
-	taken := 0
-	for _, p := range recs {
-		g := groupOf(p)
-		if b := r.backoff[g]; b != nil && now.Before(b.until) {
-			continue // past the SQL exclusion's bound: left out here
-		}
+	add := func(g group, p pending) {
 		if _, ok := groups[g]; !ok {
 			order = append(order, g)
 		}
 		groups[g] = append(groups[g], p)
+	}
+	taken := 0
+	for _, p := range recs {
+		g := groupOf(p)
+		if r.backoff[g] != nil {
+			continue // a safety net: the SQL leaves backed-off partitions out
+		}
+		add(g, p)
 		taken++
+	}
+	retried := map[group]bool{}
+	for _, p := range heads {
+		g := groupOf(p)
+		add(g, p)
+		retried[g] = true
+	}
+	for _, g := range due {
+		if !retried[g] {
+			// Nothing pending: published by a predecessor, or deleted.
+			delete(r.backoff, g)
+		}
+	}
+	if len(order) == 0 {
+		return false, nil
 	}
 	var (
 		mu        sync.Mutex
 		published []int64
 		lost      bool
 		failing   []group
-		progress  = map[group]bool{}
+		moved     = map[group]bool{}
 		wg        sync.WaitGroup
 		sem       = make(chan struct{}, r.opts.Concurrency)
 	)
@@ -424,7 +465,7 @@ func (r *Relay) round(ctx context.Context, l *lease) (int, error) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			done, f, lostLease := r.publishGroup(ctx, l, groups[g])
+			done, m, f, lostLease := r.publishGroup(ctx, l, groups[g])
 			mu.Lock()
 			defer mu.Unlock()
 			published = append(published, done...)
@@ -432,17 +473,20 @@ func (r *Relay) round(ctx context.Context, l *lease) (int, error) {
 			if f && ctx.Err() == nil {
 				failing = append(failing, g)
 			}
-			if len(done) > 0 {
-				progress[g] = true
+			if m {
+				moved[g] = true
 			}
 		})
 	}
 	wg.Wait()
 	// A partition whose head failed waits PollInterval, doubling at each
 	// further failure of the same head (at most maxBackoff), while the
-	// other partitions go on; one that moved on starts again.
-	for g := range progress {
+	// other partitions go on; one that moved on (published or abandoned
+	// its head) starts again.
+	more := taken == r.opts.BatchSize
+	for g := range moved {
 		delete(r.backoff, g)
+		more = more || retried[g]
 	}
 	for _, g := range failing {
 		b := r.backoff[g]
@@ -463,27 +507,44 @@ func (r *Relay) round(ctx context.Context, l *lease) (int, error) {
 	// update if it really is gone, and a successor republishes them
 	// (stored once, by message id).
 	if err := r.markPublished(ctx, l, published); err != nil {
-		return taken, err
+		return more, err
 	}
 	if lost {
-		return taken, errLeaseLost
+		return more, errLeaseLost
 	}
-	return taken, nil
+	return more, nil
+}
+
+// compareGroups orders groups by category, key and lane.
+func compareGroups(a, b group) int {
+	return cmp.Or(strings.Compare(a.category, b.category), strings.Compare(a.key, b.key),
+		compareBool(a.partitioned, b.partitioned), compareBool(a.backfill, b.backfill))
+}
+
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
 }
 
 // publishGroup publishes one group's records in seq order and returns
-// the seqs published. It stops at the first transient failure (the later
-// records of the partition wait for the next round) and when the lease
-// is over; a record that can never be published is abandoned and the
-// group goes on.
-func (r *Relay) publishGroup(ctx context.Context, l *lease, recs []pending) (published []int64, failed, lost bool) {
+// the seqs published, and whether the group moved on (published or
+// abandoned a record). It stops at the first transient failure (the
+// later records of the partition wait for the next round) and when the
+// lease is over; a record that can never be published is abandoned and
+// the group goes on.
+func (r *Relay) publishGroup(ctx context.Context, l *lease, recs []pending) (published []int64, moved, failed, lost bool) {
 	for _, p := range recs {
 		if ctx.Err() != nil {
-			return published, true, false
+			return published, moved, true, false
 		}
 		checked, ok := l.valid()
 		if !ok {
-			return published, false, true
+			return published, moved, false, true
 		}
 		r.log.Debug("outbox: publishing", "relay", r.opts.Name, "owner", r.opts.Owner, "generation", l.gen,
 			"seq", p.seq, "message_id", p.MessageID, "category", p.Category, "key", p.Key,
@@ -494,61 +555,82 @@ func (r *Relay) publishGroup(ctx context.Context, l *lease, recs []pending) (pub
 		switch {
 		case err == nil:
 			published = append(published, p.seq)
+			moved = true
 		case errors.Is(err, runtime.ErrInvalidKey) || errors.Is(err, runtime.ErrInvalidRecord):
 			if aerr := r.abandon(ctx, l, p, err); aerr != nil {
 				if !errors.Is(aerr, errLeaseLost) && ctx.Err() == nil {
 					r.log.Warn("outbox: marking a record abandoned failed; retrying next round", "relay", r.opts.Name, "seq", p.seq, "err", aerr)
-					return published, true, false
+					return published, moved, true, false
 				}
-				return published, false, true
+				return published, moved, false, true
 			}
+			moved = true
 		default:
 			if ctx.Err() == nil && r.failures.Add(1) == 1 {
 				// One line per round, not per partition: an outage fails
 				// them all.
-				r.log.Warn("outbox: publish failed; this partition's later records wait, and it is retried after a backoff (PollInterval, doubling up to 30s) while the others go on (further failures of this round are counted, not logged)",
+				r.log.Warn("outbox: publish failed; this partition's later records wait, and it is retried after a backoff (PollInterval, doubling up to 30s; at most Concurrency partitions per round) while the others go on (further failures of this round are counted, not logged)",
 					"relay", r.opts.Name, "seq", p.seq, "message_id", p.MessageID, "category", p.Category, "key", p.Key, "err", err)
 			}
-			return published, true, false
+			return published, moved, true, false
 		}
 	}
-	return published, false, false
+	return published, moved, false, false
 }
 
 // fetchWindow is how many of the oldest pending records (times BatchSize)
 // a round chooses its batch from.
 const fetchWindow = 4
 
-// maxSkipped bounds the backed-off partitions a fetch leaves out in SQL
-// (the round drops any others' records).
-const maxSkipped = 200
+// cols are the columns a pending record is read from.
+const cols = `seq, message_id, category, partition_key, partitioned, backfill, type, payload, trace`
 
 // fetch reads a batch of pending records: from the oldest
-// fetchWindow×BatchSize, leaving out the partitions in skip, it takes the
-// first record of every partition, then the second of each, and so on
-// (row_number over the partition, then seq), so that one partition's
+// fetchWindow×BatchSize, leaving out every partition in skip, it takes
+// the first record of every partition, then the second of each, and so
+// on (row_number over the partition, then seq), so that one partition's
 // backlog cannot fill the batch; each partition's records are the oldest
 // of its pending ones, a prefix, as the order needs. They are returned in
 // seq order.
+//
+// skip, however long, is one parameter: a JSON array of the partitions,
+// matched as groupOf groups records (an unpartitioned category by its
+// category alone, whatever its rows' key and lane columns say) with NOT
+// IN, which both databases evaluate against a hash or an index of the
+// set built once per statement. The window still scans the pending
+// records of the skipped partitions that come before it (the pending
+// index is by seq only).
 func (r *Relay) fetch(ctx context.Context, skip []group) ([]pending, error) {
-	cols := `seq, message_id, category, partition_key, partitioned, backfill, type, payload, trace`
 	where := `status = 'PENDING'`
 	var args []any
-	if len(skip) > maxSkipped {
-		skip = skip[:maxSkipped]
-	}
 	if len(skip) > 0 {
-		var or []string
-		for _, g := range skip {
-			if g.partitioned {
-				or = append(or, `(partitioned AND category = ? AND partition_key = ? AND backfill = ?)`)
-				args = append(args, g.category, g.key, g.backfill)
-			} else {
-				or = append(or, `(NOT partitioned AND category = ?)`)
-				args = append(args, g.category)
-			}
+		type part struct {
+			C string `json:"c"`
+			K string `json:"k"`
+			P bool   `json:"p"`
+			B bool   `json:"b"`
 		}
-		where += ` AND NOT (` + strings.Join(or, ` OR `) + `)`
+		set := make([]part, len(skip))
+		for i, g := range skip {
+			// An unpartitioned group's key is '' and its lane false, as
+			// the CASEs below make its rows'.
+			set[i] = part{C: g.category, K: g.key, P: g.partitioned, B: g.backfill}
+		}
+		js, err := json.Marshal(set)
+		if err != nil {
+			return nil, fmt.Errorf("outbox: read pending records: %w", err)
+		}
+		args = append(args, string(js))
+		if r.d.pg() {
+			where += ` AND (category, CASE WHEN partitioned THEN partition_key ELSE '' END, partitioned,
+      CASE WHEN partitioned THEN backfill ELSE FALSE END)
+    NOT IN (SELECT s.c, s.k, s.p, s.b FROM jsonb_to_recordset(?::jsonb) AS s(c text, k text, p boolean, b boolean))`
+		} else {
+			where += ` AND (category, CASE WHEN partitioned THEN partition_key ELSE '' END, partitioned <> 0,
+      CASE WHEN partitioned THEN backfill <> 0 ELSE 0 END)
+    NOT IN (SELECT json_extract(value, '$.c'), json_extract(value, '$.k'), json_extract(value, '$.p'),
+      json_extract(value, '$.b') FROM json_each(?))`
+		}
 	}
 	args = append(args, fetchWindow*r.opts.BatchSize, r.opts.BatchSize)
 	q := r.d.rebind(`SELECT ` + cols + ` FROM (
@@ -557,6 +639,37 @@ func (r *Relay) fetch(ctx context.Context, skip []group) ([]pending, error) {
       CASE WHEN partitioned THEN backfill ELSE ` + r.d.falseLit() + ` END ORDER BY seq) AS rn
   FROM (SELECT ` + cols + ` FROM ` + r.table + ` WHERE ` + where + ` ORDER BY seq LIMIT ?) w
 ) x ORDER BY rn, seq LIMIT ?`)
+	return r.readPending(ctx, q, args)
+}
+
+// fetchHeads reads the head, the oldest pending record, of each of gs (a
+// few partitions to retry), in seq order: one statement, a scan of the
+// pending index per partition that stops at its head (old, for a failing
+// partition: near the start). Only the head: a scan for more records than
+// a partition has pending would read the whole index. A partition whose
+// head goes through is back in the next round's window.
+func (r *Relay) fetchHeads(ctx context.Context, gs []group) ([]pending, error) {
+	if len(gs) == 0 {
+		return nil, nil
+	}
+	var parts []string
+	var args []any
+	for i, g := range gs {
+		match := `NOT partitioned AND category = ?`
+		args = append(args, g.category)
+		if g.partitioned {
+			match = `partitioned AND category = ? AND partition_key = ? AND backfill = ?`
+			args = append(args, g.key, g.backfill)
+		}
+		parts = append(parts, `SELECT `+cols+` FROM (SELECT `+cols+` FROM `+r.table+
+			` WHERE status = 'PENDING' AND `+match+` ORDER BY seq LIMIT 1) h`+strconv.Itoa(i))
+	}
+	return r.readPending(ctx, r.d.rebind(strings.Join(parts, "\nUNION ALL ")), args)
+}
+
+// readPending runs q, which selects cols, and returns its records in seq
+// order.
+func (r *Relay) readPending(ctx context.Context, q string, args []any) ([]pending, error) {
 	rows, err := r.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("outbox: read pending records: %w", missing(r.table, err))
@@ -585,7 +698,12 @@ func (r *Relay) fetch(ctx context.Context, skip []group) ([]pending, error) {
 	return out, nil
 }
 
-// markPublished marks seqs PUBLISHED, fenced by the lease.
+// markPublished marks seqs PUBLISHED, fenced by the lease, in statements
+// of at most 500. Each partition's seqs are in seq order in seqs (a
+// group's are appended together, in the order published), so a failed
+// statement leaves a prefix of each partition marked, the earlier
+// statements committed: never a record PUBLISHED while an earlier one of
+// its partition stays PENDING.
 func (r *Relay) markPublished(ctx context.Context, l *lease, seqs []int64) error {
 	for len(seqs) > 0 {
 		chunk := seqs[:min(len(seqs), 500)]
