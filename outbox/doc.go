@@ -82,14 +82,27 @@
 // the fetch, in SQL, however many fail, until it moves on (its head
 // published or abandoned) or has nothing pending; its head alone is
 // retried once its step has ended (PollInterval, doubling at each
-// further failure of its head, at most 30s), by a small query of its
-// own, at most RelayOptions.Concurrency such partitions per round, those
-// whose step ended longest ago first. So failing partitions never fill
-// the fetch window again all at once, and the healthy records behind a
-// large failing backlog keep flowing. The cost: the pending index is
-// ordered by seq only, so a round's fetch scans the excluded partitions'
-// pending records ahead of the others, and a stuck key with a large
-// backlog makes rounds slower until it moves on. The records published
+// further failure of its head, at most 30s), by a query of its own. A
+// round retries at most its retry budget of such partitions: at first
+// RelayOptions.Concurrency, doubled after each round whose retries all
+// went through (an outage is over) up to 4×BatchSize, back to
+// Concurrency after a retry that failed and at each new lease term. When
+// more are due, half the budget goes to those whose step ended longest
+// ago (none starves) and the rest to those with the fewest consecutive
+// failures (a key that failed once is not held behind partitions that
+// keep failing). So failing partitions never fill the fetch window again
+// all at once, the healthy records behind a large failing backlog keep
+// flowing, and after an outage the N partitions that failed come back
+// in about log2(4×BatchSize/Concurrency) + N/(4×BatchSize) rounds (10
+// for 2,000 with the defaults), not N/Concurrency (250). The
+// cost: the set of excluded partitions is one JSON parameter that grows
+// with their number (bounded by the number of pending partitions), and
+// each round's statements grow with it; the pending index is ordered by
+// seq only, so a round's fetch scans the excluded partitions' pending
+// records ahead of the others (a stuck key with a large backlog makes
+// rounds slower until it moves on), and the retry query scans every
+// pending record (keeping the first of each retried partition). The
+// records published
 // are marked PUBLISHED 500 per statement; each partition's come in seq
 // order, so a failed statement leaves a prefix of each partition marked.
 // A record is marked PUBLISHED only after it was published (at-least-once),

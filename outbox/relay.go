@@ -63,9 +63,10 @@ type RelayOptions struct {
 	// doc). Default 100.
 	BatchSize int
 	// Concurrency is how many partitions of a round publish at once
-	// (each in seq order), and how many failing partitions whose backoff
-	// has ended a round retries at most (the longest expired first).
-	// Default 8.
+	// (each in seq order), and the least retry budget: how many failing
+	// partitions whose backoff has ended a round retries at most, doubled
+	// after each round whose retries all went through, up to
+	// 4×BatchSize (see the package doc). Default 8.
 	Concurrency int
 	// Retention is how long PUBLISHED records are kept before cleanup
 	// deletes them. Default 7 days; negative keeps them forever.
@@ -107,6 +108,14 @@ type Relay struct {
 	// left out of the fetch window until they move on (see round). Only
 	// the leading goroutine uses it, between rounds.
 	backoff map[group]*partBackoff
+	// retryBudget is how many due partitions a round retries at most:
+	// Concurrency, doubling after each round whose retries all moved on
+	// (an outage over), at most fetchWindow×BatchSize (see round). Only
+	// the leading goroutine uses it.
+	retryBudget int
+	// picks counts the rounds that had more due partitions than their
+	// budget (see pickDue).
+	picks int
 }
 
 // partBackoff is a failing partition's backoff: fails consecutive failed
@@ -261,6 +270,7 @@ func (r *Relay) sleep(ctx context.Context, d time.Duration) {
 func (r *Relay) lead(ctx context.Context, l *lease) {
 	lctx, cancel := context.WithCancel(ctx)
 	r.backoff = map[group]*partBackoff{}
+	r.retryBudget = r.opts.Concurrency
 	var wg sync.WaitGroup
 	wg.Go(func() { r.renewLoop(lctx, l, cancel) })
 	if r.opts.Retention > 0 {
@@ -384,10 +394,17 @@ func groupOf(p pending) group {
 }
 
 // round publishes one batch of pending records (fetch), and retries the
-// head (fetchHeads) of at most Concurrency partitions
-// whose backoff step has ended, those that waited longest first. It
-// reports whether more work is waiting at once: a full batch, or a
-// retried partition that moved on.
+// head (fetchHeads) of the partitions whose backoff step has ended, at
+// most the retry budget of them (see pickDue). It reports whether more
+// work is waiting at once: a full batch, or a retried partition that
+// moved on.
+//
+// The retry budget is Concurrency, doubled after every round in which
+// each retried partition moved on (an outage is over: after it every
+// pending partition has an entry, and they come back 8, 16, 32... per
+// round, not 8), up to fetchWindow×BatchSize, and back to Concurrency
+// after a round in which a retry did not go through and at each new lease
+// term.
 //
 // A partition whose head failed keeps its backoff entry, and stays out of
 // the fetch window, until it moves on (its head published or abandoned)
@@ -399,19 +416,7 @@ func groupOf(p pending) group {
 // their failures took (Redis timeouts), and the healthy records behind
 // them would wait indefinitely.
 func (r *Relay) round(ctx context.Context, l *lease) (bool, error) {
-	now := time.Now()
-	skip := make([]group, 0, len(r.backoff))
-	var due []group
-	for g, b := range r.backoff {
-		skip = append(skip, g)
-		if !now.Before(b.until) {
-			due = append(due, g)
-		}
-	}
-	slices.SortFunc(due, func(a, b group) int {
-		return cmp.Or(r.backoff[a].until.Compare(r.backoff[b].until), compareGroups(a, b))
-	})
-	due = due[:min(len(due), r.opts.Concurrency)]
+	skip, due := r.pickDue(time.Now())
 	recs, err := r.fetch(ctx, skip)
 	if err != nil {
 		return false, err
@@ -484,6 +489,19 @@ func (r *Relay) round(ctx context.Context, l *lease) (bool, error) {
 	// other partitions go on; one that moved on (published or abandoned
 	// its head) starts again.
 	more := taken == r.opts.BatchSize
+	// The retry budget doubles when every retry went through, and starts
+	// over when one did not.
+	if len(retried) > 0 {
+		allMoved := true
+		for g := range retried {
+			allMoved = allMoved && moved[g]
+		}
+		if allMoved {
+			r.retryBudget = min(2*max(r.retryBudget, r.opts.Concurrency), max(fetchWindow*r.opts.BatchSize, r.opts.Concurrency))
+		} else {
+			r.retryBudget = r.opts.Concurrency
+		}
+	}
 	for g := range moved {
 		delete(r.backoff, g)
 		more = more || retried[g]
@@ -513,6 +531,43 @@ func (r *Relay) round(ctx context.Context, l *lease) (bool, error) {
 		return more, errLeaseLost
 	}
 	return more, nil
+}
+
+// pickDue returns every partition with a backoff entry (left out of the
+// fetch), and those of them to retry this round: every entry whose step
+// has ended, or, when more have than the retry budget allows, half the
+// budget to those whose step ended longest ago (so that none starves,
+// however many fail: a new or renewed entry's step ends after every
+// entry already due) and the rest to those with the fewest consecutive
+// failures, longest expired first among equals (so that a partition that
+// failed once, a blip, is not held behind a backlog of partitions failing
+// for good at the 30s step).
+func (r *Relay) pickDue(now time.Time) (skip, due []group) {
+	skip = make([]group, 0, len(r.backoff))
+	for g, b := range r.backoff {
+		skip = append(skip, g)
+		if !now.Before(b.until) {
+			due = append(due, g)
+		}
+	}
+	byUntil := func(a, b group) int {
+		return cmp.Or(r.backoff[a].until.Compare(r.backoff[b].until), compareGroups(a, b))
+	}
+	slices.SortFunc(due, byUntil)
+	budget := max(r.retryBudget, r.opts.Concurrency)
+	if len(due) <= budget {
+		return skip, due
+	}
+	// An odd budget's odd slot alternates between the two halves (with a
+	// budget of 1, one round the longest expired, the next the fewest
+	// failures).
+	r.picks++
+	h := (budget + r.picks%2) / 2
+	oldest, rest := due[:h:h], due[h:]
+	slices.SortStableFunc(rest, func(a, b group) int {
+		return cmp.Compare(r.backoff[a].fails, r.backoff[b].fails)
+	})
+	return skip, append(oldest, rest[:budget-len(oldest)]...)
 }
 
 // compareGroups orders groups by category, key and lane.
@@ -569,7 +624,7 @@ func (r *Relay) publishGroup(ctx context.Context, l *lease, recs []pending) (pub
 			if ctx.Err() == nil && r.failures.Add(1) == 1 {
 				// One line per round, not per partition: an outage fails
 				// them all.
-				r.log.Warn("outbox: publish failed; this partition's later records wait, and it is retried after a backoff (PollInterval, doubling up to 30s; at most Concurrency partitions per round) while the others go on (further failures of this round are counted, not logged)",
+				r.log.Warn("outbox: publish failed; this partition's later records wait, and it is retried after a backoff (PollInterval, doubling up to 30s; a retry budget of partitions per round) while the others go on (further failures of this round are counted, not logged)",
 					"relay", r.opts.Name, "seq", p.seq, "message_id", p.MessageID, "category", p.Category, "key", p.Key, "err", err)
 			}
 			return published, moved, true, false
@@ -593,78 +648,94 @@ const cols = `seq, message_id, category, partition_key, partitioned, backfill, t
 // of its pending ones, a prefix, as the order needs. They are returned in
 // seq order.
 //
-// skip, however long, is one parameter: a JSON array of the partitions,
-// matched as groupOf groups records (an unpartitioned category by its
-// category alone, whatever its rows' key and lane columns say) with NOT
-// IN, which both databases evaluate against a hash or an index of the
-// set built once per statement. The window still scans the pending
+// skip, however long, is one parameter (see groupSet). The window still scans the pending
 // records of the skipped partitions that come before it (the pending
 // index is by seq only).
 func (r *Relay) fetch(ctx context.Context, skip []group) ([]pending, error) {
 	where := `status = 'PENDING'`
 	var args []any
 	if len(skip) > 0 {
-		type part struct {
-			C string `json:"c"`
-			K string `json:"k"`
-			P bool   `json:"p"`
-			B bool   `json:"b"`
-		}
-		set := make([]part, len(skip))
-		for i, g := range skip {
-			// An unpartitioned group's key is '' and its lane false, as
-			// the CASEs below make its rows'.
-			set[i] = part{C: g.category, K: g.key, P: g.partitioned, B: g.backfill}
-		}
-		js, err := json.Marshal(set)
+		in, arg, err := r.groupSet(skip)
 		if err != nil {
-			return nil, fmt.Errorf("outbox: read pending records: %w", err)
+			return nil, err
 		}
-		args = append(args, string(js))
-		if r.d.pg() {
-			where += ` AND (category, CASE WHEN partitioned THEN partition_key ELSE '' END, partitioned,
-      CASE WHEN partitioned THEN backfill ELSE FALSE END)
-    NOT IN (SELECT s.c, s.k, s.p, s.b FROM jsonb_to_recordset(?::jsonb) AS s(c text, k text, p boolean, b boolean))`
-		} else {
-			where += ` AND (category, CASE WHEN partitioned THEN partition_key ELSE '' END, partitioned <> 0,
-      CASE WHEN partitioned THEN backfill <> 0 ELSE 0 END)
-    NOT IN (SELECT json_extract(value, '$.c'), json_extract(value, '$.k'), json_extract(value, '$.p'),
-      json_extract(value, '$.b') FROM json_each(?))`
-		}
+		where += ` AND (` + in + `) IS NOT TRUE`
+		args = append(args, arg)
 	}
 	args = append(args, fetchWindow*r.opts.BatchSize, r.opts.BatchSize)
 	q := r.d.rebind(`SELECT ` + cols + ` FROM (
-  SELECT ` + cols + `, row_number() OVER (PARTITION BY category,
-      CASE WHEN partitioned THEN partition_key ELSE '' END,
-      CASE WHEN partitioned THEN backfill ELSE ` + r.d.falseLit() + ` END ORDER BY seq) AS rn
+  SELECT ` + cols + `, ` + r.rowNumber() + ` AS rn
   FROM (SELECT ` + cols + ` FROM ` + r.table + ` WHERE ` + where + ` ORDER BY seq LIMIT ?) w
 ) x ORDER BY rn, seq LIMIT ?`)
 	return r.readPending(ctx, q, args)
 }
 
-// fetchHeads reads the head, the oldest pending record, of each of gs (a
-// few partitions to retry), in seq order: one statement, a scan of the
-// pending index per partition that stops at its head (old, for a failing
-// partition: near the start). Only the head: a scan for more records than
-// a partition has pending would read the whole index. A partition whose
-// head goes through is back in the next round's window.
+// rowNumber numbers each partition's records (as groupOf groups them) in
+// seq order.
+func (r *Relay) rowNumber() string {
+	return `row_number() OVER (PARTITION BY category,
+      CASE WHEN partitioned THEN partition_key ELSE '' END,
+      CASE WHEN partitioned THEN backfill ELSE ` + r.d.falseLit() + ` END ORDER BY seq)`
+}
+
+// fetchHeads reads the head, the oldest pending record, of each of gs
+// (the partitions to retry), in seq order, in one statement: the pending
+// records of gs (matched with IN, as fetch's NOT IN), numbered per
+// partition, the first of each. It reads every pending record of those
+// partitions (through the pending index, by seq), not only their heads.
+// A partition whose head goes through is back in the next round's
+// window.
 func (r *Relay) fetchHeads(ctx context.Context, gs []group) ([]pending, error) {
 	if len(gs) == 0 {
 		return nil, nil
 	}
-	var parts []string
-	var args []any
-	for i, g := range gs {
-		match := `NOT partitioned AND category = ?`
-		args = append(args, g.category)
-		if g.partitioned {
-			match = `partitioned AND category = ? AND partition_key = ? AND backfill = ?`
-			args = append(args, g.key, g.backfill)
-		}
-		parts = append(parts, `SELECT `+cols+` FROM (SELECT `+cols+` FROM `+r.table+
-			` WHERE status = 'PENDING' AND `+match+` ORDER BY seq LIMIT 1) h`+strconv.Itoa(i))
+	in, arg, err := r.groupSet(gs)
+	if err != nil {
+		return nil, err
 	}
-	return r.readPending(ctx, r.d.rebind(strings.Join(parts, "\nUNION ALL ")), args)
+	q := r.d.rebind(`SELECT ` + cols + ` FROM (
+  SELECT ` + cols + `, ` + r.rowNumber() + ` AS rn
+  FROM ` + r.table + ` WHERE status = 'PENDING' AND ` + in + `
+) x WHERE rn = 1`)
+	return r.readPending(ctx, q, []any{arg})
+}
+
+// groupSet returns in, true for the records of the groups gs as groupOf
+// groups them (an unpartitioned category by its category alone, whatever
+// its rows' key and lane columns say): (its tuple) IN (a set), the set
+// one parameter, arg, however many groups: a JSON array of them. Both
+// databases evaluate it against a hash or an index of the set built once
+// per statement. fetch excludes with (in) IS NOT TRUE, not NOT IN: the
+// same here (neither side is ever NULL), but SQLite, to tell a NOT IN's
+// NULL from its false, scans the whole set for every row not in it.
+func (r *Relay) groupSet(gs []group) (in string, arg any, err error) {
+	type part struct {
+		C string `json:"c"`
+		K string `json:"k"`
+		P bool   `json:"p"`
+		B bool   `json:"b"`
+	}
+	parts := make([]part, len(gs))
+	for i, g := range gs {
+		// An unpartitioned group's key is '' and its lane false, as the
+		// CASEs below make its rows'.
+		parts[i] = part{C: g.category, K: g.key, P: g.partitioned, B: g.backfill}
+	}
+	js, err := json.Marshal(parts)
+	if err != nil {
+		return "", nil, fmt.Errorf("outbox: read pending records: %w", err)
+	}
+	if r.d.pg() {
+		return `(category, CASE WHEN partitioned THEN partition_key ELSE '' END, partitioned,
+      CASE WHEN partitioned THEN backfill ELSE FALSE END)
+    IN (SELECT s.c, s.k, s.p, s.b FROM jsonb_to_recordset(?::jsonb) AS s(c text, k text, p boolean, b boolean))`,
+			string(js), nil
+	}
+	return `(category, CASE WHEN partitioned THEN partition_key ELSE '' END, partitioned <> 0,
+      CASE WHEN partitioned THEN backfill <> 0 ELSE 0 END)
+    IN (SELECT json_extract(value, '$.c'), json_extract(value, '$.k'), json_extract(value, '$.p'),
+      json_extract(value, '$.b') FROM json_each(?))`,
+		string(js), nil
 }
 
 // readPending runs q, which selects cols, and returns its records in seq

@@ -1,0 +1,244 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seqby/seqby/runtime"
+)
+
+// switchPublisher fails every publish with a transient error while down,
+// or while the record's key starts with "bad" (as a CLUSTERDOWN would),
+// and the first publish of each key in blip; it records, per key, the
+// seqs published (from the record's payload) and counts the attempts.
+type switchPublisher struct {
+	mu        sync.Mutex
+	down      bool
+	blip      map[string]bool
+	attempts  int
+	published map[string][]string
+}
+
+func (s *switchPublisher) PublishRecord(ctx context.Context, r runtime.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.attempts++
+	if s.down || strings.HasPrefix(r.Key, "bad") {
+		return fmt.Errorf("CLUSTERDOWN: %w", runtime.ErrPublish)
+	}
+	if s.blip[r.Key] {
+		delete(s.blip, r.Key)
+		return fmt.Errorf("one timeout: %w", runtime.ErrPublish)
+	}
+	if s.published == nil {
+		s.published = map[string][]string{}
+	}
+	s.published[r.Key] = append(s.published[r.Key], r.MessageID)
+	return nil
+}
+
+func (s *switchPublisher) setDown(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.down = down
+}
+
+func (s *switchPublisher) of(key string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.published[key])
+}
+
+// TestPickDue: when more partitions are due than the retry budget, half
+// of it goes to those whose step ended longest ago, the rest to those
+// with the fewest consecutive failures (longest expired first among
+// equals); an odd budget's odd slot alternates between the halves. Every
+// partition with an entry is skipped by the fetch, due or not.
+func TestPickDue(t *testing.T) {
+	now := time.Now()
+	r := &Relay{opts: RelayOptions{Concurrency: 4}, backoff: map[group]*partBackoff{}}
+	r.retryBudget = 4
+	g := func(k string) group { return group{partitioned: true, category: "c", key: k} }
+	// old0..old5: failing for good, expired 10s..5s ago; blip0..blip2:
+	// one failure each, expired 3s..1s ago; later: not due.
+	for i := range 6 {
+		r.backoff[g(fmt.Sprint("old", i))] = &partBackoff{fails: 20, until: now.Add(time.Duration(i-10) * time.Second)}
+	}
+	for i := range 3 {
+		r.backoff[g(fmt.Sprint("blip", i))] = &partBackoff{fails: 1, until: now.Add(time.Duration(i-3) * time.Second)}
+	}
+	r.backoff[g("later")] = &partBackoff{fails: 1, until: now.Add(time.Hour)}
+	keys := func(gs []group) string {
+		var ks []string
+		for _, g := range gs {
+			ks = append(ks, g.key)
+		}
+		return strings.Join(ks, " ")
+	}
+	skip, due := r.pickDue(now)
+	if len(skip) != 10 {
+		t.Errorf("%d partitions skipped, want all 10", len(skip))
+	}
+	if got, want := keys(due), "old0 old1 blip0 blip1"; got != want {
+		t.Errorf("retried %q, want %q", got, want)
+	}
+	// A budget with room for every due partition retries them all.
+	r.retryBudget = 9
+	if _, due := r.pickDue(now); len(due) != 9 {
+		t.Errorf("budget 9: retried %q, want the 9 due", keys(due))
+	}
+	// A budget of 1: the slot alternates.
+	r.opts.Concurrency, r.retryBudget = 1, 1
+	var got []string
+	for range 2 {
+		_, due := r.pickDue(now)
+		got = append(got, keys(due))
+	}
+	slices.Sort(got)
+	if want := []string{"blip0", "old0"}; !slices.Equal(got, want) {
+		t.Errorf("budget 1, two rounds: retried %q, want %q", got, want)
+	}
+}
+
+// TestOutageRecoveryRounds: after an outage in which every one of 2,000
+// pending partitions failed (each has a backoff entry), they come back
+// in a few rounds, the retry budget doubling while every retry goes
+// through, not in 2,000/Concurrency rounds of Concurrency retries each
+// (250). Every round of the recovery reports more work, so the relay
+// never waits PollInterval (an hour here) with records pending; a record
+// added after the outage to a key still backing off is published after
+// that key's older one.
+func TestOutageRecoveryRounds(t *testing.T) {
+	for _, d := range []Dialect{SQLite, Postgres} {
+		t.Run(d.String(), func(t *testing.T) {
+			const keys, most = 2000, 20
+			ctx := context.Background()
+			sp := &switchPublisher{}
+			db, r, l := leadingRelay(t, d, sp, RelayOptions{PollInterval: time.Hour})
+			ob := New(Options{Dialect: d})
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := range keys {
+				if _, err := ob.Add(ctx, tx, &fenceMsg{K: fmt.Sprintf("k%04d", k)}, runtime.WithMessageID(fmt.Sprintf("k%04d-1", k))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			// The outage, over: every partition failed once (the rounds
+			// are not run: 20 of them would only slow the test), and every
+			// step has ended.
+			for k := range keys {
+				g := group{partitioned: true, category: "fence", key: fmt.Sprintf("k%04d", k)}
+				r.backoff[g] = &partBackoff{fails: 1, until: time.Now().Add(-time.Second)}
+			}
+			if _, err := ob.Add(ctx, db, &fenceMsg{K: "k0399"}, runtime.WithMessageID("k0399-2")); err != nil {
+				t.Fatal(err)
+			}
+			rounds := 0
+			for {
+				if ok, err := r.renew(ctx, l); !ok || err != nil {
+					t.Fatalf("renew: %v, %v", ok, err)
+				}
+				more, err := r.round(ctx, l)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rounds++
+				var pending int
+				if err := db.QueryRowContext(ctx, `SELECT count(*) FROM seqby_outbox WHERE status = 'PENDING'`).Scan(&pending); err != nil {
+					t.Fatal(err)
+				}
+				if pending == 0 {
+					break
+				}
+				if !more {
+					t.Fatalf("round %d of the recovery reports no more work with %d records pending: the relay would wait PollInterval", rounds, pending)
+				}
+				if rounds >= most {
+					t.Fatalf("%d rounds after the outage, %d of %d partitions still pending, want all published within %d rounds (Concurrency %d)",
+						rounds, pending, keys, most, r.opts.Concurrency)
+				}
+			}
+			t.Logf("%d partitions recovered in %d rounds (Concurrency %d, BatchSize %d)", keys, rounds, r.opts.Concurrency, r.opts.BatchSize)
+			if got := sp.of("k0399"); !slices.Equal(got, []string{"k0399-1", "k0399-2"}) {
+				t.Errorf("k0399 published %v, want [k0399-1 k0399-2]", got)
+			}
+			if len(r.backoff) != 0 {
+				t.Errorf("%d partitions still back off", len(r.backoff))
+			}
+		})
+	}
+}
+
+// TestBlipNotBehindFailingBacklog: a healthy key whose publish fails once
+// (a timeout) is retried as soon as its step ends, not behind 200
+// partitions failing for good whose steps ended earlier (at Concurrency 2
+// per round, 100 rounds): with a retry budget of 2, one retry goes to the
+// longest expired, one to the fewest failures. Round 1 fails good's first
+// record; round 2 retries it (published); round 3 publishes its second.
+func TestBlipNotBehindFailingBacklog(t *testing.T) {
+	for _, d := range []Dialect{SQLite, Postgres} {
+		t.Run(d.String(), func(t *testing.T) {
+			const bad, most = 200, 3
+			ctx := context.Background()
+			sp := &switchPublisher{blip: map[string]bool{"good": true}}
+			// PollInterval 1ns: every step (even the 20th, 2^19 ns) ends
+			// by the next round.
+			db, r, l := leadingRelay(t, d, sp, RelayOptions{PollInterval: time.Nanosecond, Concurrency: 2})
+			ob := New(Options{Dialect: d})
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := range bad {
+				if _, err := ob.Add(ctx, tx, &fenceMsg{K: fmt.Sprintf("bad%03d", k)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			for n := 0; len(r.backoff) < bad; n++ {
+				if n > bad/r.opts.BatchSize {
+					t.Fatalf("after %d rounds, %d partitions back off, want %d", n, len(r.backoff), bad)
+				}
+				if _, err := r.round(ctx, l); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A partial outage's steady state: every bad key at its 20th
+			// failure, all due.
+			for _, b := range r.backoff {
+				b.fails, b.until = 20, time.Now().Add(-time.Second)
+			}
+			for _, id := range []string{"good-1", "good-2"} {
+				if _, err := ob.Add(ctx, db, &fenceMsg{K: "good"}, runtime.WithMessageID(id)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rounds := 0
+			for len(sp.of("good")) < 2 {
+				if rounds >= most {
+					t.Fatalf("after %d rounds, good published %v, want both of its records within %d rounds (%d failing partitions due, Concurrency %d)",
+						rounds, sp.of("good"), most, bad, r.opts.Concurrency)
+				}
+				if _, err := r.round(ctx, l); err != nil {
+					t.Fatal(err)
+				}
+				rounds++
+			}
+			if got := sp.of("good"); !slices.Equal(got, []string{"good-1", "good-2"}) {
+				t.Errorf("good published %v, want [good-1 good-2]", got)
+			}
+		})
+	}
+}
