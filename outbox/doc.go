@@ -78,9 +78,15 @@
 // record whose publish fails stops its group: the partition's later
 // records wait for it, and the partition backs off while the other
 // partitions go on; a full batch is followed at once by the next round
-// even when a partition failed. A partition that failed is left out of
-// the fetch, in SQL, however many fail, until it moves on (its head
-// published or abandoned) or has nothing pending; its head alone is
+// when something in it moved on (a record published or abandoned), even
+// when other partitions failed, and so is a round in which a retried
+// partition moved on. A round in which nothing moved on (Redis down)
+// waits PollInterval (or a NOTIFY), however full its batch: an outage
+// costs a batch of failed publishes per PollInterval, not the whole
+// backlog's back to back; healthy records behind a full batch of
+// failing partitions wait that long too. A partition that failed is left
+// out of the fetch, in SQL, however many fail, until it moves on (its
+// head published or abandoned) or has nothing pending; its head alone is
 // retried once its step has ended (PollInterval, doubling at each
 // further failure of its head, at most 30s), by a query of its own. A
 // round retries at most its retry budget of such partitions: at first

@@ -242,3 +242,103 @@ func TestBlipNotBehindFailingBacklog(t *testing.T) {
 		})
 	}
 }
+
+// TestNoImmediateRoundsWithoutProgress: a round goes again at once only
+// when something moved on. With Redis down, 1,000 pending partitions
+// and a full batch of 100 that all fail, the relay waits PollInterval
+// after the first round, instead of going through the whole backlog in
+// 10 immediate rounds of 100 failed publishes each. Once Redis is back,
+// a full batch that publishes reports more work, a batch not full does
+// not, and a round whose only progress is retried partitions moving on
+// (no batch) does: the failed partitions drain without a round reporting
+// no more work while records are pending.
+func TestNoImmediateRoundsWithoutProgress(t *testing.T) {
+	for _, d := range []Dialect{SQLite, Postgres} {
+		t.Run(d.String(), func(t *testing.T) {
+			const keys = 1000
+			ctx := context.Background()
+			sp := &switchPublisher{down: true}
+			db, r, l := leadingRelay(t, d, sp, RelayOptions{PollInterval: time.Hour})
+			ob := New(Options{Dialect: d})
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for k := range keys {
+				if _, err := ob.Add(ctx, tx, &fenceMsg{K: fmt.Sprintf("k%04d", k)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			pending := func() int {
+				var n int
+				if err := db.QueryRowContext(ctx, `SELECT count(*) FROM seqby_outbox WHERE status = 'PENDING'`).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			// Rounds back to back while a round says more work waits.
+			immediate := 0
+			for more := true; more; immediate++ {
+				if immediate > keys/r.opts.BatchSize {
+					t.Fatalf("%d immediate rounds with every publish failing", immediate)
+				}
+				if more, err = r.round(ctx, l); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sp.mu.Lock()
+			attempts := sp.attempts
+			sp.mu.Unlock()
+			if immediate != 1 || attempts != r.opts.BatchSize {
+				t.Fatalf("with every publish failing, %d rounds back to back and %d failed publishes, want 1 round of %d (then PollInterval)",
+					immediate, attempts, r.opts.BatchSize)
+			}
+			sp.setDown(false)
+			// The 100 failed partitions' steps (an hour) have not ended: a
+			// full batch of others publishes, and more waits.
+			more, err := r.round(ctx, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !more {
+				t.Fatal("a full batch that published reports no more work")
+			}
+			// The rest of the window drains; its last round, a batch not
+			// full, reports no more work: only the failed partitions are
+			// left, their steps not ended.
+			for rounds := 1; more; rounds++ {
+				if rounds > keys/r.opts.BatchSize {
+					t.Fatal("the window does not drain")
+				}
+				if more, err = r.round(ctx, l); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := pending(); n != r.opts.BatchSize || len(r.backoff) != n {
+				t.Fatalf("%d records pending and %d partitions backing off, want the %d that failed", n, len(r.backoff), r.opts.BatchSize)
+			}
+			// Their steps end: a round of retries alone (no batch) that go
+			// through reports more work, and so on until none is left.
+			for _, b := range r.backoff {
+				b.until = time.Now().Add(-time.Second)
+			}
+			for rounds := 1; pending() > 0; rounds++ {
+				if rounds > keys {
+					t.Fatal("the backlog does not drain")
+				}
+				if more, err = r.round(ctx, l); err != nil {
+					t.Fatal(err)
+				}
+				if !more && pending() > 0 {
+					t.Fatalf("a round of retries that went through reports no more work with %d records pending", pending())
+				}
+			}
+			if len(r.backoff) != 0 {
+				t.Errorf("%d partitions still back off", len(r.backoff))
+			}
+		})
+	}
+}

@@ -299,11 +299,12 @@ func (r *Relay) lead(ctx context.Context, l *lease) {
 				lastLagCheck = lastLagCheck.Add(r.opts.LagWarning - every)
 			}
 		}
-		// A full batch means more are waiting, even when some partitions
-		// failed: they back off and the next round reads past them. So
-		// does a retried partition that moved on: the next round retries
-		// the next ones whose step ended (after an outage, they recover
-		// without waiting PollInterval for every Concurrency of them).
+		// A full batch of which something moved on means more are
+		// waiting, even when some partitions failed: they back off and the
+		// next round reads past them. So does a retried partition that
+		// moved on: the next round retries the next ones whose step ended
+		// (after an outage, they recover without waiting PollInterval for
+		// every budget of them). A round in which nothing moved on waits.
 		if more && !failed {
 			continue
 		}
@@ -396,8 +397,9 @@ func groupOf(p pending) group {
 // round publishes one batch of pending records (fetch), and retries the
 // head (fetchHeads) of the partitions whose backoff step has ended, at
 // most the retry budget of them (see pickDue). It reports whether more
-// work is waiting at once: a full batch, or a retried partition that
-// moved on.
+// work is waiting at once: a full batch of which a partition moved on
+// (published or abandoned a record), or a retried partition that moved
+// on; not a round in which every publish failed.
 //
 // The retry budget is Concurrency, doubled after every round in which
 // each retried partition moved on (an outage is over: after it every
@@ -488,7 +490,13 @@ func (r *Relay) round(ctx context.Context, l *lease) (bool, error) {
 	// further failure of the same head (at most maxBackoff), while the
 	// other partitions go on; one that moved on (published or abandoned
 	// its head) starts again.
-	more := taken == r.opts.BatchSize
+	// Another round at once only when this one made progress: a full
+	// batch of which something moved on (more are waiting behind it), or
+	// a retried partition that moved on (the next due ones may too). A
+	// round in which nothing moved on, Redis down, waits PollInterval
+	// however full its batch was: the next would most likely fail as
+	// well, a batch of new partitions at a time.
+	more := taken == r.opts.BatchSize && len(moved) > 0
 	// The retry budget doubles when every retry went through, and starts
 	// over when one did not.
 	if len(retried) > 0 {
