@@ -342,3 +342,76 @@ func TestNoImmediateRoundsWithoutProgress(t *testing.T) {
 		})
 	}
 }
+
+// TestGroupSetMatchesOddKeys: the exclusion (fetch) and the retry
+// (fetchHeads) match every partition exactly as groupOf groups its
+// records, whatever its key holds: quotes, backslashes, markup, non-ASCII,
+// digits, the empty key, spaces, and on SQLite (whose TEXT holds any
+// bytes; PostgreSQL's holds valid UTF-8 without NUL only) invalid UTF-8
+// and a NUL, which JSON cannot carry as they are (json.Marshal turns
+// invalid UTF-8 into U+FFFD: such a partition escaped the exclusion and
+// took room in the window). Each key has a record in each lane, and an
+// unpartitioned category has records with stray key and lane columns.
+func TestGroupSetMatchesOddKeys(t *testing.T) {
+	for _, d := range []Dialect{SQLite, Postgres} {
+		t.Run(d.String(), func(t *testing.T) {
+			ctx := context.Background()
+			db, r, _ := leadingRelay(t, d, &switchPublisher{}, RelayOptions{})
+			ins := func(id, cat, key string, partitioned, backfill bool) {
+				t.Helper()
+				if _, err := db.ExecContext(ctx, r.d.rebind(`INSERT INTO seqby_outbox
+(message_id, category, partition_key, partitioned, backfill, type, payload) VALUES (?, ?, ?, ?, ?, 't', ?)`),
+					id, cat, key, partitioned, backfill, []byte(`{}`)); err != nil {
+					t.Fatalf("insert %s: %v", id, err)
+				}
+			}
+			keys := []string{`q"uo\te`, "<>&", "é✓", "123", "", " sp ", "a'b"}
+			if d == SQLite {
+				keys = append(keys, "\xff\xfe", "nul\x00x")
+			}
+			var skip []group
+			for i, k := range keys {
+				ins(fmt.Sprintf("p%d", i), "c", k, true, false)
+				ins(fmt.Sprintf("b%d", i), "c", k, true, true)
+				skip = append(skip, group{partitioned: true, category: "c", key: k},
+					group{partitioned: true, backfill: true, category: "c", key: k})
+			}
+			ins("u1", "note", "", false, false)
+			ins("u2", "note", "junk", false, true)
+			skip = append(skip, group{category: "note"})
+			// Partitions outside the set are not matched.
+			want := []string{"o1"}
+			ins("o1", "c", "zz", true, false)
+			if d == SQLite {
+				ins("o2", "c", "\xff", true, false)
+				want = append(want, "o2")
+			}
+			ids := func(ps []pending) []string {
+				var out []string
+				for _, p := range ps {
+					out = append(out, p.MessageID)
+				}
+				return out
+			}
+			recs, err := r.fetch(ctx, skip)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := ids(recs); !slices.Equal(got, want) {
+				t.Errorf("fetch leaving out every partition but %v read %q", want, got)
+			}
+			heads, err := r.fetchHeads(ctx, skip)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wantHeads []string
+			for i := range keys {
+				wantHeads = append(wantHeads, fmt.Sprintf("p%d", i), fmt.Sprintf("b%d", i))
+			}
+			wantHeads = append(wantHeads, "u1")
+			if got := ids(heads); !slices.Equal(got, wantHeads) {
+				t.Errorf("fetchHeads of %d partitions read %q, want %q", len(skip), got, wantHeads)
+			}
+		})
+	}
+}

@@ -711,7 +711,8 @@ func (r *Relay) fetchHeads(ctx context.Context, gs []group) ([]pending, error) {
 // groupSet returns in, true for the records of the groups gs as groupOf
 // groups them (an unpartitioned category by its category alone, whatever
 // its rows' key and lane columns say): (its tuple) IN (a set), the set
-// one parameter, arg, however many groups: a JSON array of them. Both
+// one parameter, arg, however many groups: a JSON array of them (on
+// SQLite with the category and key in hex, so that any bytes match). Both
 // databases evaluate it against a hash or an index of the set built once
 // per statement. fetch excludes with (in) IS NOT TRUE, not NOT IN: the
 // same here (neither side is ever NULL), but SQLite, to tell a NOT IN's
@@ -728,6 +729,13 @@ func (r *Relay) groupSet(gs []group) (in string, arg any, err error) {
 		// An unpartitioned group's key is '' and its lane false, as the
 		// CASEs below make its rows'.
 		parts[i] = part{C: g.category, K: g.key, P: g.partitioned, B: g.backfill}
+		if !r.d.pg() {
+			// SQLite's TEXT holds any bytes, JSON only valid UTF-8
+			// (json.Marshal turns the rest into U+FFFD): the strings are
+			// compared in hex, as SQLite's hex() spells them.
+			parts[i].C = strings.ToUpper(hex.EncodeToString([]byte(g.category)))
+			parts[i].K = strings.ToUpper(hex.EncodeToString([]byte(g.key)))
+		}
 	}
 	js, err := json.Marshal(parts)
 	if err != nil {
@@ -739,7 +747,7 @@ func (r *Relay) groupSet(gs []group) (in string, arg any, err error) {
     IN (SELECT s.c, s.k, s.p, s.b FROM jsonb_to_recordset(?::jsonb) AS s(c text, k text, p boolean, b boolean))`,
 			string(js), nil
 	}
-	return `(category, CASE WHEN partitioned THEN partition_key ELSE '' END, partitioned <> 0,
+	return `(hex(category), hex(CASE WHEN partitioned THEN partition_key ELSE '' END), partitioned <> 0,
       CASE WHEN partitioned THEN backfill <> 0 ELSE 0 END)
     IN (SELECT json_extract(value, '$.c'), json_extract(value, '$.k'), json_extract(value, '$.p'),
       json_extract(value, '$.b') FROM json_each(?))`,
