@@ -14,6 +14,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/seqby/seqby/internal/logsink"
 	"github.com/seqby/seqby/outbox"
 	"github.com/seqby/seqby/runtime"
 )
@@ -361,23 +362,8 @@ func TestRetentionDeletesOnlyOldPublished(t *testing.T) {
 	})
 }
 
-// syncBuffer is a log sink tests read while the relay writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a log sink tests read while goroutines write to it.
+type syncBuffer = logsink.Buffer
 
 // TestSingleConnectionPool: with a pool of one connection (as an
 // in-memory SQLite needs) Add in a transaction and the relay share it:

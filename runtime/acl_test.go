@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,12 +8,12 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/internal/logsink"
 	"github.com/seqby/seqby/internal/redistest"
 	"github.com/seqby/seqby/runtime/inspect"
 	"github.com/seqby/seqby/runtime/internal/rdb"
@@ -53,23 +52,8 @@ func aclRules(t *testing.T, user, password string, categories ...string) []strin
 	return rules
 }
 
-// syncBuffer is a log sink the engines write to from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a log sink tests read while goroutines write to it.
+type syncBuffer = logsink.Buffer
 
 // The engine and seqbyctl's operations run under the least-privilege ACL
 // users the README documents, on a single Redis and on a cluster: every

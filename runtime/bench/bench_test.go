@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/seqby/seqby/examples/orders/events"
+	"github.com/seqby/seqby/internal/logsink"
 	"github.com/seqby/seqby/internal/redistest"
 	"github.com/seqby/seqby/runtime"
 )
@@ -368,23 +369,8 @@ func BenchmarkIdle(b *testing.B) {
 	wg.Wait()
 }
 
-// lockedBuffer is a log sink shared by goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+// lockedBuffer is a log sink tests read while goroutines write to it.
+type lockedBuffer = logsink.Buffer
 
 // callCounter counts the commands a client sends.
 type callCounter struct{ all, scripts atomic.Int64 }
