@@ -64,6 +64,10 @@ type message struct {
 	// name being the alias's name, of named, a type of another package:
 	// seqgen writes the function Seqby<name> instead of methods.
 	alias bool
+	// viaAlias tells that the markers stand on an alias (of a type of
+	// any package) named aliasName, rather than on the type itself.
+	viaAlias  bool
+	aliasName string
 }
 
 // qualified is the message type's "import/path.Name": the aliased type's
@@ -82,8 +86,8 @@ func (m *message) wire() string { return m.named.Obj().Name() }
 
 // declaredAs describes where the markers stand, for related positions.
 func (m *message) declaredAs() string {
-	if m.alias {
-		return "alias " + m.pkg.PkgPath + "." + m.name
+	if m.viaAlias {
+		return "alias " + m.pkg.PkgPath + "." + m.aliasName
 	}
 	return m.qualified()
 }

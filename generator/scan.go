@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/token"
 	"go/types"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -30,6 +31,8 @@ type scanner struct {
 	// description (see constraint.go); cfiles holds them parsed, by package.
 	constrained map[string]string
 	cfiles      map[*packages.Package][]constrainedFile
+	// tests holds the _test.go files, parsed for their comments.
+	tests []*ast.File
 	// modules holds the paths of the modules of the root packages, to
 	// tell a type the user owns from one they would declare by alias.
 	modules map[string]bool
@@ -46,6 +49,7 @@ func scan(ld *loaded, probs *problems) *model {
 		constrained:   map[string]string{},
 		cfiles:        map[*packages.Package][]constrainedFile{},
 		modules:       map[string]bool{},
+		tests:         ld.tests,
 	}
 	for _, p := range ld.roots {
 		if p.Module != nil {
@@ -374,7 +378,8 @@ func (s *scanner) message(p *packages.Package, root bool, ts *ast.TypeSpec, name
 			name = ts.Name.Name
 		}
 		msg := &message{pkg: p, name: name, named: named, kind: role, category: f.Value,
-			rolePos: f.Pos, pos: ts.Name.Pos(), root: root, noCopy: noCopy(named), alias: alias}
+			rolePos: f.Pos, pos: ts.Name.Pos(), root: root, noCopy: noCopy(named), alias: alias,
+			viaAlias: ts.Assign.IsValid(), aliasName: ts.Name.Name}
 		if k, ok := set[annotations.Key]; ok {
 			msg.key, msg.keyPos = k.Value, k.Pos
 		}
@@ -383,7 +388,7 @@ func (s *scanner) message(p *packages.Package, root bool, ts *ast.TypeSpec, name
 			// of a type that carries markers itself. Report the alias, or
 			// the later of two.
 			later, earlier := msg, first
-			if first.alias != msg.alias && first.alias || first.alias == msg.alias && s.probs.before(msg.rolePos, first.rolePos) {
+			if first.viaAlias != msg.viaAlias && first.viaAlias || first.viaAlias == msg.viaAlias && s.probs.before(msg.rolePos, first.rolePos) {
 				later, earlier = first, msg // the alias is the one to remove
 			}
 			s.probs.addRelated(later.rolePos, fmt.Sprintf("%s is declared a message twice; declare it once, on one type or one alias", types.TypeString(named, nil)),
@@ -421,23 +426,26 @@ func (s *scanner) alias(p *packages.Package, root bool, ts *ast.TypeSpec, obj *t
 	_, isPtr := target.(*types.Pointer)
 	same := ok && named.Obj().Pkg() == p.Types
 	switch {
-	case ts.Name.Name == "_" && !same:
-		refuse("a blank alias cannot be named by the code that publishes it; give it a name")
+	case target == types.Typ[types.Invalid]:
+		refuse("%s", s.unresolved(p, ts))
 		return
 	case isPtr:
 		refuse("%s is a pointer; alias the message type itself (type %s = %s): handlers take it by pointer where they must", types.TypeString(target, rel), ts.Name.Name, types.TypeString(target.(*types.Pointer).Elem(), rel))
 		return
 	case !ok:
-		refuse("%s is not a named type; alias a struct type of another package (type %s = pkg.T)", types.TypeString(target, rel), ts.Name.Name)
+		refuse("%s is not a named type; alias a named struct type (type %s = T, or pkg.T)", types.TypeString(target, rel), ts.Name.Name)
 		return
 	case named.Obj().Pkg() == nil:
-		refuse("%s is predeclared; alias a struct type of another package (type %s = pkg.T)", named.Obj().Name(), ts.Name.Name)
+		refuse("%s is predeclared; alias a named struct type (type %s = T, or pkg.T)", named.Obj().Name(), ts.Name.Name)
 		return
 	case named.TypeArgs().Len() > 0 || named.TypeParams().Len() > 0:
 		refuse("%s is generic; seqgen declares non-generic types only", types.TypeString(target, rel))
 		return
 	case same && s.isConstrained(named.Obj().Pos()):
-		refuse("%s is declared in a file with a build constraint (%s); seqby_gen.go has none and would name it where that file is left out", named.Obj().Name(), s.constrained[s.fset.Position(named.Obj().Pos()).Filename])
+		refuse("%s is declared in a file with a build constraint (%s); seqby_gen.go has none and would name it where that file is left out", named.Obj().Name(), s.constraintOf(named.Obj().Pos()))
+		return
+	case ts.Name.Name == "_" && !same:
+		refuse("a blank alias cannot be named by the code that publishes it; give it a name")
 		return
 	}
 	structTarget := annotations.OtherType
@@ -459,6 +467,50 @@ func (s *scanner) alias(p *packages.Package, root bool, ts *ast.TypeSpec, obj *t
 	// protoc rewrites) declares that type itself: seqgen writes its
 	// methods in this package's seqby_gen.go, beside the .pb.go.
 	s.message(p, root, ts, named, set, !same)
+}
+
+// unresolved explains an alias whose type did not resolve on this
+// platform: declared in a file this build leaves out (the same refusal
+// every platform gives), in a _test.go file, or nowhere.
+func (s *scanner) unresolved(p *packages.Package, ts *ast.TypeSpec) string {
+	id, ok := ts.Type.(*ast.Ident)
+	if !ok {
+		return fmt.Sprintf("the aliased type %s is undefined or does not type-check; fix it first", types.ExprString(ts.Type))
+	}
+	for _, cf := range s.cfiles[p] {
+		if declaresType(cf.file, id.Name) {
+			return fmt.Sprintf("%s is declared in a file with a build constraint (%s); seqby_gen.go has none and would name it where that file is left out", id.Name, cf.why)
+		}
+	}
+	dir := filepath.Dir(s.fset.Position(ts.Pos()).Filename)
+	for _, f := range s.tests {
+		if filepath.Dir(s.fset.Position(f.Package).Filename) == dir && declaresType(f, id.Name) {
+			return fmt.Sprintf("%s is declared in a _test.go file, which seqgen does not read; declare it in a non-test file", id.Name)
+		}
+	}
+	return fmt.Sprintf("the aliased type %s is undefined or does not type-check; fix it first", id.Name)
+}
+
+// declaresType reports whether f declares a type named name at top level.
+func declaresType(f *ast.File, name string) bool {
+	for _, decl := range f.Decls {
+		if d, ok := decl.(*ast.GenDecl); ok && d.Tok == token.TYPE {
+			for _, spec := range d.Specs {
+				if spec.(*ast.TypeSpec).Name.Name == name {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// constraintOf describes the build constraint of the file holding pos.
+func (s *scanner) constraintOf(pos token.Pos) string {
+	if why, ok := s.constrained[s.fset.Position(pos).Filename]; ok {
+		return why
+	}
+	return s.constrained[s.fset.File(pos).Name()]
 }
 
 // handleMethods finds h's handle methods: the exported methods of *T's
