@@ -680,10 +680,23 @@ func (r *Relay) fetch(ctx context.Context, skip []group) ([]pending, error) {
 
 // rowNumber numbers each partition's records (as groupOf groups them) in
 // seq order.
+//
+// The partition is exactly groupOf's and groupSet's: its lane flag
+// included (an unpartitioned category and its partitioned records of key
+// '' are two groups), and on SQLite, whose TEXT column also holds BLOBs
+// and which never finds a TEXT equal to a BLOB, the category and key by
+// their bytes (as hex() in groupSet and Go's string): were one group
+// split in two, both its parts' first rows would be read, and published
+// in one group before the records between them.
 func (r *Relay) rowNumber() string {
-	return `row_number() OVER (PARTITION BY category,
-      CASE WHEN partitioned THEN partition_key ELSE '' END,
+	if r.d.pg() {
+		return `row_number() OVER (PARTITION BY category,
+      CASE WHEN partitioned THEN partition_key ELSE '' END, partitioned,
       CASE WHEN partitioned THEN backfill ELSE ` + r.d.falseLit() + ` END ORDER BY seq)`
+	}
+	return `row_number() OVER (PARTITION BY CAST(category AS BLOB),
+      CAST(CASE WHEN partitioned THEN partition_key ELSE '' END AS BLOB), partitioned <> 0,
+      CASE WHEN partitioned THEN backfill <> 0 ELSE 0 END ORDER BY seq)`
 }
 
 // fetchHeads reads the head, the oldest pending record, of each of gs
