@@ -682,8 +682,8 @@ func (r *Relay) fetch(ctx context.Context, skip []group) ([]pending, error) {
 // seq order.
 //
 // The partition is exactly groupOf's and groupSet's: its lane flag
-// included (an unpartitioned category and its partitioned records of key
-// '' are two groups), and on SQLite, whose TEXT column also holds BLOBs
+// included (an unpartitioned category and its partitioned records of the
+// empty key are two groups), and on SQLite, whose TEXT column also holds BLOBs
 // and which never finds a TEXT equal to a BLOB, the category and key by
 // their bytes (as hex() in groupSet and Go's string): were one group
 // split in two, both its parts' first rows would be read, and published

@@ -41,7 +41,7 @@ func TestRowNumberBlobKeyIsOneGroup(t *testing.T) {
 	}
 }
 
-// An unpartitioned category and a partitioned key '' of it are two groups
+// An unpartitioned category and a partitioned empty key of it are two groups
 // (groupOf); both due, each one's head is retried, neither entry is
 // dropped as having nothing pending.
 func TestRowNumberLaneFlagHeads(t *testing.T) {
