@@ -101,7 +101,7 @@ func (b *InlineBroker) Registrations() []Registration { return b.reg.Registratio
 // halted head is no error. A backfill option is accepted and ignored:
 // there is one lane, submission order.
 func (b *InlineBroker) Publish(ctx context.Context, msg Message, _ ...PublishOption) error {
-	if msg == nil || isNilPointer(msg) {
+	if isNilPointer(msg) {
 		return fmt.Errorf("inline publish %T: nil message; pass a pointer to a message value: %w", payloadOf(msg), ErrPublish)
 	}
 	if _, _, err := partitionKey(msg, DefaultBackfillSuffix); err != nil {

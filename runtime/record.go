@@ -102,15 +102,8 @@ func newRecord(ctx context.Context, msg Message, codec Codec, prop propagation.T
 	if err != nil {
 		return Record{}, fmt.Errorf("publish %s: encode payload: %w", typeName(msg), err)
 	}
-	r := Record{Category: category, Key: key, Partitioned: partitioned, Backfill: cfg.backfill && partitioned,
-		Type: typeName(msg), MessageID: id, Payload: payload}
-	if fields := injectTrace(ctx, prop, nil); len(fields) > 0 {
-		r.Trace = map[string]string{}
-		for i := 0; i+1 < len(fields); i += 2 {
-			r.Trace[fields[i].(string)] = fields[i+1].(string)
-		}
-	}
-	return r, nil
+	return Record{Category: category, Key: key, Partitioned: partitioned, Backfill: cfg.backfill && partitioned,
+		Type: typeName(msg), MessageID: id, Payload: payload, Trace: traceContext(ctx, prop)}, nil
 }
 
 // checkCategory refuses a category no stream can be named after.

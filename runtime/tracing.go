@@ -30,20 +30,16 @@ func newTracer(tp trace.TracerProvider) trace.Tracer {
 	return tp.Tracer(meterName)
 }
 
-// injectTrace appends the trace context of ctx to an entry's fields,
-// leaving out any name the entry uses itself.
-func injectTrace(ctx context.Context, prop propagation.TextMapPropagator, fields []any) []any {
+// traceContext is the trace context of ctx as prop writes it into an
+// entry's fields (Record.fields leaves out any name the entry uses
+// itself); nil when ctx carries no span, to keep the entry small.
+func traceContext(ctx context.Context, prop propagation.TextMapPropagator) map[string]string {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return fields // nothing to carry: keep the entry small
+		return nil
 	}
 	carrier := propagation.MapCarrier{}
 	prop.Inject(ctx, carrier)
-	for k, v := range carrier {
-		if !rdb.OwnField(k) {
-			fields = append(fields, k, v)
-		}
-	}
-	return fields
+	return carrier
 }
 
 // startAttempt starts one handler attempt's span (when tracing) and its
