@@ -698,19 +698,8 @@ func derefStruct(t types.Type) (*types.Struct, bool) {
 // handleSignature reports the message a method handles, or why it does not
 // handle one ("" when it is plainly some other method).
 func (s *scanner) handleSignature(fn *types.Func, wantKind string) (msg *message, ptr bool, why string) {
-	sig := fn.Type().(*types.Signature)
-	if sig.Params().Len() != 2 || sig.Results().Len() != 1 || sig.Variadic() {
-		return nil, false, ""
-	}
-	if !isNamed(sig.Params().At(0).Type(), "context", "Context") || !types.Identical(sig.Results().At(0).Type(), types.Universe.Lookup("error").Type()) {
-		return nil, false, ""
-	}
-	t := types.Unalias(sig.Params().At(1).Type())
-	if p, ok := t.(*types.Pointer); ok {
-		t, ptr = types.Unalias(p.Elem()), true
-	}
-	named, ok := t.(*types.Named)
-	if !ok || named.Obj().Pkg() == nil {
+	named, ptr := handleParam(fn)
+	if named == nil {
 		return nil, false, ""
 	}
 	m := s.m.msgs[named.Obj().Pkg().Path()+"."+named.Obj().Name()]
@@ -728,20 +717,34 @@ func (s *scanner) handleSignature(fn *types.Func, wantKind string) (msg *message
 	return m, ptr, ""
 }
 
-// undeclaredForeign reports whether fn has a handle method's shape but
-// takes a type of another module that no loaded package declares.
-func (s *scanner) undeclaredForeign(fn *types.Func) bool {
+// handleParam is the message parameter's named type (and whether it is
+// taken as a pointer) of a method with a handle method's shape, func
+// (context.Context, M) error or (context.Context, *M) error; nil for any
+// other method.
+func handleParam(fn *types.Func) (named *types.Named, ptr bool) {
 	sig := fn.Type().(*types.Signature)
-	if sig.Params().Len() != 2 || sig.Results().Len() != 1 || sig.Variadic() ||
-		!isNamed(sig.Params().At(0).Type(), "context", "Context") || !types.Identical(sig.Results().At(0).Type(), types.Universe.Lookup("error").Type()) {
-		return false
+	if sig.Params().Len() != 2 || sig.Results().Len() != 1 || sig.Variadic() {
+		return nil, false
+	}
+	if !isNamed(sig.Params().At(0).Type(), "context", "Context") || !types.Identical(sig.Results().At(0).Type(), types.Universe.Lookup("error").Type()) {
+		return nil, false
 	}
 	t := types.Unalias(sig.Params().At(1).Type())
 	if p, ok := t.(*types.Pointer); ok {
-		t = types.Unalias(p.Elem())
+		t, ptr = types.Unalias(p.Elem()), true
 	}
 	named, ok := t.(*types.Named)
-	if !ok || named.Obj().Pkg() == nil || s.owned(named.Obj().Pkg().Path()) {
+	if !ok || named.Obj().Pkg() == nil {
+		return nil, false
+	}
+	return named, ptr
+}
+
+// undeclaredForeign reports whether fn has a handle method's shape but
+// takes a struct type of another module that no loaded package declares.
+func (s *scanner) undeclaredForeign(fn *types.Func) bool {
+	named, _ := handleParam(fn)
+	if named == nil || s.owned(named.Obj().Pkg().Path()) {
 		return false
 	}
 	if first, _, _ := strings.Cut(named.Obj().Pkg().Path(), "/"); !strings.Contains(first, ".") {
