@@ -192,6 +192,14 @@ func (e *env) pending(t *testing.T) int {
 // relay runs an in-process relay until the test ends.
 func (e *env) relay(t *testing.T, pub outbox.Publisher, opts outbox.RelayOptions) *outbox.Relay {
 	t.Helper()
+	r, _ := e.startRelay(t, pub, opts)
+	return r
+}
+
+// startRelay runs an in-process relay until the returned stop is called
+// or the test ends.
+func (e *env) startRelay(t *testing.T, pub outbox.Publisher, opts outbox.RelayOptions) (*outbox.Relay, func()) {
+	t.Helper()
 	opts.Dialect = e.d
 	if opts.PollInterval == 0 {
 		opts.PollInterval = 20 * time.Millisecond
@@ -206,13 +214,17 @@ func (e *env) relay(t *testing.T, pub outbox.Publisher, opts outbox.RelayOptions
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("relay: %v", err)
-		}
-	})
-	return r
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("relay: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return r, stop
 }
 
 // eventually polls cond until it holds; the test fails if it does not

@@ -96,7 +96,7 @@ BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NULL; END $$`,
 		}
 	}
 	defer release()
-	stop := e.relayCtx(t, e.pub, outbox.RelayOptions{Retention: time.Hour, CleanupInterval: 50 * time.Millisecond})
+	_, stop := e.startRelay(t, e.pub, outbox.RelayOptions{Retention: time.Hour, CleanupInterval: 50 * time.Millisecond})
 	defer stop()
 	eventually(t, 10*time.Second, "the cleanup to wait in its trigger", func() bool {
 		return e.count(t, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`) > 0

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -120,19 +121,7 @@ func TestOutageRecoveryRounds(t *testing.T) {
 			ctx := context.Background()
 			sp := &switchPublisher{}
 			db, r, l := leadingRelay(t, d, sp, RelayOptions{PollInterval: time.Hour})
-			ob := New(Options{Dialect: d})
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for k := range keys {
-				if _, err := ob.Add(ctx, tx, &fenceMsg{K: fmt.Sprintf("k%04d", k)}, runtime.WithMessageID(fmt.Sprintf("k%04d-1", k))); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := tx.Commit(); err != nil {
-				t.Fatal(err)
-			}
+			addKeys(t, db, d, keys, "k%04d", true)
 			// The outage, over: every partition failed once (the rounds
 			// are not run: 20 of them would only slow the test), and every
 			// step has ended.
@@ -140,7 +129,7 @@ func TestOutageRecoveryRounds(t *testing.T) {
 				g := group{partitioned: true, category: "fence", key: fmt.Sprintf("k%04d", k)}
 				r.backoff[g] = &partBackoff{fails: 1, until: time.Now().Add(-time.Second)}
 			}
-			if _, err := ob.Add(ctx, db, &fenceMsg{K: "k0399"}, runtime.WithMessageID("k0399-2")); err != nil {
+			if _, err := New(Options{Dialect: d}).Add(ctx, db, &fenceMsg{K: "k0399"}, runtime.WithMessageID("k0399-2")); err != nil {
 				t.Fatal(err)
 			}
 			rounds := 0
@@ -194,19 +183,7 @@ func TestBlipNotBehindFailingBacklog(t *testing.T) {
 			// PollInterval 1ns: every step (even the 20th, 2^19 ns) ends
 			// by the next round.
 			db, r, l := leadingRelay(t, d, sp, RelayOptions{PollInterval: time.Nanosecond, Concurrency: 2})
-			ob := New(Options{Dialect: d})
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for k := range bad {
-				if _, err := ob.Add(ctx, tx, &fenceMsg{K: fmt.Sprintf("bad%03d", k)}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := tx.Commit(); err != nil {
-				t.Fatal(err)
-			}
+			addKeys(t, db, d, bad, "bad%03d", false)
 			for n := 0; len(r.backoff) < bad; n++ {
 				if n > bad/r.opts.BatchSize {
 					t.Fatalf("after %d rounds, %d partitions back off, want %d", n, len(r.backoff), bad)
@@ -221,7 +198,7 @@ func TestBlipNotBehindFailingBacklog(t *testing.T) {
 				b.fails, b.until = 20, time.Now().Add(-time.Second)
 			}
 			for _, id := range []string{"good-1", "good-2"} {
-				if _, err := ob.Add(ctx, db, &fenceMsg{K: "good"}, runtime.WithMessageID(id)); err != nil {
+				if _, err := New(Options{Dialect: d}).Add(ctx, db, &fenceMsg{K: "good"}, runtime.WithMessageID(id)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -259,19 +236,7 @@ func TestNoImmediateRoundsWithoutProgress(t *testing.T) {
 			ctx := context.Background()
 			sp := &switchPublisher{down: true}
 			db, r, l := leadingRelay(t, d, sp, RelayOptions{PollInterval: time.Hour})
-			ob := New(Options{Dialect: d})
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for k := range keys {
-				if _, err := ob.Add(ctx, tx, &fenceMsg{K: fmt.Sprintf("k%04d", k)}); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := tx.Commit(); err != nil {
-				t.Fatal(err)
-			}
+			addKeys(t, db, d, keys, "k%04d", false)
 			pending := func() int {
 				var n int
 				if err := db.QueryRowContext(ctx, `SELECT count(*) FROM seqby_outbox WHERE status = 'PENDING'`).Scan(&n); err != nil {
@@ -280,6 +245,7 @@ func TestNoImmediateRoundsWithoutProgress(t *testing.T) {
 				return n
 			}
 			// Rounds back to back while a round says more work waits.
+			var err error
 			immediate := 0
 			for more := true; more; immediate++ {
 				if immediate > keys/r.opts.BatchSize {
@@ -413,5 +379,31 @@ func TestGroupSetMatchesOddKeys(t *testing.T) {
 				t.Errorf("fetchHeads of %d partitions read %q, want %q", len(skip), got, wantHeads)
 			}
 		})
+	}
+}
+
+// addKeys adds one record of each of n keys, named by format from 0 up, in
+// one transaction; withID gives the record of key K the message id "K-1".
+func addKeys(t *testing.T, db *sql.DB, d Dialect, n int, format string, withID bool) {
+	t.Helper()
+	ctx := context.Background()
+	ob := New(Options{Dialect: d})
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	for k := range n {
+		key := fmt.Sprintf(format, k)
+		var opts []runtime.PublishOption
+		if withID {
+			opts = append(opts, runtime.WithMessageID(key+"-1"))
+		}
+		if _, err := ob.Add(ctx, tx, &fenceMsg{K: key}, opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
 	}
 }

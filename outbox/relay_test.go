@@ -250,7 +250,7 @@ func TestMetricsPendingAndLag(t *testing.T) {
 		reader := sdkmetric.NewManualReader()
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 		logs := &syncBuffer{}
-		stop := e.relayCtx(t, failingPublisher{}, outbox.RelayOptions{MeterProvider: mp, LagWarning: 30 * time.Minute,
+		_, stop := e.startRelay(t, failingPublisher{}, outbox.RelayOptions{MeterProvider: mp, LagWarning: 30 * time.Minute,
 			Logger: slog.New(slog.NewTextHandler(logs, nil))})
 		eventually(t, 10*time.Second, "the pending gauge", func() bool { return counter(t, reader, "seqby.outbox.pending") == 3 })
 		if lag := gaugeF(t, reader, "seqby.outbox.lag"); lag < 3600 {
@@ -274,32 +274,6 @@ func TestMetricsPendingAndLag(t *testing.T) {
 			t.Errorf("stream %v after the failures, want [1 2 3]", got)
 		}
 	})
-}
-
-// relayCtx runs a relay until the returned stop is called.
-func (e *env) relayCtx(t *testing.T, pub outbox.Publisher, opts outbox.RelayOptions) (stop func()) {
-	t.Helper()
-	opts.Dialect = e.d
-	opts.PollInterval = 20 * time.Millisecond
-	opts.LeaseTTL = 2 * time.Second
-	if opts.Logger == nil {
-		opts.Logger = testLogger(t)
-	}
-	r := outbox.NewRelay(e.db, pub, opts)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("relay: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
 }
 
 // setTime sets a timestamp column (ms since the epoch) of the records
@@ -327,7 +301,7 @@ func TestRetentionDeletesOnlyOldPublished(t *testing.T) {
 			}
 		}
 		e.insertRaw(t, "bad", "order", "bad{key}", true, "placed", 1)
-		stop := e.relayCtx(t, e.pub, outbox.RelayOptions{Retention: -1})
+		_, stop := e.startRelay(t, e.pub, outbox.RelayOptions{Retention: -1})
 		eventually(t, 10*time.Second, "all published", func() bool { return e.pending(t) == 0 })
 		stop()
 		old := time.Now().Add(-48 * time.Hour).UnixMilli()
