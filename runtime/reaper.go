@@ -20,9 +20,10 @@ import (
 //     again until something is published to it; discovery then skips it
 //     until a signal for its key arrives, or for coldRecheck;
 //   - one instance at a time per category (the reaper lease) removes the
-//     cold partitions nobody owns: streams, groups, generations and index
-//     entry (rdb.Reap, whose doc shows why a concurrent publish is never
-//     lost).
+//     cold partitions nobody owns: streams, groups, generations, the pm
+//     states' applied marks of the streams, and index entry (rdb.Reap,
+//     whose doc shows why a concurrent publish is never lost and why the
+//     marks must go with their streams).
 
 // coldRecheck is how long discovery skips a partition found cold, unless
 // a signal for its key comes first (a publish also signals).
@@ -168,7 +169,7 @@ func (e *Engine) reapLoop(base context.Context, stop <-chan struct{}, cats []str
 func (e *Engine) reapCategory(base context.Context, stop <-chan struct{}, cat string) {
 	op := func() (context.Context, context.CancelFunc) { return context.WithTimeout(base, 5*time.Second) }
 	ctx, cancel := op()
-	l, err := rdb.Acquire(ctx, e.c, rdb.ReaperLease(cat), e.o.OwnerID, e.o.LeaseTTL)
+	l, err := rdb.Acquire(ctx, e.c, rdb.ReaperLease(cat), e.incarnation, e.o.LeaseTTL)
 	cancel()
 	if err != nil {
 		if !errors.Is(err, rdb.ErrLeaseHeld) {

@@ -35,6 +35,18 @@ import (
 // lease of groups (the category's registered groups) is held, and reports
 // whether it did. A group found on a lane but missing from groups is added
 // and its leases checked too.
+//
+// A pm's state on the key (StateKey; a pm's group is named after the pm)
+// is kept, but its applied marks of the deleted lanes are blanked in the
+// same script: the lanes' next entries, once a publish recreates them,
+// get ids from the server clock alone, which after a clock step-back (or
+// a failover to a server whose clock is behind) may lie below the old
+// mark, and the pm would ack them without applying them. Every group that
+// ever read the category is registered (the registry never forgets one),
+// and one of another build still on a lane is found there, so every mark
+// of the lanes is reached. A state on another Redis or in a custom store
+// is not; a RedisStateStore's fenced saves work only on the engine's
+// Redis anyway, as the fence is the pm lease.
 func Reap(ctx context.Context, c redis.UniversalClient, category, key, backfillSuffix string, groups []string, idle time.Duration) (bool, error) {
 	stream := PartitionStream(category, key)
 	lanes := []string{stream, BackfillStream(category, key, backfillSuffix)}
@@ -42,8 +54,12 @@ func Reap(ctx context.Context, c redis.UniversalClient, category, key, backfillS
 	for range 3 {
 		keys := append([]string(nil), lanes...)
 		args := []any{idle.Milliseconds(), len(lanes)}
+		for _, l := range lanes {
+			args = append(args, AppliedField(l))
+		}
 		for _, g := range groups {
-			keys = append(keys, LeaseKey(stream, g), PMLeaseKey(g, key), GenerationKey(stream, g), PMGenerationKey(g, key), HaltKey(stream, g))
+			keys = append(keys, LeaseKey(stream, g), PMLeaseKey(g, key), GenerationKey(stream, g), PMGenerationKey(g, key), HaltKey(stream, g),
+				StateKey(g, key))
 			args = append(args, g)
 		}
 		res, err := scriptReap.Run(ctx, c, keys, args...).Slice()

@@ -5,27 +5,39 @@
 --
 -- KEYS[1..n] the partition's lanes (n = ARGV[2]: its stream, its backfill
 --            lane)
--- KEYS[n+1..] five keys per group of ARGV[3..], in that order: its
+-- KEYS[n+1..] six keys per group of ARGV[3+n..], in that order: its
 --            partition lease, its pm lease on the key, its partition
---            generation, its pm generation, its partition halt record
+--            generation, its pm generation, its partition halt record, its
+--            pm state on the key (a hash, when the group is a pm's)
 -- ARGV[1] idle milliseconds after which the lanes count as cold
 -- ARGV[2] n
--- ARGV[3..] every group that may read the lanes (the category's registered
---           groups, and any other the caller found on them)
+-- ARGV[3..2+n] the applied-mark field of each lane in a pm state
+--              (rdb.AppliedField)
+-- ARGV[3+n..] every group that may read the lanes (the category's
+--             registered groups, and any other the caller found on them)
 -- Returns {1} when reaped, {0} when kept (not cold, a lease is held, or a
 -- lease was acquired within the idle time),
 -- {-1, group...} when a lane has a group not in ARGV: call again with those
--- groups too, so their leases are checked.
+-- groups too, so their leases and states are covered.
 --
 -- One script, in the partition's slot: an entry appended before it keeps
 -- the partition; one appended after it recreates the stream, and its
 -- publisher indexes the key again after appending (rdb.Publish).
--- The dead-letter stream and a pm's state are never touched. The
--- generations can go: acquire.lua never reuses one without them.
+-- The dead-letter stream and a pm's state are kept, but a pm state's
+-- applied marks of the deleted lanes go with them: a recreated lane's ids
+-- follow the server clock only, and after a clock step-back (or a
+-- failover to a server whose clock is behind) they may fall below the old
+-- mark, which would have the pm ack new entries without applying them.
+-- Every entry the mark covers is acked (the lanes are cold), so it has
+-- nothing left to dedupe; and no owner can write one after this script:
+-- the pm lease is free here, and a state save is fenced by it. The mark is
+-- blanked (HSET to "", which the loader reads as no mark) rather than
+-- deleted, and only where one exists, so a state is never created.
+-- The generations can go: acquire.lua never reuses one without them.
 local n = tonumber(ARGV[2])
 local lanes, known, unknown = {}, {}, {}
 for i = 1, n do lanes[i] = KEYS[i] end
-for i = 3, #ARGV do known[ARGV[i]] = true end
+for i = 3 + n, #ARGV do known[ARGV[i]] = true end
 for _, s in ipairs(lanes) do
   if redis.call('EXISTS', s) == 1 then
     for _, g in ipairs(redis.call('XINFO', 'GROUPS', s)) do
@@ -42,7 +54,7 @@ if #unknown > 0 then
   table.insert(unknown, 1, -1)
   return unknown
 end
-for i = n + 1, #KEYS, 5 do
+for i = n + 1, #KEYS, 6 do
   if redis.call('EXISTS', KEYS[i], KEYS[i + 1]) > 0 then return {0} end
 end
 if not cold(lanes, tonumber(ARGV[1])) then return {0} end
@@ -52,13 +64,19 @@ if not cold(lanes, tonumber(ARGV[1])) then return {0} end
 -- even after a failover to a server whose clock is somewhat behind.
 local t = redis.call('TIME')
 local newest = (tonumber(t[1]) - tonumber(ARGV[1]) / 1000) * 1000000 + tonumber(t[2])
-for i = n + 3, #KEYS, 5 do
+for i = n + 3, #KEYS, 6 do
   for _, k in ipairs({KEYS[i], KEYS[i + 1]}) do
     local g = tonumber(redis.call('GET', k) or '0')
     if g and g > newest then return {0} end
   end
 end
 for i = 1, #KEYS do
-  if i <= n or (i - n - 1) % 5 >= 2 then redis.call('DEL', KEYS[i]) end
+  local role = (i - n - 1) % 6
+  if i <= n or (role >= 2 and role <= 4) then redis.call('DEL', KEYS[i]) end
+end
+for i = n + 6, #KEYS, 6 do
+  for j = 1, n do
+    if redis.call('HGET', KEYS[i], ARGV[2 + j]) then redis.call('HSET', KEYS[i], ARGV[2 + j], '') end
+  end
 end
 return {1}
