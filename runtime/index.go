@@ -17,21 +17,41 @@ import (
 //     publisher adds the key to the index before it signals it (one
 //     MULTI/EXEC on a single Redis; on a cluster, the index before the
 //     signal in the category's slot), so the signal is the change stream
-//     of additions;
+//     of additions. A signal that comes while a read is in flight counts
+//     against what that read returns, not against the index kept before
+//     it: the read may have been answered before the key was added back
+//     (another instance's reaper removed it, a publisher re-added it), so
+//     a signalled key the read lacks makes the next cycle read again,
+//     where the old index, still holding the key, would have kept the
+//     read for indexRefresh;
 //   - indexRefresh passed (2 x LeaseTTL, 30 s by default): reapers on
 //     other instances remove keys without a signal, and a publisher of
 //     another version may not signal; a removed key kept a little longer
 //     only costs a cold acquire;
-//   - this instance's reaper removed keys.
+//   - this instance's reaper removed keys, or the waiter found that
+//     signals were trimmed before it read them (invalidate; a read in
+//     flight then is not kept as current either).
+//
+// An idle engine reads nothing: without signals the kept index stays
+// current until indexRefresh.
 //
 // The kept indexes are bounded by the categories this instance consumes.
 type indexCache struct {
 	mu   sync.Mutex
 	cats map[string]*catIndex
 	// unknown counts, per category, the signals of keys the kept index
-	// did not hold when they came; a read is current while the count is
-	// what it was when the read was sent.
+	// did not hold when they came (or, when they came during a read, that
+	// the read lacked) and the invalidations; a read is current while the
+	// count is what it was when the read was sent.
 	unknown map[string]uint64
+	// reads are the reads in flight, per category.
+	reads map[string]map[*indexRead]struct{}
+}
+
+// indexRead is one read of an index in flight and the keys signalled
+// while it is (a few: a read takes a round trip).
+type indexRead struct {
+	signalled map[string]bool
 }
 
 type catIndex struct {
@@ -45,7 +65,8 @@ type catIndex struct {
 func (e *Engine) indexRefresh() time.Duration { return 2 * e.o.LeaseTTL }
 
 func newIndexCache() *indexCache {
-	return &indexCache{cats: map[string]*catIndex{}, unknown: map[string]uint64{}}
+	return &indexCache{cats: map[string]*catIndex{}, unknown: map[string]uint64{},
+		reads: map[string]map[*indexRead]struct{}{}}
 }
 
 // signalled notes a signal for the key (the waiter calls it for every
@@ -53,17 +74,27 @@ func newIndexCache() *indexCache {
 func (x *indexCache) signalled(category, key string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if reads := x.reads[category]; len(reads) > 0 {
+		// A read in flight may have been answered before the key joined
+		// the index: each decides against what it returns.
+		for r := range reads {
+			r.signalled[key] = true
+		}
+		return
+	}
 	if ci := x.cats[category]; ci != nil && ci.keys[key] {
 		return
 	}
 	x.unknown[category]++
 }
 
-// invalidate makes the next partitions call read category's index.
+// invalidate makes the next partitions call read category's index, even
+// when a read in flight (sent before the change) stores its result.
 func (x *indexCache) invalidate(category string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	delete(x.cats, category)
+	x.unknown[category]++
 }
 
 // partitions returns category's partition keys (the index and the keys
@@ -77,19 +108,42 @@ func (e *Engine) partitions(ctx context.Context, category string) ([]string, err
 		x.mu.Unlock()
 		return ci.list, nil
 	}
+	r := &indexRead{signalled: map[string]bool{}}
+	if x.reads[category] == nil {
+		x.reads[category] = map[*indexRead]struct{}{}
+	}
+	x.reads[category][r] = struct{}{}
 	x.mu.Unlock()
 	sent := time.Now()
 	keys, err := rdb.Partitions(ctx, e.c, category)
-	if err != nil {
-		return nil, err
-	}
-	set := make(map[string]bool, len(keys))
-	for _, k := range keys {
-		set[k] = true
+	var set map[string]bool
+	if err == nil {
+		set = make(map[string]bool, len(keys))
+		for _, k := range keys {
+			set[k] = true
+		}
 	}
 	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.reads[category], r)
+	if len(x.reads[category]) == 0 {
+		delete(x.reads, category)
+	}
+	if err != nil {
+		if len(r.signalled) > 0 {
+			x.unknown[category]++ // not decided: another read, kept meanwhile, may lack them
+		}
+		return nil, err
+	}
+	for k := range r.signalled {
+		if !set[k] {
+			// A signal of a key this read lacks: the read may predate the
+			// key's return to the index. The next call reads again.
+			x.unknown[category]++
+			break
+		}
+	}
 	x.cats[category] = &catIndex{keys: set, list: keys, readAt: sent, unknownAt: snap}
-	x.mu.Unlock()
 	return keys, nil
 }
 
