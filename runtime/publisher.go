@@ -32,7 +32,9 @@ type PublisherOptions struct {
 	Logger *slog.Logger
 	// DedupWindow is how long a message id given with WithMessageID is
 	// remembered per partition: publishing the same id to the same
-	// partition again within it stores nothing. Default 24h.
+	// partition again within it stores nothing. Default 24h. Redis keeps
+	// it in whole milliseconds: a window under 1 ms counts as 1 ms, and
+	// any other is rounded up to the next millisecond.
 	DedupWindow time.Duration
 	// Propagator writes the trace context of Publish's ctx into the entry
 	// (as fields named by it), for the engine's spans to link to; it must
@@ -89,6 +91,8 @@ func (opts PublisherOptions) withDefaults() PublisherOptions {
 	if opts.DedupWindow <= 0 {
 		opts.DedupWindow = 24 * time.Hour
 	}
+	// Under 1 ms it would be PX 0, which Redis refuses.
+	opts.DedupWindow = max(opts.DedupWindow, time.Millisecond)
 	if opts.Propagator == nil {
 		opts.Propagator = propagation.TraceContext{}
 	}

@@ -57,7 +57,7 @@ func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream
 			return c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: fields})
 		}
 		keys := []string{stream, DedupKey(category, key, once.ID)}
-		args := append([]any{once.Window.Milliseconds()}, fields...)
+		args := append([]any{windowMillis(once.Window)}, fields...)
 		if _, tx := c.(redis.Pipeliner); tx {
 			// Inside MULTI a missing script cannot fall back to EVAL.
 			return scriptAppendOnce.Eval(ctx, c.(redis.Scripter), keys, args...)
@@ -153,7 +153,8 @@ func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream
 // The zero value appends always and waits for nothing.
 type Once struct {
 	// ID is the message id and Window how long it is remembered (no
-	// deduplication when Window is 0).
+	// deduplication when Window is 0), in whole milliseconds rounded up
+	// (see windowMillis).
 	ID     string
 	Window time.Duration
 	// Replicas, when above 0, makes Publish WAIT after appending, on the
@@ -168,6 +169,17 @@ type Once struct {
 	// and nothing is appended when it is gone (ErrDLQEntryMissing), so a
 	// replay publishes at most once. No message-id dedup then.
 	DLQ, DLQID string
+}
+
+// windowMillis is a dedup window (above 0) in milliseconds for SET ... PX,
+// rounded up: truncated, a window under 1 ms would be PX 0, which Redis
+// refuses (append_once.lua refuses it before appending).
+func windowMillis(d time.Duration) int64 {
+	ms := int64(d / time.Millisecond)
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return max(1, ms)
 }
 
 // ErrDLQEntryMissing means a replay found its dead-letter entry gone
@@ -195,7 +207,7 @@ func PublishPlain(ctx context.Context, c redis.UniversalClient, category string,
 	if once.Window <= 0 {
 		return c.XAdd(ctx, &redis.XAddArgs{Stream: category, Values: fields}).Err()
 	}
-	args := append([]any{once.Window.Milliseconds()}, fields...)
+	args := append([]any{windowMillis(once.Window)}, fields...)
 	return scriptAppendOnce.Run(ctx, c, []string{category, PlainDedupKey(category, once.ID)}, args...).Err()
 }
 
