@@ -52,15 +52,16 @@ func TestOrphanLeaseIsAdopted(t *testing.T) {
 	if err := NewPublisher(c).Publish(ctx, ev("a", 1)); err != nil {
 		t.Fatal(err)
 	}
-	// The lost acquire: granted in Redis to owner o1, unknown to o1.
-	if _, err := rdb.Acquire(ctx, c, rdb.PartitionLease(rdb.PartitionStream("order", "a"), "orders"), "o1", time.Minute); err != nil {
-		t.Fatal(err)
-	}
 	applied := make(chan struct{}, 1)
 	opts := fastOptions("o1")
 	opts.LeaseTTL, opts.HeartbeatInterval = time.Minute, 10*time.Second
 	e, err := NewEngine(c, opts)
 	if err != nil {
+		t.Fatal(err)
+	}
+	// The lost acquire: granted in Redis to this engine's incarnation,
+	// unknown to it.
+	if _, err := rdb.Acquire(ctx, c, rdb.PartitionLease(rdb.PartitionStream("order", "a"), "orders"), e.incarnation, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.Register(keyedHandler("orders", func(context.Context, *testEvent) error {

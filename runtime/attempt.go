@@ -4,41 +4,73 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
-// A handler attempt, first or retry, starts only while its partition's
-// lease is known to hold: the fenced read that returned the entry verified
-// it, and an attempt that waited longer than verifyAfter since (for a
-// retry's backoff, or for a concurrency slot) verifies it again in Redis
-// first. An attempt never starts with its context done. So a stale owner
-// never starts another attempt after losing the partition; only a body
-// already running when the lease was lost can finish late (its context is
-// cancelled then, and its commits are fenced if it uses LeaseFromContext).
+// The fence rule, the one every path that runs a handler goes through.
+// An attempt of a keyed handler or of a sequential pm, whether a first
+// attempt, a retry after its backoff, a halted head's slow retry from
+// memory or the first attempt after a handover, starts only
+//
+//  1. before the lease's local deadline (the last renew sent + LeaseTTL -
+//     LeaseMargin, on this process's monotonic clock), and
+//  2. after a call that confirmed the lease in Redis was *sent* at most
+//     verifyBound earlier: the fenced read or ack that returned the entry,
+//     or else a confirmation sent for this attempt (verify.lua).
+//
+// Counting from when the call was sent, not from when its reply came or
+// the entry was decoded, keeps every slow step in between (a slow reply,
+// decoding, removing a halt record) inside the bound; an entry held in
+// memory (a halted head between its retries) has no such call, so its
+// attempt always confirms first.
+//
+// An attempt of a head that has a halt record (the partition halted on
+// it, or a predecessor's record names it) confirms with begin_attempt.lua,
+// which also marks the attempt in Redis next to the lease. An operator's
+// skip or DLQ move refuses while the mark holds the lease's token
+// (ErrRetrying), and a resolve that went through deleted the lease, so no
+// attempt of that head starts anywhere after it. The mark is renewed with
+// the lease while the attempt runs, removed right after a failed attempt,
+// and after a successful one once the head is acked (until then the head
+// is still pending and an operator must not skip what was applied).
+//
+// Only a body already running when the lease is lost can finish late (its
+// context is cancelled then, and its commits are fenced if it uses
+// LeaseFromContext).
 
-// verifyAfter is how long after the last verification an attempt may
-// start without verifying the lease again.
-const verifyAfter = 10 * time.Millisecond
+// verifyBound is how long after a call that confirmed the lease was sent
+// an attempt may still start on it (rule 2 above).
+const verifyBound = 25 * time.Millisecond
 
 // gate admits one entry's handler attempts: a concurrency slot, a live
-// context, and a lease verified within verifyAfter.
+// context, and for an entry under a lease, the fence rule.
 type gate struct {
 	e *Engine
-	// verify checks the lease in Redis (ErrFenced when lost); nil for
-	// handlers without a lease (unkeyed).
-	verify   func(context.Context) error
-	verified time.Time
+	p *partition // nil for handlers without a lease (unkeyed)
+	// confirmed is when the last call that confirmed the lease was sent
+	// (zero: none).
+	confirmed time.Time
+	// head: the entry is a head with a halt record; its attempts begin
+	// with begin_attempt and are marked.
+	head bool
 }
 
-// newGate is a gate for an entry just returned by a fenced read.
-func (e *Engine) newGate(verify func(context.Context) error) *gate {
-	return &gate{e: e, verify: verify, verified: time.Now()}
+// unfencedGate is the gate of a handler without a lease: a slot and a
+// live context.
+func (e *Engine) unfencedGate() *gate { return &gate{e: e} }
+
+// gate is the gate of en, an entry of p returned by a fenced call sent at
+// confirmed (zero: it comes from memory).
+func (p *partition) gate(en rdb.Entry, confirmed time.Time) *gate {
+	return &gate{e: p.e, p: p, confirmed: confirmed, head: p.hasHaltRecord(en)}
 }
 
 // enter waits for a concurrency slot and reports whether the attempt may
 // start; then the caller holds the slot and must call leave. False: ctx
 // ended or the lease is lost, and nothing is held. A Redis error while
-// verifying is retried with backoff, without the slot, while ctx lasts:
-// the attempt waits rather than starts unverified.
+// confirming is retried with backoff, without the slot, while ctx lasts:
+// the attempt waits rather than starts unconfirmed.
 func (g *gate) enter(ctx context.Context) bool {
 	backoff := g.e.o.RetryBackoff
 	for {
@@ -48,41 +80,91 @@ func (g *gate) enter(ctx context.Context) bool {
 			return false
 		}
 		if ctx.Err() != nil {
-			g.leave()
+			g.release()
 			return false
 		}
-		if g.verify == nil || time.Since(g.verified) <= verifyAfter {
+		if g.p == nil {
 			return true
 		}
-		err := g.verify(ctx)
+		if !time.Now().Before(g.p.deadline()) {
+			g.release()
+			g.p.lost(errors.New("lease not renewed before its deadline"))
+			return false
+		}
+		if !g.head && time.Since(g.confirmed) <= verifyBound {
+			return true
+		}
+		sent := time.Now()
+		err := g.p.confirm(ctx, g.head)
 		if err == nil {
-			g.verified = time.Now()
-			return true
+			g.confirmed = sent
+			if time.Since(sent) <= verifyBound && time.Now().Before(g.p.deadline()) {
+				return true
+			}
+			// The reply came too late to count: confirm again.
+			g.release()
+			continue
 		}
-		g.leave()
+		g.release()
 		if errors.Is(err, ErrFenced) || ctx.Err() != nil {
 			return false
 		}
 		g.e.log.Warn("seqby: cannot verify the lease before a handler attempt; waiting", "err", err, "backoff", backoff)
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepCtx(ctx, backoff) {
 			return false
 		}
 		backoff = min(2*backoff, g.e.o.MaxBackoff)
 	}
 }
 
-// leave frees the concurrency slot enter took.
-func (g *gate) leave() { <-g.e.sem }
+// leave ends an attempt enter admitted: it frees the slot and, after a
+// failed attempt of a marked head, removes the mark (a successful one
+// keeps it until the head is acked: ackedPrevious).
+func (g *gate) leave(ok bool) {
+	g.release()
+	if g.head && !ok {
+		g.p.endAttempt()
+	}
+}
 
-// verifyLease checks p's lease in Redis; a lost one ends the partition.
-func (p *partition) verifyLease(ctx context.Context) error {
-	err := p.lease.Verify(ctx, p.e.c)
+// release frees the concurrency slot.
+func (g *gate) release() { <-g.e.sem }
+
+// confirm checks p's lease in Redis before an attempt, marking the
+// attempt when head (begin_attempt.lua); a lost lease ends the partition.
+func (p *partition) confirm(ctx context.Context, head bool) error {
+	var err error
+	if head {
+		p.marked.Store(true)
+		err = p.lease.BeginAttempt(ctx, p.e.c, p.e.o.LeaseTTL)
+	} else {
+		err = p.lease.Verify(ctx, p.e.c)
+	}
 	if errors.Is(err, ErrFenced) {
 		p.lost(err)
 	}
 	return err
+}
+
+// endAttempt removes p's attempt mark, if it set one. A failure leaves it
+// to its TTL: renewals stop once it is no longer marked here, and a mark
+// whose lease has moved on refuses nothing.
+func (p *partition) endAttempt() {
+	if !p.marked.Swap(false) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), p.e.o.HeartbeatInterval)
+	defer cancel()
+	if err := p.lease.EndAttempt(ctx, p.e.c); err != nil {
+		p.e.log.Debug("seqby: removing an attempt mark failed; it expires with the lease", "stream", p.lanes[0], "err", err)
+	}
+}
+
+// hasHaltRecord reports whether en is a head with a halt record: the
+// head p halted on, or the one a predecessor's record names.
+func (p *partition) hasHaltRecord(en rdb.Entry) bool {
+	if p.head != nil && p.head.Stream == en.Stream && p.head.ID == en.ID {
+		return true
+	}
+	return p.prior != nil && p.prior.stream == en.Stream && p.prior.id == en.ID
 }

@@ -77,7 +77,7 @@ func TestAttemptNeverStartsWithContextDone(t *testing.T) {
 	en := rdb.Entry{Stream: rdb.PartitionStream("order", "a"), ID: "1-0",
 		Fields: map[string]string{rdb.FieldType: "testEvent", rdb.FieldPayload: `{"client":"a","seq":1}`}}
 	for range 1000 {
-		if out, _ := e.handle(ctx, nil, nil, reg, "order", en, false); out != outLost {
+		if out, _ := e.handle(ctx, nil, e.unfencedGate(), reg, "order", en, false); out != outLost {
 			t.Fatalf("outcome %v with a done context", out)
 		}
 	}

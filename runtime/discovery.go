@@ -193,7 +193,7 @@ func (e *Engine) claim(ctx context.Context, wg *sync.WaitGroup, handler string, 
 		idle = e.o.ReapAfter
 	}
 	sent := time.Now()
-	leases, errs := rdb.AcquireAll(ctx, e.c, reqs, e.o.OwnerID, e.o.LeaseTTL, idle)
+	leases, errs := rdb.AcquireAll(ctx, e.c, reqs, e.incarnation, e.o.LeaseTTL, idle)
 	claimed := 0
 	for i, u := range batch {
 		l, err, at := leases[i], errs[i], sent

@@ -22,12 +22,17 @@ import (
 // share plain consumer groups. Run any number of engines, in any number of
 // processes, against one Redis.
 type Engine struct {
-	reg  *Registry
-	c    redis.UniversalClient
-	o    Options
-	log  *slog.Logger
-	sem  chan struct{}
-	wake *waiter
+	reg *Registry
+	c   redis.UniversalClient
+	o   Options
+	// incarnation is this engine's owner part of lease tokens and
+	// consumer names, "<OwnerID>~<random>" (identity.go), drawn by
+	// NewEngine. Its Runs follow one another in one process, so a later
+	// Run may adopt what an earlier one left.
+	incarnation string
+	log         *slog.Logger
+	sem         chan struct{}
+	wake        *waiter
 	// batch carries the partitions' fenced reads and acks in shared
 	// round trips (rdb.Batcher).
 	batch *rdb.Batcher
@@ -111,7 +116,7 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	e := &Engine{
 		metrics: ms, tracer: newTracer(o.TracerProvider),
 		reg: NewRegistry("redis", StreamPartitioning|ConsumerGroups),
-		c:   c, o: o,
+		c:   c, o: o, incarnation: newIncarnation(o.OwnerID),
 		log:    o.Logger.With("owner", o.OwnerID),
 		sem:    make(chan struct{}, o.Concurrency),
 		wake:   newWaiter(c, o.BlockTimeout),
@@ -242,6 +247,17 @@ func (e *Engine) Run(ctx context.Context) error {
 	if err := e.checkMemoryPolicy(ctx); err != nil {
 		return err
 	}
+	if err := e.claimOwner(ctx); errors.Is(err, ErrOwnerInUse) {
+		return fmt.Errorf("seqby engine: %w", err)
+	} else if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		// Leases are per incarnation whatever happens here: a Redis that
+		// refuses the claim only leaves a duplicate OwnerID undetected.
+		e.log.Warn("seqby: claiming the OwnerID failed; another process with the same OwnerID would go undetected (the heartbeat tries again)", "err", err)
+	}
+	defer e.releaseOwner(ctx)
 	cs := e.consumers()
 	if len(cs) == 0 {
 		return fmt.Errorf("seqby engine: nothing registered; call Register before Run")

@@ -22,11 +22,11 @@ const (
 // handle decodes one entry and runs the handler on it, retrying with
 // backoff per the handler's retry policy (retry.go). hctx is the handler's
 // context (cancelled when a lease is lost); stop interrupts a retry
-// backoff; verify checks the lease before an attempt (attempt.go; nil
-// without a lease); halted: the entry is a halted head, given one attempt.
+// backoff; g admits each attempt (attempt.go: the fence rule); halted: the
+// entry is a halted head, given one attempt.
 // Nothing a message contains can crash the instance: panics are failures,
 // bad payloads and unknown types halt.
-func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, verify func(context.Context) error, reg Registration, category string, en rdb.Entry, halted bool) (outcome, *Halt) {
+func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, g *gate, reg Registration, category string, en rdb.Entry, halted bool) (outcome, *Halt) {
 	halt := func(reason string, err error) (outcome, *Halt) {
 		h := e.haltOf(reg, category, en, reason, err)
 		h.Permanent = errors.Is(err, ErrPermanent)
@@ -52,7 +52,6 @@ func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, verify func(
 		policy.MaxRetries = 0
 	}
 	backoff := policy.RetryBackoff
-	g := e.newGate(verify)
 	for attempt := 0; ; attempt++ {
 		if !g.enter(hctx) {
 			return outLost, nil
@@ -63,7 +62,7 @@ func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, verify func(
 			}
 			return safeInvoke(ctx, rt, nil, m)
 		})
-		g.leave()
+		g.leave(err == nil)
 		if err == nil {
 			return outDone, nil
 		}

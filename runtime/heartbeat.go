@@ -23,6 +23,7 @@ func (e *Engine) heartbeatLoop(ctx context.Context) {
 		}
 		storeTime(&e.beatAt, time.Now())
 		e.renewAll(ctx)
+		e.renewOwner(ctx)
 		e.announce(ctx)
 	}
 }
@@ -86,9 +87,17 @@ func (e *Engine) renewAll(ctx context.Context) {
 		storeTime(&e.renewOK, time.Now())
 		return
 	}
-	leases := make([]rdb.Lease, len(parts))
+	leases := make([]rdb.Lease, len(parts), len(parts)+1)
 	for i, p := range parts {
 		leases[i] = p.lease
+	}
+	// The attempt marks of halted heads being retried live as long as
+	// their leases (attempt.go): renewed in the same call, after the
+	// leases, their errors ignored (a mark ends with its attempt).
+	for _, p := range parts {
+		if p.marked.Load() {
+			leases = append(leases, p.lease.AttemptMark())
+		}
 	}
 	for try := 0; try < 2; try++ {
 		rctx, cancel := context.WithTimeout(ctx, e.o.HeartbeatInterval)
@@ -96,6 +105,7 @@ func (e *Engine) renewAll(ctx context.Context) {
 		errs := rdb.RenewAll(rctx, e.c, leases, e.o.LeaseTTL)
 		cancel()
 		e.metrics.renew.Record(ctx, time.Since(sent).Seconds())
+		errs = errs[:len(parts)]
 		e.renewedAt(sent, errs)
 		noscript := false
 		for i, err := range errs {

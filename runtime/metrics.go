@@ -58,6 +58,7 @@ type meters struct {
 	process   metric.Float64Histogram
 	acquired  metric.Int64Counter
 	lost      metric.Int64Counter
+	resolved  metric.Int64Counter
 	fenced    metric.Int64Counter
 	reclaimed metric.Int64Counter
 	renew     metric.Float64Histogram
@@ -116,7 +117,8 @@ func newMeters(mp metric.MeterProvider) (*meters, error) {
 	ms.events = counter("seqby.events", "{event}", "Ends of handler attempts by outcome: handled (acked), retried (failed, tried again after a backoff), failed (the partition halts on the entry).")
 	ms.process = seconds("messaging.process.duration", "Duration of one handler attempt.")
 	ms.acquired = counter("seqby.lease.acquired", "{lease}", "Partition leases this instance acquired.")
-	ms.lost = counter("seqby.lease.lost", "{lease}", "Partition leases this instance lost while it owned them (expired, taken over, or fenced).")
+	ms.lost = counter("seqby.lease.lost", "{lease}", "Partition leases this instance lost while it owned them (expired, taken over, or fenced); an operator's resolve of a halt counts in seqby.partitions.resolved instead.")
+	ms.resolved = counter("seqby.partitions.resolved", "{partition}", "Halted partitions of this instance whose head an operator resolved (seqbyctl skip or dlq move), which ends this instance's lease.")
 	ms.fenced = counter("seqby.lease.fenced", "{call}", "Fenced Redis calls refused because this instance's lease token was stale.")
 	ms.reclaimed = counter("seqby.entries.reclaimed", "{entry}", "Pending entries of a past owner taken over by this instance at claim.")
 	ms.renew = seconds("seqby.lease.renew.duration", "Duration of one renewal of all this instance's leases.")

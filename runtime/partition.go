@@ -106,6 +106,21 @@ type partition struct {
 	// releaseAt is when a handover was asked for (unix nanoseconds; 0:
 	// not asked), which bounds how long a failing Redis call is retried.
 	releaseAt atomic.Int64
+	// deadlineAt is the lease's local deadline (unix nanoseconds): the
+	// last renew sent + LeaseTTL - LeaseMargin, when the timer fires. No
+	// attempt starts after it (attempt.go).
+	deadlineAt atomic.Int64
+	// marked: an attempt of the halted head is marked in Redis
+	// (attempt.go), so the heartbeat renews the mark with the lease.
+	marked atomic.Bool
+	// stopped is the entry whose retries a handover interrupted: not in
+	// flight, so its delivery is given back at release. Only the
+	// partition's own goroutine touches it.
+	stopped *rdb.Entry
+	// lossCause is a loss of a halted partition's lease, reported by
+	// finish: an operator's resolve deletes the lease, and that is a
+	// resolution, not a loss (resolved.go). Guarded by mu.
+	lossCause error
 }
 
 func partitionID(group, stream string) string { return group + "\x00" + stream }
@@ -131,7 +146,9 @@ func (e *Engine) newPartition(base context.Context, c consumer, key string, l rd
 func (p *partition) arm(base context.Context, info LeaseInfo, acquiredAt time.Time) {
 	e := p.e
 	p.ctx, p.cancel = context.WithCancelCause(context.WithValue(base, leaseInfoKey{}, info))
-	p.timer = time.AfterFunc(time.Until(acquiredAt.Add(e.o.LeaseTTL-e.o.LeaseMargin)), func() {
+	deadline := acquiredAt.Add(e.o.LeaseTTL - e.o.LeaseMargin)
+	p.deadlineAt.Store(deadline.UnixNano())
+	p.timer = time.AfterFunc(time.Until(deadline), func() {
 		p.lost(errors.New("lease not renewed before its deadline"))
 	})
 }
@@ -143,9 +160,16 @@ func (p *partition) renewed(sentAt time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.done && p.ctx.Err() == nil {
-		p.timer.Reset(time.Until(sentAt.Add(p.e.o.LeaseTTL - p.e.o.LeaseMargin)))
+		deadline := sentAt.Add(p.e.o.LeaseTTL - p.e.o.LeaseMargin)
+		if deadline.UnixNano() > p.deadlineAt.Load() {
+			p.deadlineAt.Store(deadline.UnixNano())
+		}
+		p.timer.Reset(time.Until(deadline))
 	}
 }
+
+// deadline is the lease's local deadline: no attempt starts after it.
+func (p *partition) deadline() time.Time { return time.Unix(0, p.deadlineAt.Load()) }
 
 // lost cancels the handler's context: the lease is gone or about to be.
 // After finish began it is a heartbeat racing a normal release, not a
@@ -156,18 +180,30 @@ func (p *partition) lost(cause error) {
 	// missing is no loss either.
 	first := !p.lostAt && !p.done && !p.gone
 	p.lostAt = true
-	if errors.Is(cause, ErrFenced) || errors.Is(cause, ErrLeaseLost) {
+	gone := errors.Is(cause, ErrFenced) || errors.Is(cause, ErrLeaseLost)
+	if gone {
 		p.gone = true
 	}
+	// A halted partition's lease gone from Redis may be an operator's
+	// resolve: finish tells which (resolved.go), off the heartbeat.
+	deferred := first && gone && p.halt != nil
+	if deferred {
+		p.lossCause = cause
+	}
 	p.mu.Unlock()
-	if first {
-		p.e.metrics.lost.Add(context.Background(), 1, handlerAttrs(p.reg.Name))
-		if errors.Is(cause, ErrFenced) {
-			p.e.metrics.fenced.Add(context.Background(), 1, handlerAttrs(p.reg.Name))
-		}
-		p.e.log.Warn("seqby: lease lost; abandoning the partition", "handler", p.reg.Name, "stream", p.lanes[0], "token", p.lease.Token(), "cause", cause)
+	if first && !deferred {
+		p.reportLoss(cause)
 	}
 	p.cancel(errors.Join(ErrLeaseLost, cause))
+}
+
+// reportLoss counts and logs the loss of p's lease.
+func (p *partition) reportLoss(cause error) {
+	p.e.metrics.lost.Add(context.Background(), 1, handlerAttrs(p.reg.Name))
+	if errors.Is(cause, ErrFenced) {
+		p.e.metrics.fenced.Add(context.Background(), 1, handlerAttrs(p.reg.Name))
+	}
+	p.e.log.Warn("seqby: lease lost; abandoning the partition", "handler", p.reg.Name, "stream", p.lanes[0], "token", p.lease.Token(), "cause", cause)
 }
 
 func (p *partition) requestRelease() {
@@ -252,9 +288,10 @@ func (p *partition) work() (asleep bool) {
 	e := p.e
 	for !p.parked() {
 		seq := e.wake.mark(p.category, p.key)
+		var confirmed time.Time // when the fenced call that returned en was sent (attempt.go)
 		en, ok, err := p.heldHead()
 		if !ok {
-			en, ok, err = p.next(seq)
+			en, ok, confirmed, err = p.next(seq)
 		}
 		if err != nil {
 			if !p.retryable(err) {
@@ -275,7 +312,7 @@ func (p *partition) work() (asleep bool) {
 		}
 		out, h := outHalt, e.overDelivered(p.reg, p.category, en)
 		if h == nil {
-			out, h = e.handle(p.ctx, p.release, p.verifyLease, p.reg, p.category, en, p.isHalted())
+			out, h = e.handle(p.ctx, p.release, p.gate(en, confirmed), p.reg, p.category, en, p.isHalted())
 		}
 		e.countSettled(p.reg, p.category, out)
 		if !p.settle(en, out, h) {
@@ -292,35 +329,37 @@ func (p *partition) work() (asleep bool) {
 // else the first of a fenced read that carries that ack (seq: the wake-up
 // mark taken before it). When the last read saw nothing more, the last
 // ack goes alone, a cheaper script, and the worker waits for a signal
-// counted after that read (an entry published since has one).
-func (p *partition) next(seq uint64) (rdb.Entry, bool, error) {
+// counted after that read (an entry published since has one). confirmed
+// is when the fenced call that returned the entry was sent (zero: none
+// was, the entry came from memory), for the fence rule (attempt.go).
+func (p *partition) next(seq uint64) (en rdb.Entry, ok bool, confirmed time.Time, err error) {
 	e := p.e
 	if len(p.ahead) == 0 && p.drained && p.unacked != nil {
-		if err := e.batch.Ack(p.ctx, p.lease, p.reg.Name, p.unacked.Stream, p.unacked.ID); err != nil {
-			return rdb.Entry{}, false, err
-		}
-		return rdb.Entry{}, false, nil
+		err := e.batch.Ack(p.ctx, p.lease, p.reg.Name, p.unacked.Stream, p.unacked.ID)
+		return rdb.Entry{}, false, time.Time{}, err
 	}
 	if len(p.ahead) == 0 {
+		sent := time.Now()
 		es, more, err := e.batch.ReadAhead(p.ctx, p.lease, p.reg.Name, p.lanes, e.o.ReadAhead, p.unacked)
 		if err != nil {
-			return rdb.Entry{}, false, err
+			return rdb.Entry{}, false, time.Time{}, err
 		}
 		p.readMark, p.drained = seq, !more
 		if len(es) == 0 {
-			return rdb.Entry{}, false, nil
+			return rdb.Entry{}, false, time.Time{}, nil
 		}
 		p.ahead = es[1:]
-		return es[0], true, nil
+		return es[0], true, sent, nil
 	}
 	if p.unacked != nil {
+		confirmed = time.Now()
 		if err := e.batch.Ack(p.ctx, p.lease, p.reg.Name, p.unacked.Stream, p.unacked.ID); err != nil {
-			return rdb.Entry{}, false, err
+			return rdb.Entry{}, false, time.Time{}, err
 		}
 	}
-	en := p.ahead[0]
+	en = p.ahead[0]
 	p.ahead = p.ahead[1:]
-	return en, true, nil
+	return en, true, confirmed, nil
 }
 
 // trimIf runs retention on p's lanes when it is due (drained: the last
@@ -429,7 +468,10 @@ func (p *partition) haltedRetry() time.Duration { return p.e.retryOf(p.reg).Halt
 func (p *partition) settle(en rdb.Entry, out outcome, h *Halt) bool {
 	e := p.e
 	switch out {
-	case outLost, outStop:
+	case outLost:
+		return false
+	case outStop:
+		p.stopped = &en
 		return false
 	case outHalt:
 		h.Key, h.Generation = p.key, p.lease.Generation
@@ -487,11 +529,12 @@ func (p *partition) finish() {
 	p.mu.Unlock()
 	if !gone {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), e.o.LeaseTTL)
-		if err := p.lease.Release(ctx, e.c); err != nil {
+		if err := p.lease.ReleaseHanding(ctx, e.c, p.reg.Name, p.handing()); err != nil {
 			e.log.Warn("seqby: release failed; the lease will expire after its TTL, and the partition's next owner waits for that", "stream", p.lanes[0], "err", err)
 		}
 		cancel()
 	}
+	p.reportLossOrResolution()
 	p.cancel(errors.New("partition stopped"))
 	if p.cats != nil {
 		for _, c := range p.cats {
@@ -508,6 +551,21 @@ func (p *partition) finish() {
 	}
 }
 
+// handing is what a graceful release hands on that is pending under this
+// owner and not in flight (release.lua gives their deliveries back): the
+// halted head, the entry whose retries a handover stopped, the entries
+// read ahead and never run.
+func (p *partition) handing() []rdb.Entry {
+	var out []rdb.Entry
+	if p.head != nil {
+		out = append(out, *p.head)
+	}
+	if p.stopped != nil {
+		out = append(out, *p.stopped)
+	}
+	return append(out, p.ahead...)
+}
+
 // ackedPrevious does what follows the ack of p.unacked, once a read that
 // carried it succeeded.
 func (p *partition) ackedPrevious() {
@@ -517,6 +575,7 @@ func (p *partition) ackedPrevious() {
 	en := *p.unacked
 	p.unacked = nil
 	p.acked(en)
+	p.endAttempt() // the marked head, if it was one, is acked
 	p.trims.acked()
 	p.e.worked(p.reg.Name)
 }

@@ -58,8 +58,10 @@ func (p *partition) workPM() (asleep bool) {
 		for i, c := range p.cats {
 			marks[i] = e.wake.mark(c, p.key)
 		}
+		var confirmed time.Time // when the fenced read was sent (attempt.go)
 		en, ok, err := p.heldHead()
 		if !ok {
+			confirmed = time.Now()
 			en, ok, err = e.batch.ReadOldest(p.ctx, p.lease, p.reg.Name, p.lanes, p.primaries, p.unacked)
 		}
 		if err != nil {
@@ -82,7 +84,7 @@ func (p *partition) workPM() (asleep bool) {
 		category := p.laneCats[max(slices.Index(p.lanes, en.Stream), 0)]
 		out, h := outHalt, e.overDelivered(p.reg, category, en)
 		if h == nil {
-			out, h = e.handlePM(p, category, en)
+			out, h = e.handlePM(p, p.gate(en, confirmed), category, en)
 		}
 		e.countSettled(p.reg, category, out)
 		if !p.settle(en, out, h) {
@@ -100,7 +102,7 @@ func (p *partition) workPM() (asleep bool) {
 // with backoff up to MaxRetries before halting the correlation value.
 // Store failures other than a version conflict are Redis trouble, not the
 // message's fault: they are retried while the lease holds and never halt.
-func (e *Engine) handlePM(p *partition, category string, en rdb.Entry) (outcome, *Halt) {
+func (e *Engine) handlePM(p *partition, g *gate, category string, en rdb.Entry) (outcome, *Halt) {
 	reg := p.reg
 	halt := func(reason string, err error) (outcome, *Halt) {
 		h := e.haltOf(reg, category, en, reason, err)
@@ -129,7 +131,6 @@ func (e *Engine) handlePM(p *partition, category string, en rdb.Entry) (outcome,
 	}
 	backoff := policy.RetryBackoff
 	failures := 0
-	g := e.newGate(p.verifyLease)
 	for attempt := 1; ; attempt++ {
 		var infra bool
 		if !g.enter(p.ctx) {
@@ -141,7 +142,7 @@ func (e *Engine) handlePM(p *partition, category string, en rdb.Entry) (outcome,
 			return err
 		})
 		infra = infra && !errors.Is(err, ErrHandlerTimeout)
-		g.leave()
+		g.leave(err == nil)
 		if err == nil {
 			return outDone, nil
 		}

@@ -428,7 +428,7 @@ func (u *unfenced) process(en rdb.Entry) {
 	if u.st.isHalted(en.Stream, en.ID) {
 		return
 	}
-	out, h := e.handle(u.base, u.stop, nil, u.c.reg, u.c.category, en, false)
+	out, h := e.handle(u.base, u.stop, e.unfencedGate(), u.c.reg, u.c.category, en, false)
 	e.countSettled(u.c.reg, u.c.category, out)
 	switch out {
 	case outDone:

@@ -207,9 +207,19 @@ func unindex(ctx context.Context, c redis.UniversalClient, handler, key string) 
 var (
 	ErrResolveNotHalted = errors.New("NOT_HALTED") // the record changed since it was read
 	ErrResolveRetrying  = errors.New("RETRYING")   // another owner holds the lease (detail: its token)
-	ErrResolveStale     = errors.New("STALE")      // the entry is no longer pending
-	ErrResolveNotHead   = errors.New("NOT_HEAD")   // another entry is first pending (detail: its id)
+	// ErrResolveAttempting: the lease's owner, the halting one included,
+	// is running an attempt of the head now (detail: its token). It
+	// matches ErrResolveRetrying too.
+	ErrResolveAttempting = fmt.Errorf("ATTEMPTING: %w", ErrResolveRetrying)
+	ErrResolveStale      = errors.New("STALE")    // the entry is no longer pending
+	ErrResolveNotHead    = errors.New("NOT_HEAD") // another entry is first pending (detail: its id)
 )
+
+// resolveCodes maps lib/head.lua's refusal codes to their errors.
+var resolveCodes = map[string]error{
+	"NOT_HALTED": ErrResolveNotHalted, "RETRYING": ErrResolveRetrying, "ATTEMPTING": ErrResolveAttempting,
+	"STALE": ErrResolveStale, "NOT_HEAD": ErrResolveNotHead,
+}
 
 // ResolveError is a refusal of ResolveHead: Code is one of the
 // ErrResolve* errors, Detail the script's detail.
@@ -221,16 +231,42 @@ type ResolveError struct {
 func (e *ResolveError) Error() string { return e.Code.Error() + " " + e.Detail }
 func (e *ResolveError) Unwrap() error { return e.Code }
 
+// headReply reads the {code, detail} reply of resolve_head and
+// check_head: the detail when OK, else a *ResolveError.
+func headReply(reply []string) (string, error) {
+	if len(reply) != 2 {
+		return "", fmt.Errorf("unexpected reply %v", reply)
+	}
+	if code, ok := resolveCodes[reply[0]]; ok {
+		return "", &ResolveError{Code: code, Detail: reply[1]}
+	}
+	if reply[0] != "OK" {
+		return "", fmt.Errorf("unexpected reply %v", reply)
+	}
+	return reply[1], nil
+}
+
+// ResolvedTTL is how long the note an operator's resolve leaves for the
+// halted owner (ResolvedKey) lives: long enough for the owner to notice
+// the deleted lease at its next renew, short enough to leave nothing.
+const ResolvedTTL = 10 * time.Minute
+
 // ResolveHead is the operator's compare-and-skip of the head r describes
 // (raw is the record as read): unless the record changed, another owner
-// is retrying, or the entry is no longer the pending head (a *ResolveError),
-// it copies the entry to dlq (when dlq is not "", followed by the
-// dlqFields pairs), acks it, deletes the lease and removes the record, in
+// holds the lease or the halting owner is attempting the head, or the
+// entry is no longer the pending head (a *ResolveError), it copies the
+// entry to dlq (when dlq is not "", followed by the dlqFields pairs),
+// acks it, deletes the lease and the attempt mark, leaves the halted
+// owner a note of the resolution (ResolvedKey) and removes the record, in
 // one script. It returns the dead-letter entry id ("" without dlq).
 func ResolveHead(ctx context.Context, c redis.UniversalClient, handler string, r HaltRecord, raw, dlq string, dlqFields []any) (string, error) {
 	key := r.RecordKey()
-	keys := []string{key, r.Stream, r.LeaseKey}
-	args := []any{raw, r.Token, handler, r.EntryID}
+	keys := []string{key, r.Stream, r.LeaseKey, AttemptKey(r.LeaseKey), ResolvedKey(r.LeaseKey)}
+	command := "skip"
+	if dlq != "" {
+		command = "dlq move"
+	}
+	args := []any{raw, r.Token, handler, r.EntryID, ResolvedTTL.Milliseconds(), r.EntryID + " " + command}
 	if dlq != "" {
 		keys = append(keys, dlq)
 		args = append(args, dlqFields...)
@@ -239,19 +275,35 @@ func ResolveHead(ctx context.Context, c redis.UniversalClient, handler string, r
 	if err != nil {
 		return "", err
 	}
-	if len(reply) != 2 {
-		return "", fmt.Errorf("unexpected reply %v", reply)
-	}
-	for _, code := range []error{ErrResolveNotHalted, ErrResolveRetrying, ErrResolveStale, ErrResolveNotHead} {
-		if reply[0] == code.Error() {
-			return "", &ResolveError{Code: code, Detail: reply[1]}
-		}
-	}
-	if reply[0] != "OK" {
-		return "", fmt.Errorf("unexpected reply %v", reply)
+	dlqID, err := headReply(reply)
+	if err != nil {
+		return "", err
 	}
 	// Resolved; a failed unindex leaves a member without a record, which
 	// the next listing drops.
 	unindex(ctx, c, handler, key)
-	return reply[1], nil
+	return dlqID, nil
+}
+
+// Resolution is the note resolve_head leaves for the owner whose halted
+// head an operator resolved (ResolvedKey).
+type Resolution struct {
+	Token, EntryID, Command string
+}
+
+// Resolved reads the note an operator's resolve left at the lease (found
+// false: none, or it expired).
+func Resolved(ctx context.Context, c redis.UniversalClient, leaseKey string) (res Resolution, found bool, err error) {
+	v, err := c.Get(ctx, ResolvedKey(leaseKey)).Result()
+	if errors.Is(err, redis.Nil) {
+		return Resolution{}, false, nil
+	}
+	if err != nil {
+		return Resolution{}, false, fmt.Errorf("read the resolved note of %s: %w", leaseKey, err)
+	}
+	parts := strings.SplitN(v, " ", 3)
+	if len(parts) != 3 {
+		return Resolution{}, false, fmt.Errorf("the resolved note of %s is %q, not \"<token> <entry id> <command>\"", leaseKey, v)
+	}
+	return Resolution{Token: parts[0], EntryID: parts[1], Command: parts[2]}, true, nil
 }

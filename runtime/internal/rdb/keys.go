@@ -71,6 +71,32 @@ func SignalKey(category string) string { return "{" + category + "}:__signal__" 
 // is owned: "category:{key}:__lease__:group", in the stream's slot.
 func LeaseKey(stream, group string) string { return SubStream(stream, "__lease__:"+group) }
 
+// AttemptKey marks, while it holds the owner's token, that the owner of
+// the lease at leaseKey is attempting the partition's halted head:
+// "<lease key>:__attempt__", in the lease's slot (the lease key's hash
+// tag comes first). An operator's resolve of the head refuses while it
+// holds the lease's current token (lib/head.lua), so a skip or a DLQ move
+// never runs beside a retry of the head. It is set by begin_attempt.lua
+// with the lease's TTL, renewed with the lease while the attempt runs,
+// and deleted when the attempt's outcome is settled; a crashed owner's
+// mark ends with its TTL, and one whose lease is gone no longer refuses.
+func AttemptKey(leaseKey string) string { return leaseKey + ":__attempt__" }
+
+// ResolvedKey tells the owner of the lease at leaseKey that an operator
+// resolved its halted head (a skip or a DLQ move) and deleted the lease:
+// "<lease key>:__resolved__", holding "<token> <entry id> <command>" (the
+// token the lease held), written by
+// resolve_head.lua with a TTL of ResolvedTTL, so the halted owner reports
+// the end of its lease as a resolution, not as a loss.
+func ResolvedKey(leaseKey string) string { return leaseKey + ":__resolved__" }
+
+// OwnerKey holds the incarnation of the live engine instance running with
+// an OwnerID: "seqby:__owner__:<owner id>", taken at Run with the lease
+// TTL and renewed by every heartbeat, so a second live process given the
+// same OwnerID is refused at start (ErrOwnerInUse). It is deleted when
+// Run returns; a killed instance's key ends with its TTL.
+func OwnerKey(ownerID string) string { return "seqby:__owner__:" + ownerID }
+
 // GenerationKey is the last generation of group's partition lease:
 // "category:{key}:__gen__:group". A fresh lease takes max(stored + 1, Redis
 // time in microseconds), so generations keep increasing even if the key is

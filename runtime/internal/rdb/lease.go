@@ -38,8 +38,9 @@ type Lease struct {
 	Generation int64
 }
 
-// Token is "<owner_id>:<generation>": the value of the lease key and the
-// owner's consumer name in the group.
+// Token is "<owner>:<generation>": the value of the lease key and the
+// owner's consumer name in the group. An engine's owner is its
+// incarnation, "<owner id>~<random>" (ParseToken).
 func (l Lease) Token() string { return l.Owner + ":" + strconv.FormatInt(l.Generation, 10) }
 
 // Acquire takes ref for owner with a TTL (SET NX PX in one script with the
@@ -225,17 +226,113 @@ func (l Lease) Verify(ctx context.Context, c redis.UniversalClient) error {
 	return nil
 }
 
+// BeginAttempt is Verify for an attempt of a halted head: it also marks
+// the attempt (AttemptKey, with the lease's remaining TTL), so an
+// operator's resolve refuses while it runs. ErrFenced when the lease does
+// not hold this token. Renew the mark with the lease while the attempt
+// runs (AttemptMark in RenewAll) and end it with EndAttempt.
+func (l Lease) BeginAttempt(ctx context.Context, c redis.UniversalClient, ttl time.Duration) error {
+	keys := []string{l.Ref.Key, AttemptKey(l.Ref.Key)}
+	if err := scriptBeginAttempt.Run(ctx, c, keys, l.Token(), ttl.Milliseconds()).Err(); err != nil {
+		return fmt.Errorf("begin an attempt under lease %s: %w", l.Ref.Key, fenced(err, l))
+	}
+	return nil
+}
+
+// AttemptMark is the lease's attempt mark as a lease of the same token:
+// RenewAll extends it (renew.lua compares the token), and EndAttempt
+// deletes it.
+func (l Lease) AttemptMark() Lease {
+	return Lease{Ref: LeaseRef{Key: AttemptKey(l.Ref.Key)}, Owner: l.Owner, Generation: l.Generation}
+}
+
+// EndAttempt deletes the attempt mark BeginAttempt set, if it still
+// holds this token.
+func (l Lease) EndAttempt(ctx context.Context, c redis.UniversalClient) error {
+	m := l.AttemptMark()
+	if err := scriptRelease.Run(ctx, c, []string{m.Ref.Key}, m.Token()).Err(); err != nil {
+		return fmt.Errorf("end the attempt under lease %s: %w", l.Ref.Key, err)
+	}
+	return nil
+}
+
 // Release deletes the lease if it still holds this token, so the next
 // owner need not wait for the TTL. Releasing a lost lease is not an error.
 func (l Lease) Release(ctx context.Context, c redis.UniversalClient) error {
-	if err := scriptRelease.Run(ctx, c, []string{l.Ref.Key}, l.Token()).Err(); err != nil {
+	return l.ReleaseHanding(ctx, c, "", nil)
+}
+
+// ReleaseHanding is Release for a graceful release that hands on entries
+// pending under this owner that are not in flight (a halted head between
+// retries, entries read ahead and never run): in the same script, fenced,
+// it takes back the delivery this owner's read counted on each, so
+// handovers never add up to MaxDeliveries (release.lua).
+func (l Lease) ReleaseHanding(ctx context.Context, c redis.UniversalClient, group string, entries []Entry) error {
+	keys := []string{l.Ref.Key}
+	args := []any{l.Token(), group}
+	for _, en := range entries {
+		keys = append(keys, en.Stream)
+		args = append(args, en.ID)
+	}
+	if err := scriptRelease.Run(ctx, c, keys, args...).Err(); err != nil {
 		return fmt.Errorf("release lease %s: %w", l.Ref.Key, err)
 	}
 	return nil
 }
 
-// ParseToken splits "<owner_id>:<generation>" at its last colon.
-func ParseToken(token string) (owner string, generation int64, err error) {
+// ClaimOwner takes ownerID's key (OwnerKey) for incarnation with a TTL.
+// held is the incarnation holding it when taken is false, and left its
+// remaining TTL.
+func ClaimOwner(ctx context.Context, c redis.UniversalClient, ownerID, incarnation string, ttl time.Duration) (taken bool, held string, left time.Duration, err error) {
+	res, err := scriptOwnerClaim.Run(ctx, c, []string{OwnerKey(ownerID)}, incarnation, ttl.Milliseconds()).Slice()
+	if err != nil {
+		return false, "", 0, fmt.Errorf("claim owner id %s: %w", ownerID, err)
+	}
+	if len(res) == 1 {
+		return true, "", 0, nil
+	}
+	if len(res) != 3 {
+		return false, "", 0, fmt.Errorf("claim owner id %s: unexpected reply %v", ownerID, res)
+	}
+	ms, _ := res[2].(int64)
+	return false, fmt.Sprint(res[1]), time.Duration(ms) * time.Millisecond, nil
+}
+
+// RenewOwner extends ownerID's key if incarnation still holds it, else it
+// fails with ErrLeaseLost.
+func RenewOwner(ctx context.Context, c redis.UniversalClient, ownerID, incarnation string, ttl time.Duration) error {
+	n, err := scriptRenew.Run(ctx, c, []string{OwnerKey(ownerID)}, incarnation, ttl.Milliseconds()).Int64()
+	if err != nil {
+		return fmt.Errorf("renew owner id %s: %w", ownerID, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("renew owner id %s as %s: %w", ownerID, incarnation, ErrLeaseLost)
+	}
+	return nil
+}
+
+// ReleaseOwner deletes ownerID's key if incarnation holds it.
+func ReleaseOwner(ctx context.Context, c redis.UniversalClient, ownerID, incarnation string) error {
+	if err := scriptRelease.Run(ctx, c, []string{OwnerKey(ownerID)}, incarnation).Err(); err != nil {
+		return fmt.Errorf("release owner id %s: %w", ownerID, err)
+	}
+	return nil
+}
+
+// ParseToken reads a lease token, "<incarnation>:<generation>" where the
+// incarnation is "<owner id>~<random>" (a token of an older build has no
+// "~<random>"), and returns its owner id and generation.
+func ParseToken(token string) (ownerID string, generation int64, err error) {
+	inc, gen, err := ParseIncarnation(token)
+	if i := strings.LastIndexByte(inc, '~'); i >= 0 {
+		inc = inc[:i]
+	}
+	return inc, gen, err
+}
+
+// ParseIncarnation splits a lease token at its last colon into the
+// incarnation that holds it and the generation.
+func ParseIncarnation(token string) (incarnation string, generation int64, err error) {
 	i := strings.LastIndexByte(token, ':')
 	if i < 0 {
 		return "", 0, fmt.Errorf("lease token %q has no generation", token)

@@ -140,6 +140,8 @@ func TestParseToken(t *testing.T) {
 	}{
 		{"p1:3", "p1", 3, true},
 		{"host:12:7", "host:12", 7, true},
+		{"w1~0a1b2c3d4e5f6a7b:9", "w1", 9, true},
+		{"a~b~0a1b:9", "a~b", 9, true},
 		{"nogen", "", 0, false},
 		{"p1:x", "", 0, false},
 	}

@@ -4,6 +4,7 @@
 -- KEYS[1] the halt record
 -- KEYS[2] the lane holding the head
 -- KEYS[3] lease
+-- KEYS[4] the lease's attempt mark
 -- ARGV[1] record (JSON) as read
 -- ARGV[2] token of the owner that halted
 -- ARGV[3] group

@@ -4,40 +4,54 @@
 -- KEYS[1] the halt record
 -- KEYS[2] the lane holding the head
 -- KEYS[3] lease
--- KEYS[4] dead-letter stream (optional)
--- All four share the partition's (or the pm value's) slot.
+-- KEYS[4] the lease's attempt mark (begin_attempt.lua)
+-- KEYS[5] the lease's resolved note (ResolvedKey)
+-- KEYS[6] dead-letter stream (optional)
+-- All share the partition's (or the pm value's) slot.
 -- ARGV[1] record (JSON) as read
 -- ARGV[2] token of the owner that halted
 -- ARGV[3] group
 -- ARGV[4] entry id
--- ARGV[5..] dead-letter metadata field/value pairs
+-- ARGV[5] how long the resolved note lives, in milliseconds
+-- ARGV[6] the resolved note: "<entry id> <command>", stored after the
+--         lease's token
+-- ARGV[7..] dead-letter metadata field/value pairs
 --
 -- Checks, in order:
 --   - the halt record must still be the one the operator read (NOT_HALTED),
---   - the lease must be free or held by the owner that halted, which is
---     idle waiting, never by an owner retrying the head (RETRYING),
+--   - the lease must be free or held by the owner that halted (RETRYING),
+--   - and that owner must not be attempting the head now (ATTEMPTING: its
+--     attempt mark holds the lease's token),
 --   - the entry must still be pending (STALE: the partition moved past it
 --     and the record is stale),
 --   - and be the group's first pending entry on the lane (NOT_HEAD, with
 --     the actual first pending id).
 -- Then: copy the entry (its fields, then the metadata) to the dead-letter
 -- stream when given, XACK it, delete the lease so the halted owner's next
--- renew fails and a new owner continues after the head, and remove the
--- record.
+-- renew or attempt fails and a new owner continues after the head, leave
+-- the resolved note for the halted owner (so it reports a resolution, not
+-- a lost lease), and remove the record. Once the lease is deleted no
+-- attempt of the head starts anywhere: every attempt of a halted head
+-- begins with begin_attempt, which needs the lease, and the head is acked.
 -- Returns {"OK", the dead-letter entry id or ""} or {code, detail}.
 local refused = head_refusal() -- lib/head.lua
 if refused then return refused end
 local dlqid = ''
-if KEYS[4] then
+if KEYS[6] then
   local args = {}
   local e = redis.call('XRANGE', KEYS[2], ARGV[4], ARGV[4])
   if #e > 0 then
     for _, v in ipairs(e[1][2]) do args[#args + 1] = v end
   end
-  for i = 5, #ARGV do args[#args + 1] = ARGV[i] end
-  dlqid = redis.call('XADD', KEYS[4], '*', unpack(args))
+  for i = 7, #ARGV do args[#args + 1] = ARGV[i] end
+  dlqid = redis.call('XADD', KEYS[6], '*', unpack(args))
 end
 redis.call('XACK', KEYS[2], ARGV[3], ARGV[4])
+local holder = redis.call('GET', KEYS[3])
 redis.call('DEL', KEYS[3])
+redis.call('DEL', KEYS[4])
+if holder then
+  redis.call('SET', KEYS[5], holder .. ' ' .. ARGV[6], 'PX', ARGV[5])
+end
 redis.call('DEL', KEYS[1])
 return {'OK', dlqid}
