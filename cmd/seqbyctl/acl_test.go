@@ -104,6 +104,7 @@ func commandsUnderACL(t *testing.T, c redis.UniversalClient, servers []*redistes
 		{[]string{"inspect", "-handler", "ops", "-stream", "shop:{zz}"}, 1},
 		{[]string{"skip", "-handler", "ops", "-stream", "shop:{a}", "-id", head["a"], "-dry-run"}, 0},
 		{[]string{"skip", "-handler", "ops", "-stream", "shop:{a}", "-id", head["a"]}, 0},
+		{[]string{"inspect", "-handler", "ops", "-category", "shop", "-stream", "a"}, 0}, // not halted: keyed or a pm's?
 		{[]string{"dlq", "-handler", "ops", "-stream", "shop:{b}", "-id", head["b"], "-dry-run"}, 0},
 		{[]string{"dlq", "-handler", "ops", "-stream", "shop:{b}", "-id", head["b"]}, 0},
 		{[]string{"dlq", "-handler", "ops", "-stream", "shop:{d}", "-id", head["d"]}, 0},

@@ -37,16 +37,21 @@
 //	    stream and its backfill lane (-backfill: the engines'
 //	    Options.BackfillSuffix, "backfill" by default).
 //
-//	seqbyctl inspect -handler NAME -stream STREAM [-backfill SUFFIX]
+//	seqbyctl inspect -handler NAME -stream STREAM [-category CATEGORY] [-backfill SUFFIX]
 //	    Show the partition's halt record, its lease (token and remaining
 //	    TTL), each of its streams with length and the group's pending
 //	    entries (consumer, idle time, deliveries), and the head entry with
-//	    all its fields.
+//	    all its fields. For a sequential pm's partition stream, halted or
+//	    not, the lease is the pm's on the correlation value
+//	    ({value}:__pmlease__:NAME) and the streams are the value's in every
+//	    category the pm reads. (Redis does not record a handler's kind:
+//	    inspect tells a pm's value by the pm's lease, generation counter or
+//	    state; a partition no owner ever leased reads as a keyed one.)
 //
-//	seqbyctl skip -handler NAME -stream STREAM -id ID [-dry-run] [-as WHO]
+//	seqbyctl skip -handler NAME -stream STREAM [-category CATEGORY] -id ID [-dry-run] [-as WHO]
 //	    Acknowledge the head ID without applying it.
 //
-//	seqbyctl dlq [move] -handler NAME -stream STREAM -id ID [-dry-run] [-as WHO]
+//	seqbyctl dlq [move] -handler NAME -stream STREAM [-category CATEGORY] -id ID [-dry-run] [-as WHO]
 //	    Copy the head ID to the partition's dead-letter stream
 //	    (category:{key}:dlq, fields of the entry plus dlq_stream,
 //	    dlq_entry_id, dlq_handler, dlq_partition, dlq_reason, dlq_error),
@@ -62,8 +67,9 @@
 //
 //	seqbyctl dlq replay -stream DLQSTREAM -id ID [-dry-run] [-as WHO]
 //	    Re-publish the message of entry ID of DLQSTREAM (category:{key}:dlq)
-//	    to the end of its partition, category:{key}, then delete the entry
-//	    from the DLQ (and the DLQ with its last entry).
+//	    to the end of its partition, category:{key}, as a replay (see
+//	    below), then delete the entry from the DLQ (and the DLQ with its
+//	    last entry).
 //
 //	seqbyctl dlq drop -stream DLQSTREAM -id ID [-dry-run] [-as WHO]
 //	    Delete entry ID from DLQSTREAM (and the DLQ with its last entry).
@@ -95,12 +101,15 @@
 //
 //	seqbyctl halted: unknown handler "ordres" (did you mean "orders"?); known handlers: orders, payments
 //
-// STREAM names the partition: a keyed handler's partition stream
-// (order:{client-1}: the braces are part of the name), or, while it is
-// halted, a pm's correlation value (o-1) or the stream holding the head as
-// halted lists it (payment:{o-1}). A STREAM that names no partition of
-// NAME (not in the index of a category NAME reads, no halt record) is an
-// error, exit 1, that suggests the nearest partition stream. DLQSTREAM
+// STREAM names the partition: a partition stream (order:{client-1}: the
+// braces are part of the name), or, while it is halted, a pm's
+// correlation value (o-1) or any stream of it (payment:{o-1}). With
+// -category CATEGORY, STREAM may be the bare key: "-category order
+// -stream client-1" is "-stream order:{client-1}" (a STREAM of another
+// category is a usage error). A STREAM that names no partition of NAME
+// (not in the index of a category NAME reads, no halt record) is an
+// error, exit 1, that suggests the nearest partition stream (for a bare
+// key, its stream, and -category). DLQSTREAM
 // must be an existing dead-letter stream; otherwise the error suggests
 // the nearest one.
 //
@@ -129,6 +138,21 @@
 // replay runs at most once: two replays of one entry at once publish it
 // once (the other is refused), and a replay that failed or timed out can
 // be run again (it refuses if the first one moved the entry).
+//
+// A replay says what it is: after the message's fields come replay_of
+// and replay_stream (the original entry and its lane), replay_dlq and
+// replay_dlq_id (the dead-letter entry) and replay_handler (the handler
+// that halted on it), which handlers read as runtime.MessageInfo.Replay.
+// A handler that skips an entry whose per-key sequence it has already
+// passed (the usual guard against an entry re-run after a crash) would
+// drop the replay, which comes after the key's later entries with its old
+// sequence. The rule: the handler that halted on it (Replay.Handler) never
+// applied it, so it applies the replay out of sequence, once (by
+// Replay.DLQEntryID), without moving its sequence back; every other
+// handler had the original in its place and treats the replay as a
+// duplicate of it. A handler that deduplicates by message id alone gets
+// both right: the replay keeps the original's message id. The demo's
+// journal (examples/orders/billing) does it.
 //
 // -dry-run, on skip, dlq move, dlq replay and dlq drop, runs every check
 // the command would run (for skip and dlq move the same checks, in one

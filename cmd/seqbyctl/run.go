@@ -33,6 +33,7 @@ type opts struct {
 	version bool
 
 	handler, stream, id, as string
+	category                string
 	backfill                string
 	dryRun                  bool
 	n                       int
@@ -71,13 +72,17 @@ appended, from its id, on Redis's clock). Pending and lag add up the partition
 stream and its backfill lane (-backfill: the engines' BackfillSuffix, when
 they set one).`,
 		do: partitions},
-	{name: "inspect", synopsis: "-handler NAME -stream STREAM [-backfill SUFFIX]", flags: []string{"handler", "stream", "backfill"}, required: []string{"handler", "stream"},
+	{name: "inspect", synopsis: "-handler NAME -stream STREAM [-category CATEGORY] [-backfill SUFFIX]", flags: []string{"handler", "stream", "category", "backfill"}, required: []string{"handler", "stream"},
 		summary: "a partition's halt record, lease, pending entries and head",
 		about: `Shows the partition's halt record, its lease (token and remaining TTL), each
 of its streams with length and the group's pending entries (consumer, idle
-time, deliveries), and the head entry with all its fields.`,
+time, deliveries), and the head entry with all its fields. For a sequential
+pm's partition stream the lease is the pm's on the correlation value
+({value}:__pmlease__:NAME), and the streams are the value's in every category
+the pm reads. With -category, -stream may be the bare key: -category order
+-stream client-1 is -stream 'order:{client-1}'.`,
 		do: inspectPartition},
-	{name: "skip", synopsis: "-handler NAME -stream STREAM -id ID [-dry-run] [-as WHO]", flags: []string{"handler", "stream", "id", "dry-run", "as"},
+	{name: "skip", synopsis: "-handler NAME -stream STREAM [-category CATEGORY] -id ID [-dry-run] [-as WHO]", flags: []string{"handler", "stream", "category", "id", "dry-run", "as"},
 		required: []string{"handler", "stream", "id"},
 		summary:  "acknowledge the halted head ID without applying it",
 		about: `Acknowledges the halted head ID without applying it, removes the halt record
@@ -86,7 +91,7 @@ One Redis script checks first that the partition is still halted with the
 same record, that no other owner is retrying the head, and that ID is still
 the head; otherwise nothing changes (exit 1).`,
 		do: resolve(false)},
-	{name: "dlq move", synopsis: "-handler NAME -stream STREAM -id ID [-dry-run] [-as WHO]", flags: []string{"handler", "stream", "id", "dry-run", "as"},
+	{name: "dlq move", synopsis: "-handler NAME -stream STREAM [-category CATEGORY] -id ID [-dry-run] [-as WHO]", flags: []string{"handler", "stream", "category", "id", "dry-run", "as"},
 		required: []string{"handler", "stream", "id"},
 		summary:  "copy the halted head ID to category:{key}:dlq, then skip it (also: dlq)",
 		about: `Is skip that first copies the head to the partition's dead-letter stream
@@ -109,7 +114,17 @@ message's own fields.`,
 end of its partition, category:{key}, as the publisher does (indexed, then
 appended, then signalled, so idle engines wake up), keeping its fields and
 message id but without the publisher's dedup of message ids, and then deletes
-the entry from the DLQ. Every handler of the category gets the message again.`,
+the entry from the DLQ. The entry also gets replay_of, replay_stream,
+replay_dlq, replay_dlq_id and replay_handler: the original entry, this DLQ
+entry and the handler that halted, which a handler reads as
+runtime.MessageInfo.Replay.
+
+Every handler of the category gets the message again, after the entries
+published since the original. The handler that halted never applied it: if
+it skips entries whose per-key sequence it has passed (the usual guard
+against a re-run after a crash), it must apply a replay meant for it
+(Replay.Handler) anyway, once (by Replay.DLQEntryID). For the other
+handlers it is a duplicate of the original they handled.`,
 		do: dlqReplay},
 	{name: "dlq drop", synopsis: "-stream DLQSTREAM -id ID [-dry-run] [-as WHO]", flags: []string{"dlqstream", "dlqid", "dry-run", "as"},
 		required: []string{"stream", "id"},
@@ -150,7 +165,10 @@ var flagDefs = map[string]func(fs *flag.FlagSet, o *opts){
 		fs.StringVar(&o.handler, "handler", "", "handler `NAME` (its registration name and consumer group; a pm's name)")
 	},
 	"stream": func(fs *flag.FlagSet, o *opts) {
-		fs.StringVar(&o.stream, "stream", "", "the partition: its `STREAM` (category:{key}), or while halted a pm's correlation value or the stream holding the head")
+		fs.StringVar(&o.stream, "stream", "", "the partition: its `STREAM` (category:{key}; with -category, the bare key), or while halted a pm's correlation value or the stream holding the head")
+	},
+	"category": func(fs *flag.FlagSet, o *opts) {
+		fs.StringVar(&o.category, "category", "", "the partition's `CATEGORY`, so -stream may be the bare key: -category order -stream client-1 is order:{client-1}")
 	},
 	"id": func(fs *flag.FlagSet, o *opts) {
 		fs.StringVar(&o.id, "id", "", "entry `ID` of the halted head (as halted or inspect print it)")
@@ -177,7 +195,7 @@ var flagDefs = map[string]func(fs *flag.FlagSet, o *opts){
 var globalFlags = []string{"redis", "timeout", "json", "q", "version"}
 
 // valueFlags take a value (the next argument unless given as -f=v).
-var valueFlags = map[string]bool{"redis": true, "timeout": true, "handler": true, "stream": true, "id": true, "as": true, "n": true, "backfill": true}
+var valueFlags = map[string]bool{"redis": true, "timeout": true, "handler": true, "stream": true, "category": true, "id": true, "as": true, "n": true, "backfill": true}
 
 // exitStatus ends the command with a status and nothing more to say.
 type exitStatus int
@@ -394,7 +412,34 @@ func (c *command) check(o *opts, rest []string) error {
 	if o.timeout <= 0 {
 		return fmt.Errorf("-timeout %v: want a positive duration", o.timeout)
 	}
-	return nil
+	return o.streamOfCategory()
+}
+
+// streamOfCategory makes -stream a partition stream when -category names
+// its category: a bare key becomes category:{key}; a stream must be one
+// of the category.
+func (o *opts) streamOfCategory() error {
+	switch {
+	case o.category == "":
+		return nil
+	case strings.ContainsAny(o.category, "{}"):
+		return fmt.Errorf("-category %q: a category has no braces; give the category alone (order), the key with -stream", o.category)
+	case !strings.ContainsAny(o.stream, "{}"):
+		o.stream = o.category + ":{" + o.stream + "}"
+		return nil
+	case strings.HasPrefix(o.stream, o.category+":{") && strings.HasSuffix(o.stream, "}"):
+		return nil
+	}
+	return fmt.Errorf("-stream %q is not a partition stream of -category %s: give the bare key with -category (-category %s -stream KEY), or the stream alone", o.stream, o.category, o.category)
+}
+
+// bareKeyHint adds to an error matching inspect.ErrNoPartition, when
+// -stream is a bare key without -category, how to name it.
+func bareKeyHint(err error, o *opts) error {
+	if errors.Is(err, inspect.ErrNoPartition) && o.category == "" && !strings.ContainsAny(o.stream, "{}") {
+		return fmt.Errorf("%w; for the bare key %s, add -category CATEGORY (or give -stream 'CATEGORY:{%s}')", err, o.stream, o.stream)
+	}
+	return err
 }
 
 func usageLine(c *command) string {
@@ -423,8 +468,9 @@ func printHelp(stdout, stderr io.Writer, topic string) int {
 			fmt.Fprintf(stdout, "  %-11s %s\n  %-11s %s\n", c.name, c.synopsis, "", c.summary)
 		}
 		fmt.Fprint(stdout, `
-STREAM: a partition stream (order:{client-1}), a halted pm's correlation value,
-or the stream holding the head. DLQSTREAM: category:{key}:dlq.
+STREAM: a partition stream (order:{client-1}; with -category order, the bare
+key client-1), a halted pm's correlation value, or the stream holding the head.
+DLQSTREAM: category:{key}:dlq.
 skip, dlq move, dlq replay and dlq drop take -dry-run (check and print, change
 nothing) and record who, when and what in seqby:__audit__ (-as WHO).
 
@@ -561,7 +607,7 @@ func partitions(ctx context.Context, in *inspect.Inspector, o *opts) error {
 
 func inspectPartition(ctx context.Context, i *inspect.Inspector, o *opts) error {
 	if err := i.CheckPartition(ctx, o.handler, o.stream); err != nil {
-		return err
+		return bareKeyHint(err, o)
 	}
 	in, err := i.Inspect(ctx, o.handler, o.stream)
 	if err != nil {
@@ -571,7 +617,12 @@ func inspectPartition(ctx context.Context, i *inspect.Inspector, o *opts) error 
 		return writeJSON(o.out, in)
 	}
 	w := o.out
-	fmt.Fprintf(w, "handler    %s\npartition  %s\n", safe(in.Handler), safe(in.Partition))
+	fmt.Fprintf(w, "handler    %s\n", safe(in.Handler))
+	if in.PM {
+		fmt.Fprintf(w, "partition  %s (a pm's correlation value: one lease over its streams below)\n", safe(in.Partition))
+	} else {
+		fmt.Fprintf(w, "partition  %s\n", safe(in.Partition))
+	}
 	if h := in.Halt; h != nil {
 		fmt.Fprintf(w, "halted     yes, on %s %s since %s by %s: %s\n", safe(h.Stream), safe(h.EntryID), h.At.Format(time.RFC3339), safe(h.Token), safe(h.Reason))
 		if h.Error != "" {
@@ -658,7 +709,7 @@ func finish(ctx context.Context, in *inspect.Inspector, o *opts, a inspect.Audit
 func resolve(dlq bool) func(context.Context, *inspect.Inspector, *opts) error {
 	return func(ctx context.Context, in *inspect.Inspector, o *opts) error {
 		if err := in.CheckPartition(ctx, o.handler, o.stream); err != nil {
-			return err
+			return bareKeyHint(err, o)
 		}
 		var op func(context.Context, string, string, string) (inspect.Resolution, error)
 		switch {

@@ -37,6 +37,7 @@ const (
 	verdictTakeover = "takeover: B took over every client of the killed engine A"
 	verdictOrder    = "nothing lost or reordered: every client's events were applied once, in publish order"
 	verdictHalt     = "halt resolved: client-2 halted on its poison event alone, and resumed after the operator dead-lettered it"
+	verdictReplay   = "replay applied: client-2's dead-lettered #9, replayed after its #10, was applied once, not dropped as older than #10"
 	verdictPM       = "every order was placed and paid: ready to ship"
 	verdictOutbox   = "outbox: every cart event was recorded in its cart change's transaction and published by the relay; none pending, none abandoned"
 )
@@ -54,7 +55,7 @@ func run(args []string, redisURL string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	d := &demo{ctx: ctx, out: stdout, want: map[string][]int{}}
+	d := &demo{ctx: ctx, out: stdout, want: map[string][]int{}, catalogue: new(billing.Catalogue)}
 	if redisURL == "" {
 		mr, err := miniredis.Run()
 		if err != nil {
@@ -137,9 +138,10 @@ type demo struct {
 	pub        *runtime.Publisher
 	journal    billing.RedisJournal
 	insp       *inspect.Inspector
-	store      *store           // the cart service's database and outbox
-	ledger     string           // the Ledger's handler name
-	want       map[string][]int // per client, the seqs that must be applied
+	store      *store             // the cart service's database and outbox
+	catalogue  *billing.Catalogue // the items engine B's Ledger knows
+	ledger     string             // the Ledger's handler name
+	want       map[string][]int   // per client, the seqs that must be applied
 	metricsURL string
 }
 
@@ -155,7 +157,7 @@ func (d *demo) tell(url string, stderr io.Writer, withMetrics []func(*runtime.Op
 		return err
 	}
 	defer a.kill()
-	b, err := newEngine(d.c, "B", stderr, withMetrics...)
+	b, err := newEngine(d.c, "B", d.catalogue, stderr, withMetrics...)
 	if err != nil {
 		return err
 	}
@@ -261,12 +263,15 @@ func (d *demo) tell(url string, stderr io.Writer, withMetrics []func(*runtime.Op
 		return err
 	}
 	d.say("   client-2 resumes: %s; the poison event is kept in %s.", d.trail(client(2)), res.DLQ)
+	if err := d.replay(res); err != nil {
+		return err
+	}
 
 	// The Fulfilment pm follows each order across two categories.
 	if err := d.orders(); err != nil {
 		return err
 	}
-	d.say("\n7. Orders and payments, interleaved: the Fulfilment pm owns each order id across the order and payment categories.")
+	d.say("\n8. Orders and payments, interleaved: the Fulfilment pm owns each order id across the order and payment categories.")
 	d.say("   " + verdictPM)
 
 	if d.metricsURL != "" {
@@ -291,6 +296,48 @@ func (d *demo) tell(url string, stderr io.Writer, withMetrics []func(*runtime.Op
 	d.say("\n" + verdictTakeover)
 	d.say(verdictOrder)
 	d.say(verdictHalt)
+	d.say(verdictReplay)
+	return nil
+}
+
+// replay is the story's step 7: the fix is deployed (the catalogue gains
+// the poison item) and the operator replays the dead-lettered event,
+// which the Ledger's journal must apply although it comes after client-2's
+// #10 with its old #9.
+func (d *demo) replay(res inspect.Resolution) error {
+	ctx, c2 := d.ctx, client(2)
+	d.catalogue.Add("poison")
+	dups, err := d.journal.Duplicates(ctx, c2)
+	if err != nil {
+		return err
+	}
+	d.say("\n7. The catalogue gains the item (the fix is deployed), and the operator replays the dead-lettered event:")
+	d.say("   seqbyctl dlq replay -stream '%s' -id %s", res.DLQ, res.DLQEntryID)
+	rep, err := d.insp.ReplayDLQ(ctx, res.DLQ, res.DLQEntryID)
+	if err != nil {
+		return err
+	}
+	var last string
+	if err := d.until("client-2's journal to take the replayed #9", func() bool {
+		lines, _ := d.journal.Applied(ctx, c2)
+		n, _ := d.journal.Duplicates(ctx, c2)
+		if len(lines) > 0 {
+			last = lines[len(lines)-1]
+		}
+		es := d.entries(c2)
+		return len(es) > 0 && es[len(es)-1].seq == 9 || n > dups
+	}); err != nil {
+		return err
+	}
+	if es := d.entries(c2); len(es) == 0 || es[len(es)-1].seq != 9 {
+		return fmt.Errorf("the journal dropped the replayed #9 of %s as a duplicate: %s", c2, d.trail(c2))
+	}
+	d.want[c2] = append(d.want[c2], 9)
+	d.say("   It is appended to the end of %s, after #10, with its old sequence number: a journal that skips", rep.Stream)
+	d.say("   every seq at or below the last applied would drop it. runtime.MessageInfo.Replay says it is a replay")
+	d.say("   of an event the Ledger halted on and never applied, so the journal applies it, once: %q.", last)
+	d.say("   (Another handler of the category would treat it as a duplicate of the #9 it applied in its place.)")
+	d.say("   client-2: %s", d.trail(c2))
 	return nil
 }
 
@@ -463,7 +510,7 @@ func (d *demo) showMetrics() error {
 		return fmt.Errorf("scrape %s: %w", d.metricsURL, err)
 	}
 	defer resp.Body.Close()
-	d.say("\n8. What Prometheus scrapes from engine B now (%s), in part:", d.metricsURL)
+	d.say("\n9. What Prometheus scrapes from engine B now (%s), in part:", d.metricsURL)
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		l := sc.Text()

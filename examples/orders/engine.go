@@ -40,8 +40,9 @@ func engineOptions(name string, logs io.Writer) runtime.Options {
 	}
 }
 
-// newEngine is engine name on c with the demo's handlers registered.
-func newEngine(c redis.UniversalClient, name string, logs io.Writer, opts ...func(*runtime.Options)) (*runtime.Engine, error) {
+// newEngine is engine name on c with the demo's handlers registered; its
+// Ledger knows the items of catalogue.
+func newEngine(c redis.UniversalClient, name string, catalogue *billing.Catalogue, logs io.Writer, opts ...func(*runtime.Options)) (*runtime.Engine, error) {
 	o := engineOptions(name, logs)
 	for _, f := range opts {
 		f(&o)
@@ -50,7 +51,7 @@ func newEngine(c redis.UniversalClient, name string, logs io.Writer, opts ...fun
 	if err != nil {
 		return nil, err
 	}
-	ledger := &billing.Ledger{Engine: name, Journal: billing.RedisJournal{C: c}, Delay: applyDelay}
+	ledger := &billing.Ledger{Engine: name, Journal: billing.RedisJournal{C: c}, Delay: applyDelay, Catalogue: catalogue}
 	return eng, eng.Register(ledger.SeqbyRegistration(), new(billing.Fulfilment).SeqbyRegistration())
 }
 
@@ -64,7 +65,7 @@ func runEngine(name, url string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return 1
 	}
 	defer c.Close()
-	eng, err := newEngine(c, name, stderr)
+	eng, err := newEngine(c, name, new(billing.Catalogue), stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "engine %s: %v\n", name, err)
 		return 1

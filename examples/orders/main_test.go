@@ -21,8 +21,8 @@ func TestMain(m *testing.M) {
 // TestDemo runs the README's demo to completion, on the embedded Redis, on
 // a private real redis-server and on a private three-master cluster (the
 // URL names one node), and checks the story's facts: the takeover
-// happened, nothing was lost or reordered, the halt was resolved, the pm
-// saw every order, the outbox drained (on SQLite, and on PostgreSQL with
+// happened, nothing was lost or reordered, the halt was resolved, the
+// replayed event was applied, the pm saw every order, the outbox drained (on SQLite, and on PostgreSQL with
 // DATABASE_URL); with -metrics-addr, the metrics were served.
 func TestDemo(t *testing.T) {
 	tests := []struct {
@@ -47,7 +47,7 @@ func TestDemo(t *testing.T) {
 			if code := run(tt.args, tt.url(t), &stdout, &stderr); code != 0 {
 				t.Fatalf("demo exited %d\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
 			}
-			want := []string{verdictTakeover, verdictOrder, verdictHalt, verdictPM, verdictOutbox}
+			want := []string{verdictTakeover, verdictOrder, verdictHalt, verdictReplay, verdictPM, verdictOutbox}
 			if tt.args != nil {
 				want = append(want, `seqby_events_total{`, `seqby_outcome="failed"`, `seqby_partitions_halted{`)
 			}

@@ -95,13 +95,20 @@ func (i *Inspector) dlqEntryAt(ctx context.Context, dlq, id string) (DLQEntry, e
 // the way the publisher does (the key joins the category's index, the
 // entry is appended while it is deleted from the DLQ, a wake-up signal
 // follows). The message keeps its fields (type, id, payload,
-// published_at, trace context); it is appended without the publisher's
-// dedup of message ids, so a message published with WithMessageID is not
-// dropped as a duplicate of itself.
+// published_at, trace context), its message id included; it is appended
+// without the publisher's dedup of message ids, so a message published
+// with WithMessageID is not dropped as a duplicate of itself. After them
+// come the replay_* fields (rdb.ReplayFieldPrefix), which a handler reads
+// as runtime.MessageInfo.Replay: the original entry's id and lane, this
+// dead-letter entry (dlq, id) and the handler that halted on it.
 //
 // Every handler of the category gets the message again, not only the one
-// that halted on it: handlers see at-least-once delivery anyway, and this
-// is one more. When the append fails nothing is deleted and the replay
+// that halted on it, and gets it after the entries published since the
+// original. The handler that halted never applied the original: it must
+// apply the replay even when it deduplicates by a per-key sequence that
+// has moved past the original's. The other handlers had the original in
+// its place and should treat the replay as a duplicate of it (see
+// runtime.ReplayInfo). When the append fails nothing is deleted and the replay
 // can be tried again. Replay.Published reports whether the message was
 // appended; the append and the delete from the DLQ are one script, so
 // replays racing on one entry publish it once, and the others are refused
@@ -129,6 +136,10 @@ func (i *Inspector) replay(ctx context.Context, dlq, id string, check bool) (Rep
 	if len(fields) == 0 {
 		return rep, fmt.Errorf("replay %s of %s: %w", id, dlq, ErrNothingToReplay)
 	}
+	// The replay says what it is (MessageInfo.Replay): a handler that
+	// deduplicates by a per-key sequence would otherwise drop it as older
+	// than the entries applied after the original.
+	fields = append(fields, rdb.Replayed{Of: d.EntryID, Stream: d.Stream, DLQ: dlq, DLQID: id, Handler: d.Handler}.Fields()...)
 	if check {
 		return rep, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/redis/go-redis/v9"
@@ -89,8 +90,9 @@ func (i *Inspector) Halts(ctx context.Context, handler string) ([]HaltRecord, er
 	return out, nil
 }
 
-// findHalt resolves partition (a record's field, or the stream holding
-// its head) to its halt record and the record's raw value.
+// findHalt resolves partition (a record's field, the stream holding its
+// head, or for a pm any stream of its correlation value) to its halt
+// record and the record's raw value.
 func (i *Inspector) findHalt(ctx context.Context, handler, partition string) (rdb.HaltRecord, string, error) {
 	for _, key := range []string{rdb.HaltKey(partition, handler), rdb.PMHaltKey(handler, partition)} {
 		r, raw, found, err := rdb.GetHalt(ctx, i.c, key)
@@ -98,6 +100,17 @@ func (i *Inspector) findHalt(ctx context.Context, handler, partition string) (rd
 			return rdb.HaltRecord{}, "", err
 		}
 		if found && r.Handler == handler && r.Partition == partition {
+			return r, raw, nil
+		}
+	}
+	if _, key, ok := rdb.ParsePartitionStream(partition); ok {
+		// A pm halted on its value's entry of another category: the
+		// stream given is one of the value's lanes all the same.
+		r, raw, found, err := rdb.GetHalt(ctx, i.c, rdb.PMHaltKey(handler, key))
+		if err != nil {
+			return rdb.HaltRecord{}, "", err
+		}
+		if found && r.Handler == handler && r.PM && r.Partition == key && slices.Contains(r.Streams, partition) {
 			return r, raw, nil
 		}
 	}
@@ -115,9 +128,16 @@ func (i *Inspector) findHalt(ctx context.Context, handler, partition string) (rd
 
 // Inspect describes a partition of handler: its halt record (if halted),
 // lease, streams with the group's pending entries, and the head entry with
-// its fields. Without a halt record, partition is taken as a keyed
-// handler's partition stream (a pm's value can be inspected only while it
-// is halted: its streams are listed in the record).
+// its fields. Without a halt record, partition is taken as a partition
+// stream category:{key}: a keyed handler's, with its lease and its
+// backfill lane, or a sequential pm's correlation value key, with the
+// pm's lease on the value and the value's streams in every category the
+// pm reads (Inspection.PM). Redis does not record a handler's kind, so
+// Inspect tells them by the keys each leaves: a pm's when the pm's lease
+// on key is held, or when neither lease is held and only the pm's
+// generation counter or state exists (a partition neither kind ever
+// leased reads as keyed, its lease free). A pm's bare correlation value
+// can be inspected only while it is halted.
 func (i *Inspector) Inspect(ctx context.Context, handler, partition string) (Inspection, error) {
 	c := i.c
 	in := Inspection{Handler: handler, Partition: partition}
@@ -135,11 +155,34 @@ func (i *Inspector) Inspect(ctx context.Context, handler, partition string) (Ins
 			rdb.ClearHalt(ctx, c, handler, r.RecordKey(), raw)
 			in.Stale = true
 		}
-		in.Partition, in.LeaseKey = r.Partition, r.LeaseKey
+		in.Partition, in.LeaseKey, in.PM = r.Partition, r.LeaseKey, r.PM
 		in.Lanes = lanesOf(r.Streams)
 	case errors.Is(err, ErrNotHalted):
-		in.LeaseKey = rdb.LeaseKey(partition, handler)
-		in.Lanes = lanesOf([]string{partition, rdb.SubStream(partition, i.backfillSuffix())})
+		cat, key, ok := rdb.ParsePartitionStream(partition)
+		if ok {
+			if in.PM, err = i.pmLayout(ctx, handler, partition, key); err != nil {
+				return in, fmt.Errorf("inspect %s: %w", partition, err)
+			}
+		}
+		if !in.PM {
+			in.LeaseKey = rdb.LeaseKey(partition, handler)
+			in.Lanes = lanesOf([]string{partition, rdb.SubStream(partition, i.backfillSuffix())})
+			break
+		}
+		// The pm's lease covers key's stream in each of its categories,
+		// and their backfill lanes, as the engine reads them (pm.go).
+		cats, err := i.categories(ctx, handler, cat)
+		if err != nil {
+			return in, fmt.Errorf("inspect %s: %w", partition, err)
+		}
+		var lanes []string
+		for _, c := range cats {
+			lanes = append(lanes, rdb.PartitionStream(c, key))
+		}
+		for _, c := range cats {
+			lanes = append(lanes, rdb.BackfillStream(c, key, i.backfillSuffix()))
+		}
+		in.Partition, in.LeaseKey, in.Lanes = key, rdb.PMLeaseKey(handler, key), lanesOf(lanes)
 	default:
 		return in, fmt.Errorf("inspect %s: %w", partition, err)
 	}
@@ -171,6 +214,53 @@ func (i *Inspector) Inspect(ctx context.Context, handler, partition string) (Ins
 		in.Head = &head
 	}
 	return in, nil
+}
+
+// pmLayout reports whether handler consumes the partition stream of key
+// as a sequential pm's correlation value, from the keys each kind leaves
+// (see Inspect): a held lease decides, then a generation counter, then
+// the pm's state.
+func (i *Inspector) pmLayout(ctx context.Context, handler, stream, key string) (bool, error) {
+	// Every key has key's hash tag: one slot.
+	var keyedLease, pmLease *redis.StringCmd
+	var keyedGen, pmKeys *redis.IntCmd
+	// Each command's error is read below (a missing lease is redis.Nil).
+	_, _ = i.c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		keyedLease = p.Get(ctx, rdb.LeaseKey(stream, handler))
+		pmLease = p.Get(ctx, rdb.PMLeaseKey(handler, key))
+		keyedGen = p.Exists(ctx, rdb.GenerationKey(stream, handler))
+		pmKeys = p.Exists(ctx, rdb.PMGenerationKey(handler, key), rdb.StateKey(handler, key))
+		return nil
+	})
+	for _, cmd := range []redis.Cmder{keyedLease, pmLease, keyedGen, pmKeys} {
+		if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return false, fmt.Errorf("tell a keyed handler's partition from a pm's value by their keys: %w", err)
+		}
+	}
+	switch {
+	case keyedLease.Val() != "":
+		return false, nil
+	case pmLease.Val() != "":
+		return true, nil
+	case keyedGen.Val() > 0:
+		return false, nil
+	}
+	return pmKeys.Val() > 0, nil
+}
+
+// categories are the categories handler reads, from the groups registry;
+// just cat when the registry does not list it.
+func (i *Inspector) categories(ctx context.Context, handler, cat string) ([]string, error) {
+	hs, err := i.KnownHandlers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range hs {
+		if h.Name == handler && slices.Contains(h.Categories, cat) {
+			return h.Categories, nil
+		}
+	}
+	return []string{cat}, nil
 }
 
 func lanesOf(streams []string) []LaneInfo {

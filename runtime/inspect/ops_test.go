@@ -125,6 +125,7 @@ func TestHandlerAndCheckPartition(t *testing.T) {
 			{"category nobody reads", "orders", "other:{b}", ErrNoPartition, "of a category it reads (pay, shop)"},
 			{"a lane is not a partition", "orders", "shop:{a}:backfill", ErrNoPartition, ""},
 			{"nothing near", "orders", "zzzzzzzzzz", ErrNoPartition, `"zzzzzzzzzz" of handler orders: a partition`},
+			{"a bare key", "orders", "a", ErrNoPartition, `no such partition "a" of handler orders (did you mean "pay:{a}"?)`},
 		}
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -319,9 +320,12 @@ func TestDLQ(t *testing.T) {
 		}
 		msgs := c.XRange(ctx, "shop:{a}", "-", "+").Val()
 		last := msgs[len(msgs)-1]
-		wantFields := map[string]any{"type": "T", "id": "m-a", "payload": "{}", "published_at": "2024-01-01T00:00:00Z"}
-		if len(msgs) != 3 || !cmp.Equal(wantFields, last.Values) {
-			t.Fatalf("partition after the replay: %d entries, last %v", len(msgs), last.Values)
+		// The message's own fields, its id kept, then what it was: the
+		// original entry, the dead-letter entry, the halted handler.
+		wantFields := map[string]any{"type": "T", "id": "m-a", "payload": "{}", "published_at": "2024-01-01T00:00:00Z",
+			"replay_of": ids[0], "replay_stream": "shop:{a}", "replay_dlq": "shop:{a}:dlq", "replay_dlq_id": d.ID, "replay_handler": "h"}
+		if diff := cmp.Diff(wantFields, last.Values); len(msgs) != 3 || diff != "" {
+			t.Fatalf("partition after the replay: %d entries, last (-want +got):\n%s", len(msgs), diff)
 		}
 		if keys, _ := rdb.Partitions(ctx, c, "shop"); len(keys) != 1 || length(rdb.SignalKey("shop")) != signals+1 {
 			t.Fatalf("replay did not index (%v) or signal", keys)

@@ -9,9 +9,9 @@ import (
 // name, or "" when none is near enough to be a likely typo. Near: an
 // edit distance (with swaps of neighbours as one edit) of at most a third
 // of name's length (at least 1), or a candidate ending in name after a
-// '.' or '/' (the type name of a handler's import/path.Type), or
-// starting with name and ':' (a partition stream given for its DLQ),
-// ignoring case.
+// '.' or '/' (the type name of a handler's import/path.Type), starting
+// with name and ':' (a partition stream given for its DLQ), or ending in
+// ":{name}" (a bare key given for its partition stream), ignoring case.
 func DidYouMean(name string, candidates []string) string {
 	best, bestD := "", -1
 	limit := max(1, len([]rune(name))/3)
@@ -23,6 +23,9 @@ func DidYouMean(name string, candidates []string) string {
 		lc := strings.ToLower(c)
 		d := distance(lower, lc)
 		if len(lower) >= 3 && (strings.HasSuffix(lc, "."+lower) || strings.HasSuffix(lc, "/"+lower) || strings.HasPrefix(lc, lower+":")) {
+			d = 0
+		}
+		if lower != "" && !strings.ContainsAny(lower, "{}") && strings.HasSuffix(lc, ":{"+lower+"}") {
 			d = 0
 		}
 		if d <= limit && (bestD < 0 || d < bestD) {

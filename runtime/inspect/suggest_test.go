@@ -37,6 +37,8 @@ func TestDidYouMean(t *testing.T) {
 		{"no candidates", "x", nil, ""},
 		{"a partition for its DLQ", "shop:{a}", []string{"shop:{a}:dlq", "shop:{b}:dlq"}, ` (did you mean "shop:{a}:dlq"?)`},
 		{"the nearest wins", "shop:{ab}", []string{"shop:{a}", "shop:{abc}", "shop:{ab2}x"}, ` (did you mean "shop:{a}"?)`},
+		{"a bare key for its stream", "client-1", []string{"order:{client-10}", "order:{client-1}", "order:{client-2}"}, ` (did you mean "order:{client-1}"?)`},
+		{"a short bare key", "a", []string{"shop:{b}", "shop:{a}"}, ` (did you mean "shop:{a}"?)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

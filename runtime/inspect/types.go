@@ -81,11 +81,17 @@ type LaneInfo struct {
 // Inspection is what an operator looks at before resolving a head. In
 // JSON, LeaseTTL is a Go duration string ("lease_ttl": "850ms").
 type Inspection struct {
-	Handler   string `json:"handler"`
+	Handler string `json:"handler"`
+	// Partition names the partition as a halt record does: a keyed
+	// handler's partition stream, or a pm's correlation value.
 	Partition string `json:"partition"`
 	// Halt is the halt record; nil when the partition is not halted (a
 	// keyed handler's partition stream can be inspected anyway).
-	Halt     *HaltRecord   `json:"halt"`
+	Halt *HaltRecord `json:"halt"`
+	// PM reports a sequential process manager's correlation value: its
+	// lease (LeaseKey, {value}:__pmlease__:pm) covers the value's streams
+	// in every category the pm reads, all listed in Lanes.
+	PM       bool          `json:"pm,omitempty"`
 	LeaseKey string        `json:"lease_key"`
 	Lease    string        `json:"lease"` // current lease token, "" when free
 	LeaseTTL time.Duration `json:"-"`     // remaining, 0 when free
@@ -185,8 +191,11 @@ type DLQEntry struct {
 	MessageType string `json:"type"`
 	MessageID   string `json:"message_id"`
 	// Fields are the message's own fields (type, id, payload,
-	// published_at, a trace context): what a replay publishes. Empty when
-	// the head had been deleted from its stream before it was moved.
+	// published_at, a trace context): what a replay publishes, before
+	// the replay_* fields it adds. A head that was itself a replay also
+	// has its replay_* fields here; a replay of this entry replaces
+	// them. Empty when the head had been deleted from its stream before
+	// it was moved.
 	Fields map[string]string `json:"fields"`
 }
 

@@ -1,5 +1,7 @@
 package rdb
 
+import "strings"
+
 // DLQSuffix is the dead-letter lane token: category:{key}:dlq. The key
 // rules reserve it as a key, so it never collides with a partition or a
 // lane.
@@ -160,13 +162,15 @@ const (
 )
 
 // OwnField reports whether name is one of the fields the publisher
-// writes itself (a trace propagator's field of that name is left out).
+// writes itself, or a replay's (ReplayFieldPrefix): fields the engine reads
+// as its own, never a trace context's (a trace propagator's field of such
+// a name is left out).
 func OwnField(name string) bool {
 	switch name {
 	case FieldType, FieldID, FieldPayload, FieldPublishedAt:
 		return true
 	}
-	return false
+	return strings.HasPrefix(name, ReplayFieldPrefix)
 }
 
 // DefaultBackfillSuffix names a partition's backfill lane unless the

@@ -7,7 +7,10 @@
 -- KEYS[1] the partition stream (or lane) to append to
 -- KEYS[2] the dead-letter stream, in the same slot (category:{key}:dlq)
 -- ARGV[1] the dead-letter entry id
--- ARGV[2..] the message's field/value pairs
+-- ARGV[2..] the message's field/value pairs, then the replay_* pairs that
+--           say what the entry originally was (rdb.Replayed: the original
+--           entry id and lane, this dead-letter entry, the halted
+--           handler), so a handler can tell the replay from a duplicate
 -- Returns the appended entry's id, or the error NODLQENTRY.
 if redis.call('XDEL', KEYS[2], ARGV[1]) == 0 then
   return redis.error_reply('NODLQENTRY the dead-letter entry is gone: replayed or dropped meanwhile')
