@@ -43,6 +43,9 @@ type Step struct {
 	// Crash makes the process handling the event exit at once, like a
 	// message that overflows the stack or gets its process OOM-killed.
 	Crash bool `json:"crash,omitempty"`
+	// Outage makes every attempt at the event fail while the key's outage
+	// flag is set in Redis: a downstream outage, a transient failure.
+	Outage bool `json:"outage,omitempty"`
 }
 
 // Tagged is an event whose key field is a pointer, so a nil key can be

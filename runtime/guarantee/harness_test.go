@@ -35,6 +35,8 @@ const (
 	envReapAfter = "SEQBY_GUARANTEE_REAP_AFTER"
 	// envMaxDeliveries, when set, is the instances' Options.MaxDeliveries.
 	envMaxDeliveries = "SEQBY_GUARANTEE_MAX_DELIVERIES"
+	// envHaltedRetry, when set, is the instances' Options.HaltedRetryInterval.
+	envHaltedRetry = "SEQBY_GUARANTEE_HALTED_RETRY"
 )
 
 // group is the Recorder's consumer group (its registration name).
@@ -114,6 +116,12 @@ func runChild(role string, reg func(c redis.UniversalClient, inst string) runtim
 			return 2
 		}
 	}
+	if v := os.Getenv(envHaltedRetry); v != "" {
+		if opts.HaltedRetryInterval, err = time.ParseDuration(v); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: bad %s: %v\n", role, envHaltedRetry, err)
+			return 2
+		}
+	}
 	if onHalt != nil {
 		opts.OnHalt = onHalt(c, inst)
 	}
@@ -171,8 +179,11 @@ type cluster struct {
 	// maxDeliveries, when set, is the Options.MaxDeliveries of instances
 	// started after it is.
 	maxDeliveries int
-	pub           *runtime.Publisher
-	logDir        string // the instances' logs
+	// haltedRetry, when set, is the Options.HaltedRetryInterval of
+	// instances started after it is.
+	haltedRetry time.Duration
+	pub         *runtime.Publisher
+	logDir      string // the instances' logs
 
 	mu    sync.Mutex
 	procs map[string]*child
@@ -237,6 +248,9 @@ func (c *cluster) launch(id, childEnv, handler string) *child {
 	}
 	if c.maxDeliveries != 0 {
 		cmd.Env = append(cmd.Env, envMaxDeliveries+"="+strconv.Itoa(c.maxDeliveries))
+	}
+	if c.haltedRetry != 0 {
+		cmd.Env = append(cmd.Env, envHaltedRetry+"="+c.haltedRetry.String())
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group (a terminal's ^C is for the test, which then

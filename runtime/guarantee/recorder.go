@@ -20,6 +20,10 @@ var ErrCommitFenced = errors.New("commit fenced: the lease no longer holds this 
 // ErrPoison is what the Recorder returns for a Step with Fail set.
 var ErrPoison = errors.New("poison step")
 
+// ErrOutage is what the Recorder returns for a Step with Outage set while
+// the key's outage flag is set.
+var ErrOutage = errors.New("downstream outage")
+
 // Recorder is the suite's handler. It keeps everything it observes in Redis,
 // never in process memory, so the test process can check what every engine
 // instance did:
@@ -54,8 +58,13 @@ func (h *Recorder) On(ctx context.Context, e Step) error {
 	// Records must land even when ctx was cancelled (a lease lost mid-body):
 	// they are the test's evidence, not the handler's effect.
 	rctx := context.WithoutCancel(ctx)
-	if err := scriptEnter.Run(rctx, h.Redis, []string{markerKey(e.ClientID), overlapsKey(e.ClientID), entriesKey(e.ClientID)},
-		holder, event, record).Err(); err != nil {
+	lease, check := li.LeaseKey, "1"
+	if !leased {
+		// No lease (an unkeyed broker): nothing to fence against.
+		lease, check = noLeaseKey(e.ClientID), "0"
+	}
+	if err := scriptEnter.Run(rctx, h.Redis, []string{markerKey(e.ClientID), overlapsKey(e.ClientID), entriesKey(e.ClientID), lease, lostLeaseKey(e.ClientID)},
+		holder, event, record, li.Token, check).Err(); err != nil {
 		return fmt.Errorf("record entry of %s: %w", event, err)
 	}
 	defer scriptExit.Run(rctx, h.Redis, []string{markerKey(e.ClientID), entriesKey(e.ClientID)}, holder, record)
@@ -68,10 +77,8 @@ func (h *Recorder) On(ctx context.Context, e Step) error {
 	if e.Fail {
 		return fmt.Errorf("step %s: %w", event, ErrPoison)
 	}
-	lease, check := li.LeaseKey, "1"
-	if !leased {
-		// No lease (an unkeyed broker): nothing to fence against.
-		lease, check = noLeaseKey(e.ClientID), "0"
+	if e.Outage && h.Redis.Exists(rctx, outageKey(e.ClientID)).Val() == 1 {
+		return fmt.Errorf("step %s: %w", event, ErrOutage)
 	}
 	ok, err := scriptCommit.Run(rctx, h.Redis, []string{lease, appliedKey(e.ClientID), rejectedKey(e.ClientID), stateKey(e.ClientID)},
 		li.Token, e.Seq, h.Instance+"|"+li.Token, check).Int()
@@ -94,6 +101,8 @@ func entriesKey(key string) string     { return tag(key) + ":guarantee:entries" 
 func appliedKey(key string) string     { return tag(key) + ":guarantee:applied" }
 func rejectedKey(key string) string    { return tag(key) + ":guarantee:rejected" }
 func stateKey(key string) string       { return tag(key) + ":guarantee:state" }
+func outageKey(key string) string      { return tag(key) + ":guarantee:outage" }
+func lostLeaseKey(key string) string   { return tag(key) + ":guarantee:lostlease" }
 func haltsKey() string                 { return "guarantee:halts" }
 func statusKey(instance string) string { return "guarantee:status:" + instance }
 
@@ -103,11 +112,14 @@ func noLeaseKey(key string) string { return tag(key) + ":guarantee:nolease" }
 // The scripts take keys in KEYS and values in ARGV. Times are Redis TIME in
 // microseconds, one clock for every instance.
 
-// scriptEnter: KEYS marker, overlaps, entries; ARGV holder ("inst|event"),
-// event, record ("inst|token|seq"). An entry while a different event of the
-// key holds the marker is an overlap. The same event entered again (a re-run
-// by a new owner while a stalled one is still inside it) is the at-least-once
-// case the ADR allows, not an overlap.
+// scriptEnter: KEYS marker, overlaps, entries, lease, lost-lease log; ARGV
+// holder ("inst|event"), event, record ("inst|token|seq"), token, check
+// ("1" to look at the lease). An entry while a different event of the key
+// holds the marker is an overlap. The same event entered again (a re-run
+// by a new owner while a stalled one is still inside it) is the
+// at-least-once case the ADR allows, not an overlap. An entry while the
+// lease holds another owner's token is logged as an attempt on a lost
+// lease (an empty lease is a deletion racing the entry).
 var scriptEnter = redis.NewScript(`
 local t = redis.call('TIME')
 local now = t[1] .. string.format('%06d', tonumber(t[2]))
@@ -116,6 +128,12 @@ if cur then
   local sep = string.find(cur, '|', 1, true)
   if string.sub(cur, sep + 1) ~= ARGV[2] then
     redis.call('RPUSH', KEYS[2], cur .. ' was in progress when ' .. ARGV[1] .. ' entered at ' .. now)
+  end
+end
+if ARGV[5] == '1' then
+  local l = redis.call('GET', KEYS[4])
+  if l and l ~= ARGV[4] then
+    redis.call('RPUSH', KEYS[5], ARGV[3] .. ' entered at ' .. now .. ' while the lease held ' .. l)
   end
 end
 redis.call('SET', KEYS[1], ARGV[1])
