@@ -19,9 +19,12 @@ import (
 // millisecond is refused by NewEngine with ErrOptions, as Redis would
 // truncate it to 0 (almost always a unit mistake: 15000 is 15µs).
 type Options struct {
-	// OwnerID names this process incarnation in leases and consumer names.
-	// It must be unique per incarnation (never reuse one after a restart).
-	// Default: "<hostname>-<pid>-<random hex>".
+	// OwnerID names this instance for operators: in halt records, member
+	// sets, Status and logs. Lease tokens and consumer names add a random
+	// incarnation to it ("<OwnerID>~<random>"), so a restarted process may
+	// reuse its OwnerID; two live processes may not: Run refuses the
+	// second with ErrOwnerInUse (it waits out, up to LeaseTTL, the OwnerID
+	// of a killed process). Default: "<hostname>-<pid>-<random hex>".
 	OwnerID string
 	// LeaseTTL is how long a partition lease lives without a renew: the
 	// failover time after a crash or stall. Default 15s.

@@ -11,11 +11,14 @@ var ErrNotHalted = errors.New("partition is not halted (no halt record; it may h
 // the operator never skips another message than the one inspected.
 var ErrNotHead = errors.New("entry is not the halted partition's head; inspect the partition again and use the head's id")
 
-// ErrRetrying means the lease is held by another owner than the one that
-// halted: that owner is retrying the head right now, and skipping under it
-// could run the head and its successor at once. Wait until it halts again
-// (Halts shows the new record) and retry.
-var ErrRetrying = errors.New("an owner is retrying the head; wait until it halts again and retry")
+// ErrRetrying means an owner is retrying the head right now: the lease is
+// held by another owner than the one that halted, or the lease's owner
+// (the halting one included) is inside an attempt of the head, which it
+// marks in Redis. Skipping under it could run the head and its successor
+// at once. Wait until the attempt is over (a halted head is retried every
+// HaltedRetryInterval; Halts shows a new record after a new halt) and
+// retry: the refusal changes nothing.
+var ErrRetrying = errors.New("an owner is retrying the head; wait until the attempt is over and retry")
 
 // ErrUnknownHandler means no engine registered a handler of that name
 // with this Redis: a typo (the error suggests the nearest name and lists

@@ -358,6 +358,8 @@ func (i *Inspector) resolveHead(ctx context.Context, handler, partition, id stri
 		return res, fmt.Errorf("%s %s on %s: the entry is no longer pending, the partition moved past it (%s): %w", what, id, r.Partition, removed, ErrNotHalted)
 	case errors.Is(err, rdb.ErrResolveNotHalted):
 		return res, fmt.Errorf("%s %s on %s: the halt record changed since it was read (the partition moved on or halted again): %w", what, id, r.Partition, ErrNotHalted)
+	case errors.Is(err, rdb.ErrResolveAttempting):
+		return res, fmt.Errorf("%s %s on %s: %s is running an attempt of the head right now: %w", what, id, r.Partition, refused.Detail, ErrRetrying)
 	case errors.Is(err, rdb.ErrResolveRetrying):
 		return res, fmt.Errorf("%s %s on %s: lease held by %s, not by %s that halted: %w", what, id, r.Partition, refused.Detail, r.Token, ErrRetrying)
 	case errors.Is(err, rdb.ErrResolveNotHead):
