@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -89,4 +91,138 @@ func LiveMembers(ctx context.Context, c redis.UniversalClient, group string, ttl
 func DeleteIdleConsumer(ctx context.Context, c redis.UniversalClient, stream, group, consumer string) (bool, error) {
 	n, err := scriptDelIdleConsumer.Run(ctx, c, []string{stream}, group, consumer).Int64()
 	return n == 1, err
+}
+
+// Deploy records: how each engine instance runs a handler, for rolling
+// deploys (the runtime's deploy.go). They live in one hash per handler,
+// DeployKey, one field per OwnerID; an instance's record counts while its
+// incarnation holds its OwnerKey (from the start of Run to its end), and
+// a dead one is removed by the next instance that records itself.
+var (
+	scriptDeployRead   = script("deploy_read")
+	scriptDeployRecord = script("deploy_record")
+)
+
+// DeployKey is the hash of group's deploy records: field owner id, value
+// "v1|<kind>|<since>|<build>|<data>": "seqby:__deploy__:group".
+func DeployKey(group string) string { return "seqby:__deploy__:" + group }
+
+// DeployRecord is one instance's record of how it runs a handler.
+type DeployRecord struct {
+	Owner string
+	Kind  string // "keyed", "sequential" or "unkeyed"
+	Since int64  // Redis ms when its build was first recorded while live
+	Build string // digest of its kind and routes
+	Data  string // the runtime's data (incarnation, routes)
+	Raw   string // the stored value
+}
+
+// parseDeployRecord reads a stored record; ok is false for a value this
+// version cannot read (a later format).
+func parseDeployRecord(owner, raw string) (DeployRecord, bool) {
+	parts := strings.SplitN(raw, "|", 5)
+	if len(parts) != 5 || parts[0] != "v1" {
+		return DeployRecord{}, false
+	}
+	since, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil {
+		return DeployRecord{}, false
+	}
+	return DeployRecord{Owner: owner, Kind: parts[1], Since: since, Build: parts[3], Data: parts[4], Raw: raw}, true
+}
+
+// DeployRecords returns group's deploy records, but those of build skip
+// (none left out when it is ""), and of a format this version cannot read.
+func DeployRecords(ctx context.Context, c redis.UniversalClient, group, skip string) ([]DeployRecord, error) {
+	res, err := scriptDeployRead.Run(ctx, c, []string{DeployKey(group)}, skip).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("read the deploy records of %s: %w", group, err)
+	}
+	var out []DeployRecord
+	for i := 0; i+1 < len(res); i += 2 {
+		if r, ok := parseDeployRecord(res[i], res[i+1]); ok {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// DeployConflict is a live instance of another kind found by RecordDeploy.
+type DeployConflict struct {
+	Owner string
+	Kind  string // a record's kind, or "leased" / "shared" for a member without one
+}
+
+// RecordDeploy records owner's kind, build and data for group, removing
+// the dead records (unless changed since they were read), unless a live
+// record of another kind, or a member in bare (owner -> "leased" or
+// "shared", members without a record judged by an earlier build's traces)
+// of the other class, is there: then it writes nothing and returns it. It
+// returns since: when this build was first recorded while live.
+func RecordDeploy(ctx context.Context, c redis.UniversalClient, group, owner, kind, build, data string, dead []DeployRecord, bare map[string]string) (since int64, conflict *DeployConflict, err error) {
+	args := []any{owner, kind, build, data, len(dead)}
+	for _, d := range dead {
+		args = append(args, d.Owner, d.Raw)
+	}
+	for o, class := range bare {
+		args = append(args, o, class)
+	}
+	res, err := scriptDeployRecord.Run(ctx, c, []string{DeployKey(group)}, args...).Slice()
+	if err != nil {
+		return 0, nil, fmt.Errorf("record %s's kind and routes (%s): %w", group, DeployKey(group), err)
+	}
+	if len(res) == 3 {
+		return 0, &DeployConflict{Owner: fmt.Sprint(res[1]), Kind: fmt.Sprint(res[2])}, nil
+	}
+	if len(res) != 2 {
+		return 0, nil, fmt.Errorf("record %s's kind and routes: unexpected reply %v", group, res)
+	}
+	since, _ = res[1].(int64)
+	return since, nil, nil
+}
+
+// Incarnations returns the incarnation holding each owner's OwnerKey
+// ("" for none).
+func Incarnations(ctx context.Context, c redis.UniversalClient, owners []string) (map[string]string, error) {
+	return getAll(ctx, c, owners, OwnerKey)
+}
+
+// OwnedRecorded reports, for each owner, whether it has an owned count for
+// group (OwnedKey): keyed handlers and sequential pms write one with every
+// heartbeat, unkeyed handlers never.
+func OwnedRecorded(ctx context.Context, c redis.UniversalClient, group string, owners []string) (map[string]bool, error) {
+	vals, err := getAll(ctx, c, owners, func(o string) string { return OwnedKey(group, o) })
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(vals))
+	for o, v := range vals {
+		out[o] = v != ""
+	}
+	return out, nil
+}
+
+// getAll reads key(o) for every owner in one pipeline ("" for a missing
+// key).
+func getAll(ctx context.Context, c redis.UniversalClient, owners []string, key func(string) string) (map[string]string, error) {
+	out := make(map[string]string, len(owners))
+	if len(owners) == 0 {
+		return out, nil
+	}
+	pipe := c.Pipeline()
+	cmds := make([]*redis.StringCmd, len(owners))
+	for i, o := range owners {
+		cmds[i] = pipe.Get(ctx, key(o))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("read %s and %d more: %w", key(owners[0]), len(owners)-1, err)
+	}
+	for i, o := range owners {
+		v, err := cmds[i].Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("read %s: %w", key(o), err)
+		}
+		out[o] = v
+	}
+	return out, nil
 }
