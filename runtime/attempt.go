@@ -16,14 +16,17 @@ import (
 //  1. before the lease's local deadline (the last renew sent + LeaseTTL -
 //     LeaseMargin, on this process's monotonic clock), and
 //  2. after a call that confirmed the lease in Redis was *sent* at most
-//     verifyBound earlier: the fenced read or ack that returned the entry,
-//     or else a confirmation sent for this attempt (verify.lua).
+//     Options.VerifyBound (25ms) earlier: the fenced read or ack that
+//     returned the entry, or else a confirmation sent for this attempt.
 //
 // Counting from when the call was sent, not from when its reply came or
 // the entry was decoded, keeps every slow step in between (a slow reply,
 // decoding, removing a halt record) inside the bound; an entry held in
 // memory (a halted head between its retries) has no such call, so its
-// attempt always confirms first.
+// attempt always confirms first. A confirmation sent for the attempt is
+// the newest there can be: if its own round trip outlasts the bound (a
+// distant Redis), the attempt starts right after its reply rather than
+// never, and the engine warns to raise VerifyBound.
 //
 // An attempt of a head that has a halt record (the partition halted on
 // it, or a predecessor's record names it) confirms with begin_attempt.lua,
@@ -39,9 +42,12 @@ import (
 // context is cancelled then, and its commits are fenced if it uses
 // LeaseFromContext).
 
-// verifyBound is how long after a call that confirmed the lease was sent
-// an attempt may still start on it (rule 2 above).
-const verifyBound = 25 * time.Millisecond
+// defaultVerifyBound is Options.VerifyBound's default (rule 2 above).
+const defaultVerifyBound = 25 * time.Millisecond
+
+// slowConfirmEvery spaces the warnings of confirmations slower than the
+// bound.
+const slowConfirmEvery = time.Minute
 
 // gate admits one entry's handler attempts: a concurrency slot, a live
 // context, and for an entry under a lease, the fence rule.
@@ -91,19 +97,23 @@ func (g *gate) enter(ctx context.Context) bool {
 			g.p.lost(errors.New("lease not renewed before its deadline"))
 			return false
 		}
-		if !g.head && time.Since(g.confirmed) <= verifyBound {
+		bound := g.e.o.VerifyBound
+		if !g.head && time.Since(g.confirmed) <= bound {
 			return true
 		}
 		sent := time.Now()
 		err := g.p.confirm(ctx, g.head)
 		if err == nil {
 			g.confirmed = sent
-			if time.Since(sent) <= verifyBound && time.Now().Before(g.p.deadline()) {
+			if rtt := time.Since(sent); rtt > bound {
+				g.e.warnSlowConfirm(rtt)
+			}
+			if time.Now().Before(g.p.deadline()) {
 				return true
 			}
-			// The reply came too late to count: confirm again.
 			g.release()
-			continue
+			g.p.lost(errors.New("lease not renewed before its deadline"))
+			return false
 		}
 		g.release()
 		if errors.Is(err, ErrFenced) || ctx.Err() != nil {
@@ -167,4 +177,16 @@ func (p *partition) hasHaltRecord(en rdb.Entry) bool {
 		return true
 	}
 	return p.prior != nil && p.prior.stream == en.Stream && p.prior.id == en.ID
+}
+
+// warnSlowConfirm reports, at most once per slowConfirmEvery, a lease
+// confirmation whose round trip outlasted Options.VerifyBound.
+func (e *Engine) warnSlowConfirm(rtt time.Duration) {
+	now := time.Now().UnixNano()
+	last := e.slowConfirmAt.Load()
+	if now-last < int64(slowConfirmEvery) || !e.slowConfirmAt.CompareAndSwap(last, now) {
+		return
+	}
+	e.log.Warn("seqby: confirming a lease before a handler attempt took longer than Options.VerifyBound; attempts start right after the confirmation, but raise VerifyBound above Redis's round trip",
+		"round_trip", rtt.Round(time.Millisecond), "verify_bound", e.o.VerifyBound)
 }

@@ -30,9 +30,15 @@ type Engine struct {
 	// NewEngine. Its Runs follow one another in one process, so a later
 	// Run may adopt what an earlier one left.
 	incarnation string
-	log         *slog.Logger
-	sem         chan struct{}
-	wake        *waiter
+	// epoch is when NewEngine ran, the base of monotonic times kept in
+	// atomics (partition.deadlineAt).
+	epoch time.Time
+	// slowConfirmAt is when a slow lease confirmation was last reported
+	// (unix nanoseconds; attempt.go).
+	slowConfirmAt atomic.Int64
+	log           *slog.Logger
+	sem           chan struct{}
+	wake          *waiter
 	// batch carries the partitions' fenced reads and acks in shared
 	// round trips (rdb.Batcher).
 	batch *rdb.Batcher
@@ -116,7 +122,7 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	e := &Engine{
 		metrics: ms, tracer: newTracer(o.TracerProvider),
 		reg: NewRegistry("redis", StreamPartitioning|ConsumerGroups),
-		c:   c, o: o, incarnation: newIncarnation(o.OwnerID),
+		c:   c, o: o, incarnation: newIncarnation(o.OwnerID), epoch: time.Now(),
 		log:    o.Logger.With("owner", o.OwnerID),
 		sem:    make(chan struct{}, o.Concurrency),
 		wake:   newWaiter(c, o.BlockTimeout),

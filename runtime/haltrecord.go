@@ -74,32 +74,54 @@ type priorHalt struct {
 
 // checkHaltRecord runs after the claim: a record whose head is no longer
 // pending is stale (an operator resolved it) and is removed; one whose
-// head is pending is remembered, to be removed when the head is acked.
-func (p *partition) checkHaltRecord() {
+// head is pending is remembered, to be removed when the head is acked. A
+// Redis error is retried like any of the partition's calls (false: the
+// partition must end): until the record is known, the owner could not
+// tell that its first attempts of that head must be marked, and an
+// operator's skip would not see them (attempt.go).
+func (p *partition) checkHaltRecord() bool {
 	e := p.e
-	ctx, cancel := context.WithTimeout(p.ctx, e.o.LeaseTTL)
-	defer cancel()
-	r, raw, found, err := rdb.GetHalt(ctx, e.c, p.haltKey())
-	if err != nil {
-		e.log.Warn("seqby: reading the halt record failed; a stale one is removed by the next owner or seqbyctl halted", "partition", p.haltField(), "err", err)
-		return
-	}
-	if !found {
-		return
-	}
-	pending, err := rdb.IsPending(ctx, e.c, r.Stream, p.reg.Name, r.EntryID)
-	if err != nil {
-		e.log.Warn("seqby: checking a halt record's head failed", "partition", p.haltField(), "err", err)
-		return
-	}
-	if pending {
-		p.prior = &priorHalt{stream: r.Stream, id: r.EntryID, raw: raw}
-		if err := rdb.Index(ctx, e.c, p.reg.Name, p.haltKey()); err != nil {
-			e.log.Warn("seqby: indexing a halt record failed; seqbyctl may not list it until the partition halts again", "partition", p.haltField(), "err", err)
+	for {
+		r, raw, found, pending, err := p.readHaltRecord()
+		if err != nil {
+			if errors.Is(err, rdb.ErrBadHaltRecord) {
+				e.log.Warn("seqby: the halt record is not valid; delete it (seqbyctl halted names it)", "partition", p.haltField(), "err", err)
+				return true
+			}
+			if !p.retryable(err) {
+				return false
+			}
+			continue
 		}
-		return
+		p.redisOK()
+		switch {
+		case !found:
+		case pending:
+			p.prior = &priorHalt{stream: r.Stream, id: r.EntryID, raw: raw}
+			ctx, cancel := context.WithTimeout(p.ctx, e.o.LeaseTTL)
+			if err := rdb.Index(ctx, e.c, p.reg.Name, p.haltKey()); err != nil {
+				e.log.Warn("seqby: indexing a halt record failed; seqbyctl may not list it until the partition halts again", "partition", p.haltField(), "err", err)
+			}
+			cancel()
+		default:
+			ctx, cancel := context.WithTimeout(p.ctx, e.o.LeaseTTL)
+			p.clearHalt(ctx, raw)
+			cancel()
+		}
+		return true
 	}
-	p.clearHalt(ctx, raw)
+}
+
+// readHaltRecord reads p's halt record and whether its head is pending.
+func (p *partition) readHaltRecord() (r rdb.HaltRecord, raw string, found, pending bool, err error) {
+	ctx, cancel := context.WithTimeout(p.ctx, p.e.o.LeaseTTL)
+	defer cancel()
+	r, raw, found, err = rdb.GetHalt(ctx, p.e.c, p.haltKey())
+	if err != nil || !found {
+		return r, raw, found, false, err
+	}
+	pending, err = rdb.IsPending(ctx, p.e.c, r.Stream, p.reg.Name, r.EntryID)
+	return r, raw, found, pending, err
 }
 
 // acked removes the prior halt record once its head was acked: the

@@ -102,7 +102,9 @@ func (e *Engine) haltOf(reg Registration, category string, en rdb.Entry, reason 
 // decodeEntry finds the entry's route and decodes its payload. skip: the
 // entry was deleted while pending, or it is another handler's message
 // type; ack it and move on. A non-nil Halt: the entry cannot be processed
-// (a type this build does not know, or an undecodable payload).
+// (a type this build does not know, or an undecodable payload), or it is
+// not this build's to run: its type is not routed here but a live newer
+// build of the handler routes it (deploy.go; not permanent).
 func (e *Engine) decodeEntry(reg Registration, category string, en rdb.Entry) (rt Route, m any, skip bool, h *Halt) {
 	if en.Fields == nil {
 		e.log.Warn("seqby: pending entry was deleted from the stream; acking it", "stream", en.Stream, "entry", en.ID, "handler", reg.Name)
@@ -113,6 +115,11 @@ func (e *Engine) decodeEntry(reg Registration, category string, en rdb.Entry) (r
 	}
 	typ := en.Fields[rdb.FieldType]
 	rt, ok := routeFor(reg, category, typ)
+	if !ok {
+		if h := e.leftForNewerBuild(reg, category, en, typ); h != nil {
+			return rt, nil, false, h
+		}
+	}
 	if !ok && e.reg.KnownType(category, typ) {
 		return rt, nil, true, nil // another handler's message type
 	}

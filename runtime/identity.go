@@ -17,10 +17,10 @@ import (
 // incarnation while the old one is only stalled. So a lease's token never
 // rests on OwnerID alone:
 //
-//   - every Run draws an incarnation, "<OwnerID>~<random hex>", the owner
-//     part of every lease token and consumer name it creates, so two
-//     processes never hold one token, and a resumed stale incarnation's
-//     token fails every fence;
+//   - every engine draws an incarnation at NewEngine, "<OwnerID>~<random
+//     hex>", the owner part of every lease token and consumer name of a
+//     keyed partition it creates, so two processes never hold one token,
+//     and a resumed stale incarnation's token fails every fence;
 //   - adoption (adopt.go) takes back only leases of this incarnation;
 //   - Run takes the OwnerID's key (rdb.OwnerKey) before anything else and
 //     the heartbeat renews it: a second live process with the same OwnerID
@@ -45,8 +45,9 @@ func newIncarnation(ownerID string) string {
 // returns ctx's error.
 func (e *Engine) claimOwner(ctx context.Context) error {
 	var last time.Duration // the holder's TTL at the last look (0: none yet)
-	var lastAt time.Time
+	var lastReply time.Time
 	for {
+		sent := time.Now()
 		taken, held, left, err := rdb.ClaimOwner(ctx, e.c, e.o.OwnerID, e.incarnation, e.o.LeaseTTL)
 		if err != nil {
 			return err
@@ -54,18 +55,22 @@ func (e *Engine) claimOwner(ctx context.Context) error {
 		if taken {
 			return nil
 		}
-		now := time.Now()
-		// A dead holder's TTL only runs down; one that is higher than the
-		// last look's, less the time since, was renewed: the holder lives.
-		// (The slack covers the two looks' round trips.)
-		if last > 0 && left > last-now.Sub(lastAt)+e.o.HeartbeatInterval/2 {
+		if left < 0 {
+			return fmt.Errorf("%w: OwnerID %q is held by %s with no expiry, which no engine writes: delete %s, or give this process another OwnerID",
+				ErrOwnerInUse, e.o.OwnerID, held, rdb.OwnerKey(e.o.OwnerID))
+		}
+		// A dead holder's TTL only runs down: at least the time from the
+		// last look's reply to this look's send passed in Redis between
+		// the two. More left than that (and the TTL's rounding) means the
+		// holder renewed it: it lives.
+		if last > 0 && left > last-sent.Sub(lastReply)+2*time.Millisecond {
 			return fmt.Errorf("%w: OwnerID %q is held by incarnation %s, which renews it: give every process its own OwnerID, or leave it empty for a unique default", ErrOwnerInUse, e.o.OwnerID, held)
 		}
 		if last == 0 {
 			e.log.Warn("seqby: another incarnation holds this OwnerID; waiting for it to expire (a killed process), or refusing if it is renewed (a live one)",
 				"incarnation", held, "expires_in", left)
 		}
-		last, lastAt = left, now
+		last, lastReply = left, time.Now()
 		if !sleepCtx(ctx, min(e.o.HeartbeatInterval, max(left, time.Millisecond))) {
 			return ctx.Err()
 		}
@@ -86,7 +91,7 @@ func (e *Engine) renewOwner(ctx context.Context) {
 	}
 	taken, held, _, err := rdb.ClaimOwner(ctx, e.c, e.o.OwnerID, e.incarnation, e.o.LeaseTTL)
 	if err == nil && !taken {
-		e.log.Error("seqby: another live engine instance runs with this OwnerID; give every process its own OwnerID (their leases stay apart, but operators cannot tell them apart)",
+		e.log.Error("seqby: another live engine instance runs with this OwnerID; give every process its own OwnerID (keyed partitions stay apart, but unkeyed handlers share one consumer name, and operators cannot tell the two apart)",
 			"owner", e.o.OwnerID, "other", held)
 	}
 }

@@ -36,6 +36,14 @@ type Options struct {
 	// - LeaseMargin on its monotonic clock, and cancels the handler's
 	// context then. Default LeaseTTL/10.
 	LeaseMargin time.Duration
+	// VerifyBound is the fence rule's bound: a handler attempt starts
+	// only within VerifyBound of sending a call that confirmed the lease
+	// in Redis (the fenced read that returned the entry, or a
+	// verification sent for the attempt). Default 25ms. Keep it above
+	// Redis's round trip: a confirmation whose reply comes later is
+	// still used (the attempt starts right after it, never with an older
+	// one), with a warning to raise it.
+	VerifyBound time.Duration
 	// DiscoveryInterval is how often the partition index and the member
 	// set are read to claim new or free partitions and rebalance.
 	// Default 1s.
@@ -154,7 +162,7 @@ func (o Options) checkDurations() error {
 		name string
 		v    time.Duration
 	}{
-		{"LeaseTTL", o.LeaseTTL}, {"HeartbeatInterval", o.HeartbeatInterval}, {"LeaseMargin", o.LeaseMargin},
+		{"LeaseTTL", o.LeaseTTL}, {"HeartbeatInterval", o.HeartbeatInterval}, {"LeaseMargin", o.LeaseMargin}, {"VerifyBound", o.VerifyBound},
 		{"DiscoveryInterval", o.DiscoveryInterval}, {"RetryBackoff", o.RetryBackoff},
 		{"MaxBackoff", o.MaxBackoff}, {"HaltedRetryInterval", o.HaltedRetryInterval}, {"HandlerTimeout", o.HandlerTimeout}, {"BlockTimeout", o.BlockTimeout}, {"ReapAfter", o.ReapAfter},
 		{"HaltRealertInterval", o.HaltRealertInterval},
@@ -185,6 +193,7 @@ func (o Options) withDefaults() (Options, error) {
 	def(&o.LeaseTTL, 15*time.Second)
 	def(&o.HeartbeatInterval, o.LeaseTTL/5)
 	def(&o.LeaseMargin, o.LeaseTTL/10)
+	def(&o.VerifyBound, defaultVerifyBound)
 	def(&o.DiscoveryInterval, time.Second)
 	def(&o.RetryBackoff, 100*time.Millisecond)
 	def(&o.MaxBackoff, 5*time.Second)

@@ -106,8 +106,9 @@ type partition struct {
 	// releaseAt is when a handover was asked for (unix nanoseconds; 0:
 	// not asked), which bounds how long a failing Redis call is retried.
 	releaseAt atomic.Int64
-	// deadlineAt is the lease's local deadline (unix nanoseconds): the
-	// last renew sent + LeaseTTL - LeaseMargin, when the timer fires. No
+	// deadlineAt is the lease's local deadline, as nanoseconds since the
+	// engine's epoch (so it is read on the monotonic clock): the last
+	// renew sent + LeaseTTL - LeaseMargin, when the timer fires. No
 	// attempt starts after it (attempt.go).
 	deadlineAt atomic.Int64
 	// marked: an attempt of the halted head is marked in Redis
@@ -147,7 +148,7 @@ func (p *partition) arm(base context.Context, info LeaseInfo, acquiredAt time.Ti
 	e := p.e
 	p.ctx, p.cancel = context.WithCancelCause(context.WithValue(base, leaseInfoKey{}, info))
 	deadline := acquiredAt.Add(e.o.LeaseTTL - e.o.LeaseMargin)
-	p.deadlineAt.Store(deadline.UnixNano())
+	p.deadlineAt.Store(int64(deadline.Sub(e.epoch)))
 	p.timer = time.AfterFunc(time.Until(deadline), func() {
 		p.lost(errors.New("lease not renewed before its deadline"))
 	})
@@ -161,15 +162,17 @@ func (p *partition) renewed(sentAt time.Time) {
 	defer p.mu.Unlock()
 	if !p.done && p.ctx.Err() == nil {
 		deadline := sentAt.Add(p.e.o.LeaseTTL - p.e.o.LeaseMargin)
-		if deadline.UnixNano() > p.deadlineAt.Load() {
-			p.deadlineAt.Store(deadline.UnixNano())
+		if d := int64(deadline.Sub(p.e.epoch)); d > p.deadlineAt.Load() {
+			p.deadlineAt.Store(d)
 		}
 		p.timer.Reset(time.Until(deadline))
 	}
 }
 
 // deadline is the lease's local deadline: no attempt starts after it.
-func (p *partition) deadline() time.Time { return time.Unix(0, p.deadlineAt.Load()) }
+func (p *partition) deadline() time.Time {
+	return p.e.epoch.Add(time.Duration(p.deadlineAt.Load()))
+}
 
 // lost cancels the handler's context: the lease is gone or about to be.
 // After finish began it is a heartbeat racing a normal release, not a
@@ -193,6 +196,9 @@ func (p *partition) lost(cause error) {
 	p.mu.Unlock()
 	if first && !deferred {
 		p.reportLoss(cause)
+	}
+	if deferred {
+		p.e.log.Debug("seqby: a halted partition's lease is gone; an operator's resolve, or a loss, is reported as the partition ends", "stream", p.lanes[0], "cause", cause)
 	}
 	p.cancel(errors.Join(ErrLeaseLost, cause))
 }
@@ -379,11 +385,7 @@ func (p *partition) trimIf(drained bool) {
 // first, and settles a halt record left by a predecessor. False: the
 // partition must end.
 func (p *partition) begin() bool {
-	if !p.reclaim() {
-		return false
-	}
-	p.checkHaltRecord()
-	return true
+	return p.reclaim() && p.checkHaltRecord()
 }
 
 // parked reports whether the worker must stop: the lease ended or a

@@ -20,7 +20,7 @@ const auditScan = 100
 
 // reportLossOrResolution reports a halted partition's deferred loss (lost)
 // as finish ends it: a resolution when the operator's note names this
-// lease's token and head, else a loss.
+// lease's token and its halted head, else a loss.
 func (p *partition) reportLossOrResolution() {
 	p.mu.Lock()
 	cause := p.lossCause
@@ -33,7 +33,7 @@ func (p *partition) reportLossOrResolution() {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), e.o.HeartbeatInterval)
 	defer cancel()
 	res, found, err := rdb.Resolved(ctx, e.c, p.lease.Ref.Key)
-	if err != nil || !found || res.Token != p.lease.Token() {
+	if err != nil || !found || res.Token != p.lease.Token() || p.head == nil || res.EntryID != p.head.ID {
 		p.reportLoss(cause)
 		return
 	}

@@ -97,8 +97,13 @@ const (
 // registerGroups records every registration's group with each category it
 // reads, so retention keeps what a group has not read even on streams
 // where it does not exist yet, and returns each group's start id by
-// category and group. A group registered before keeps its start.
+// category and group. A group registered before keeps its start. First it
+// records each handler's kind and build for rolling deploys (deploy.go),
+// refusing a handler whose kind changed while the other kind runs.
 func (e *Engine) registerGroups(ctx context.Context, cs []consumer) (map[string]string, error) {
+	if err := e.registerDeploy(ctx, cs); err != nil {
+		return nil, err
+	}
 	starts := map[string]string{}
 	for _, c := range cs {
 		start, err := rdb.RegisterGroup(ctx, e.c, c.category, c.reg.Name, e.o.NewHandlerStart == StartFromNew)

@@ -15,8 +15,8 @@
 //	category:{key}:backfill              stream      its backfill lane (the suffix is configurable)
 //	category:{key}:dlq                   stream      its dead-letter stream, where an operator moves a halted head
 //	category:{key}:__lease__:handler     string      the partition's lease: "<owner_id>~<incarnation>:<generation>", PX TTL
-//	<lease key>:__attempt__              string      the token of an owner retrying a halted head (lease's TTL); resolves refuse
-//	<lease key>:__resolved__             string      "<token> <entry id> <command>" after an operator's resolve (10 min TTL)
+//	category:{key}:__lease__:handler:__attempt__   string  the token of an owner retrying a halted head (lease's TTL); a pm's: <pm lease>:__attempt__
+//	category:{key}:__lease__:handler:__resolved__  string  the note of an operator's resolve for the halted owner (JSON, 10 min TTL)
 //	category:{key}:__gen__:handler       string      its generation counter: max(stored + 1, Redis time in µs) per acquire; reaped
 //	category:{key}:__halt__:handler      string      its halt record (JSON) while halted
 //	category:{key}:__msgid__:id          string      entry id of message id, for the dedup window (PX TTL)
@@ -35,6 +35,7 @@
 //	seqby:__members__:handler            sorted set  live instances, score = last announcement (Redis ms)
 //	seqby:__owner__:owner                string      the incarnation of the live engine with OwnerID owner (TTL LeaseTTL)
 //	seqby:__owned__:handler:owner        string      partitions owner held at its last heartbeat (expires with its membership)
+//	seqby:__deploy__:handler             hash        deploy records: owner id -> kind, build, routes, deploy time (rolling deploys)
 //	seqby:__halted__:handler             set         the handler's halt record keys, for operators
 //	seqby:__audit__                      stream      operator actions that changed something (who, when, what), capped at about 10,000
 //

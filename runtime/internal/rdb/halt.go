@@ -67,6 +67,10 @@ func (r HaltRecord) RecordKey() string {
 // leaves a record out of the index. Index members without a record are
 // dropped by the listing.
 
+// ErrBadHaltRecord means a stored halt record is not valid JSON: it can
+// only be deleted (GetHalt's error names the key).
+var ErrBadHaltRecord = errors.New("halt record is not valid")
+
 // ErrBadRecord means a halt record could not be encoded: nothing was
 // written, and trying again will not help.
 var ErrBadRecord = errors.New("halt record cannot be encoded")
@@ -103,7 +107,7 @@ func GetHalt(ctx context.Context, c redis.UniversalClient, key string) (r HaltRe
 		return HaltRecord{}, "", false, err
 	}
 	if err := json.Unmarshal([]byte(raw), &r); err != nil {
-		return HaltRecord{}, raw, true, fmt.Errorf("halt record %s is not valid JSON (delete it with DEL %s): %w", key, key, err)
+		return HaltRecord{}, raw, true, fmt.Errorf("halt record %s is not valid JSON (delete it with DEL %s): %w: %w", key, key, ErrBadHaltRecord, err)
 	}
 	return r, raw, true, nil
 }
@@ -266,7 +270,7 @@ func ResolveHead(ctx context.Context, c redis.UniversalClient, handler string, r
 	if dlq != "" {
 		command = "dlq move"
 	}
-	args := []any{raw, r.Token, handler, r.EntryID, ResolvedTTL.Milliseconds(), r.EntryID + " " + command}
+	args := []any{raw, r.Token, handler, r.EntryID, ResolvedTTL.Milliseconds(), command}
 	if dlq != "" {
 		keys = append(keys, dlq)
 		args = append(args, dlqFields...)
@@ -288,7 +292,9 @@ func ResolveHead(ctx context.Context, c redis.UniversalClient, handler string, r
 // Resolution is the note resolve_head leaves for the owner whose halted
 // head an operator resolved (ResolvedKey).
 type Resolution struct {
-	Token, EntryID, Command string
+	Token   string `json:"token"`    // the token the lease held
+	EntryID string `json:"entry_id"` // the head resolved
+	Command string `json:"command"`  // "skip" or "dlq move"
 }
 
 // Resolved reads the note an operator's resolve left at the lease (found
@@ -301,9 +307,8 @@ func Resolved(ctx context.Context, c redis.UniversalClient, leaseKey string) (re
 	if err != nil {
 		return Resolution{}, false, fmt.Errorf("read the resolved note of %s: %w", leaseKey, err)
 	}
-	parts := strings.SplitN(v, " ", 3)
-	if len(parts) != 3 {
-		return Resolution{}, false, fmt.Errorf("the resolved note of %s is %q, not \"<token> <entry id> <command>\"", leaseKey, v)
+	if err := json.Unmarshal([]byte(v), &res); err != nil {
+		return Resolution{}, false, fmt.Errorf("the resolved note of %s is not valid: %w", leaseKey, err)
 	}
-	return Resolution{Token: parts[0], EntryID: parts[1], Command: parts[2]}, true, nil
+	return res, true, nil
 }

@@ -86,10 +86,10 @@ func AttemptKey(leaseKey string) string { return leaseKey + ":__attempt__" }
 
 // ResolvedKey tells the owner of the lease at leaseKey that an operator
 // resolved its halted head (a skip or a DLQ move) and deleted the lease:
-// "<lease key>:__resolved__", holding "<token> <entry id> <command>" (the
-// token the lease held), written by
-// resolve_head.lua with a TTL of ResolvedTTL, so the halted owner reports
-// the end of its lease as a resolution, not as a loss.
+// "<lease key>:__resolved__", holding JSON (Resolution: the token the
+// lease held, the entry id, the command), written by resolve_head.lua with
+// a TTL of ResolvedTTL, so the halted owner reports the end of its lease
+// as a resolution, not as a loss.
 func ResolvedKey(leaseKey string) string { return leaseKey + ":__resolved__" }
 
 // OwnerKey holds the incarnation of the live engine instance running with

@@ -18,6 +18,8 @@ func layout() []string {
 		BackfillStream("category", "key", DefaultBackfillSuffix),
 		DLQStream("category", "key"),
 		LeaseKey(stream, "handler"),
+		AttemptKey(LeaseKey(stream, "handler")),
+		ResolvedKey(LeaseKey(stream, "handler")),
 		GenerationKey(stream, "handler"),
 		HaltKey(stream, "handler"),
 		DedupKey("category", "key", "id"),
@@ -34,7 +36,9 @@ func layout() []string {
 		StateKey("pm", "value"),
 		PMHaltKey("pm", "value"),
 		MembersKey("handler"),
+		OwnerKey("owner"),
 		OwnedKey("handler", "owner"),
+		DeployKey("handler"),
 		HaltedKey("handler"),
 		AuditKey,
 	}

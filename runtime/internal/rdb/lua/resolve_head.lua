@@ -13,8 +13,7 @@
 -- ARGV[3] group
 -- ARGV[4] entry id
 -- ARGV[5] how long the resolved note lives, in milliseconds
--- ARGV[6] the resolved note: "<entry id> <command>", stored after the
---         lease's token
+-- ARGV[6] the command ("skip" or "dlq move"), for the resolved note
 -- ARGV[7..] dead-letter metadata field/value pairs
 --
 -- Checks, in order:
@@ -26,16 +25,23 @@
 --     and the record is stale),
 --   - and be the group's first pending entry on the lane (NOT_HEAD, with
 --     the actual first pending id).
--- Then: copy the entry (its fields, then the metadata) to the dead-letter
--- stream when given, XACK it, delete the lease so the halted owner's next
--- renew or attempt fails and a new owner continues after the head, leave
--- the resolved note for the halted owner (so it reports a resolution, not
--- a lost lease), and remove the record. Once the lease is deleted no
+-- Then: leave the resolved note for the halted owner (JSON: the token
+-- the lease held, the entry id, the command; so it reports a resolution,
+-- not a lost lease), first, so that a user not allowed to write it
+-- (an older ACL line without SET) fails before anything changed; copy the
+-- entry (its fields, then the metadata) to the dead-letter stream when
+-- given, XACK it, delete the lease so the halted owner's next renew or
+-- attempt fails and a new owner continues after the head, and remove the
+-- record. Once the lease is deleted no
 -- attempt of the head starts anywhere: every attempt of a halted head
 -- begins with begin_attempt, which needs the lease, and the head is acked.
 -- Returns {"OK", the dead-letter entry id or ""} or {code, detail}.
 local refused = head_refusal() -- lib/head.lua
 if refused then return refused end
+local holder = redis.call('GET', KEYS[3])
+if holder then
+  redis.call('SET', KEYS[5], cjson.encode({token = holder, entry_id = ARGV[4], command = ARGV[6]}), 'PX', ARGV[5])
+end
 local dlqid = ''
 if KEYS[6] then
   local args = {}
@@ -47,11 +53,7 @@ if KEYS[6] then
   dlqid = redis.call('XADD', KEYS[6], '*', unpack(args))
 end
 redis.call('XACK', KEYS[2], ARGV[3], ARGV[4])
-local holder = redis.call('GET', KEYS[3])
 redis.call('DEL', KEYS[3])
 redis.call('DEL', KEYS[4])
-if holder then
-  redis.call('SET', KEYS[5], holder .. ' ' .. ARGV[6], 'PX', ARGV[5])
-end
 redis.call('DEL', KEYS[1])
 return {'OK', dlqid}

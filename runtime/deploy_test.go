@@ -1,0 +1,454 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/internal/redistest"
+	"github.com/seqby/seqby/runtime/internal/rdb"
+)
+
+// Rolling deploys (deploy.go): a build's routes decide what it acks
+// unrun, but never a type a newer live build of the same handler routes;
+// a handler whose kind changed under its name is refused while the other
+// kind's instances are live.
+
+// tryStart runs an engine and waits until it consumes or its Run returns,
+// returning Run's error in the latter case (nil while it runs).
+func tryStart(t *testing.T, c redis.UniversalClient, opts Options, regs ...Registration) (*running, error) {
+	t.Helper()
+	e, err := NewEngine(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Register(regs...); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	var runErr error
+	returned := false
+	eventually(t, 20*time.Second, "Run to consume or return", func() bool {
+		select {
+		case runErr = <-done:
+			returned = true
+			return true
+		default:
+			return e.Status().Consuming
+		}
+	})
+	var once sync.Once
+	r := &running{Engine: e}
+	r.stop = func() {
+		once.Do(func() {
+			cancel()
+			if returned {
+				return
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Errorf("engine %s did not stop", opts.OwnerID)
+			}
+		})
+	}
+	t.Cleanup(r.stop)
+	return r, runErr
+}
+
+func nop(context.Context, *testEvent) error { return nil }
+
+// unkeyedOrders is an unkeyed handler on the partitioned category "order":
+// its instances share a consumer group on each partition stream.
+func unkeyedOrders(name string, fn func(ctx context.Context, e *testEvent) error) Registration {
+	return Registration{Name: name, Kind: EventHandler, Routes: []Route{orderRoute("Client", fn)}}
+}
+
+// withType is rt for another wire type of the same payload.
+func withType(rt Route, typ string) Route { rt.Type = typ; return rt }
+
+// addRaw appends an entry of type typ for client key to its partition
+// stream, indexes the key, and returns the entry's id.
+func addRaw(t *testing.T, c redis.UniversalClient, key, typ string) string {
+	t.Helper()
+	ctx := context.Background()
+	id, err := c.XAdd(ctx, &redis.XAddArgs{Stream: rdb.PartitionStream("order", key),
+		Values: []any{rdb.FieldType, typ, rdb.FieldPayload, `{"client":"` + key + `","seq":100}`}}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SAdd(ctx, rdb.IndexKey("order"), key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// ackedIn reports whether group acked entry id of stream: delivered to it
+// and no longer pending.
+func ackedIn(t *testing.T, c redis.UniversalClient, stream, group, id string) bool {
+	t.Helper()
+	ctx := context.Background()
+	gs, err := c.XInfoGroups(ctx, stream).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	delivered := false
+	for _, g := range gs {
+		if g.Name == group {
+			delivered = !entryAfter(id, g.LastDeliveredID)
+		}
+	}
+	if !delivered {
+		return false
+	}
+	ps, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: id, End: id, Count: 1}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ps) == 0
+}
+
+// ranSet records the keys whose "testCancelled" a build ran.
+type ranSet struct {
+	mu  sync.Mutex
+	ran map[string]bool
+}
+
+func (r *ranSet) route() Route {
+	return withType(orderRoute("Client", func(_ context.Context, e *testEvent) error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.ran == nil {
+			r.ran = map[string]bool{}
+		}
+		r.ran[e.Client] = true
+		return nil
+	}), "testCancelled")
+}
+
+func (r *ranSet) has(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ran[key]
+}
+
+// A keyed handler gains a route for "testCancelled", a type its old build
+// knew from another handler's Catalog. The old build runs first; once the
+// new build is live and the old instance has read its record again (a type
+// it does not route prompts that, at most once per DiscoveryInterval), the
+// old build's owner of a partition halts on such an entry (not
+// permanently) instead of acking it unrun, and once the old build stops
+// the new one takes the partition over and runs it. (On the old code the
+// old build acked every one.)
+func TestDeployNewerBuildsTypeKeyed(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	var newRan ranSet
+	newH := keyedHandler("deploy.h", nop)
+	newH.Routes = append(newH.Routes, newRan.route())
+	oldH := keyedHandler("deploy.h", nop)
+	oldH.Catalog = map[string][]string{"order": {"testCancelled"}}
+
+	halts := make(chan Halt, 16)
+	oldOpts := fastOptions("old")
+	oldOpts.OnHalt = func(h Halt) { halts <- h }
+	old, err := tryStart(t, c, oldOpts, oldH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tryStart(t, c, fastOptions("new"), newH); err != nil {
+		t.Fatal(err)
+	}
+	pub := NewPublisher(c)
+	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		if err := pub.Publish(ctx, ev(k, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var key string
+	eventually(t, 20*time.Second, "the old build to own a partition", func() bool {
+		for _, p := range old.Status().Partitions {
+			if p.Handler == "deploy.h" {
+				key = p.Key
+				return true
+			}
+		}
+		return false
+	})
+	stream := rdb.PartitionStream("order", key)
+	// Entries the old instance decides on before it has read the new
+	// build's record are acked (the documented window); later ones halt.
+	var halt Halt
+	deadline := time.Now().Add(20 * time.Second)
+	for seq := 2; halt.EntryID == "" && !newRan.has(key); seq++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("the old build kept acking testCancelled entries of %s unrun while the new build, which routes them, is live", key)
+		}
+		id := addRaw(t, c, key, "testCancelled")
+		if err := pub.Publish(ctx, ev(key, seq)); err != nil { // wakes the partition
+			t.Fatal(err)
+		}
+		eventually(t, 20*time.Second, "the entry to be run, halted on or acked", func() bool {
+			select {
+			case halt = <-halts:
+				return true
+			default:
+			}
+			return ackedIn(t, c, stream, "deploy.h", id) || newRan.has(key)
+		})
+	}
+	if halt.EntryID != "" && (halt.Permanent || !errors.Is(halt.Err, ErrRoutedByNewerBuild)) {
+		t.Errorf("halt %+v: want a halt that is not permanent, with an error matching ErrRoutedByNewerBuild", halt)
+	}
+	old.stop()
+	eventually(t, 20*time.Second, "the new build to run the entry", func() bool { return newRan.has(key) })
+}
+
+// The same for an unkeyed handler, and an old instance started after the
+// new build (a restart while the deploy rolls): it inherits its build's
+// deploy time from the old instance still live, so it counts as old. It
+// leaves such an entry pending (halted) instead of acking it, and the new
+// build claims it once the old instance stops. (On the old code the old
+// build acked it.)
+func TestDeployNewerBuildsTypeUnkeyed(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	var newRan ranSet
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+	// The new build's worker of the partition blocks in its first
+	// testEvent, so the entries after it go to the old build.
+	newU := unkeyedOrders("deploy.u", func(ctx context.Context, e *testEvent) error {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	newU.Routes = append(newU.Routes, newRan.route())
+	var oldMu sync.Mutex
+	oldSeen := map[int]bool{}
+	oldU := unkeyedOrders("deploy.u", func(_ context.Context, e *testEvent) error {
+		oldMu.Lock()
+		oldSeen[e.Seq] = true
+		oldMu.Unlock()
+		return nil
+	})
+	oldU.Catalog = map[string][]string{"order": {"testCancelled"}}
+
+	old1, err := tryStart(t, c, fastOptions("old1"), oldU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tryStart(t, c, fastOptions("new"), newU); err != nil {
+		t.Fatal(err)
+	}
+	old2, err := tryStart(t, c, fastOptions("old2"), oldU)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old1.stop()
+	pub := NewPublisher(c)
+	seq := 0
+	for blocked := false; !blocked; {
+		seq++
+		if err := pub.Publish(ctx, ev("k", seq)); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 20*time.Second, "a testEvent to be handled", func() bool {
+			select {
+			case <-entered:
+				blocked = true
+				return true
+			default:
+			}
+			oldMu.Lock()
+			defer oldMu.Unlock()
+			return oldSeen[seq]
+		})
+	}
+	stream := rdb.PartitionStream("order", "k")
+	id := addRaw(t, c, "k", "testCancelled")
+	if err := pub.Publish(ctx, ev("k", seq+1)); err != nil { // wakes the old build's worker
+		t.Fatal(err)
+	}
+	var halt *Halt
+	eventually(t, 20*time.Second, "the old build to halt on the entry or ack it", func() bool {
+		for _, h := range old2.Status().Halts {
+			if h.EntryID == id {
+				halt = &h
+				return true
+			}
+		}
+		return ackedIn(t, c, stream, "deploy.u", id)
+	})
+	if halt == nil {
+		t.Fatal("the old build acked a testCancelled entry unrun while the new build, which routes it, is live")
+	}
+	if halt.Permanent || !errors.Is(halt.Err, ErrRoutedByNewerBuild) {
+		t.Errorf("halt %+v: want one that is not permanent, with an error matching ErrRoutedByNewerBuild", *halt)
+	}
+	old2.stop()
+	close(release)
+	eventually(t, 20*time.Second, "the new build to claim and run the entry", func() bool { return newRan.has("k") })
+}
+
+// A newer build that dropped a route decides by its own routes: it acks
+// the dropped type unrun (another handler's type in its build) even while
+// an older build that routes it is live.
+func TestDeployDroppedTypeAcked(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	var oldRan ranSet
+	oldH := keyedHandler("deploy.h", nop)
+	oldH.Routes = append(oldH.Routes, oldRan.route())
+	newH := keyedHandler("deploy.h", nop)
+	newH.Catalog = map[string][]string{"order": {"testCancelled"}}
+	if _, err := tryStart(t, c, fastOptions("old"), oldH); err != nil {
+		t.Fatal(err)
+	}
+	halts := make(chan Halt, 16)
+	newOpts := fastOptions("new")
+	newOpts.OnHalt = func(h Halt) { halts <- h }
+	nb, err := tryStart(t, c, newOpts, newH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := NewPublisher(c)
+	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		if err := pub.Publish(ctx, ev(k, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var key string
+	eventually(t, 20*time.Second, "the new build to own a partition", func() bool {
+		for _, p := range nb.Status().Partitions {
+			if p.Handler == "deploy.h" {
+				key = p.Key
+				return true
+			}
+		}
+		return false
+	})
+	stream := rdb.PartitionStream("order", key)
+	id := addRaw(t, c, key, "testCancelled")
+	if err := pub.Publish(ctx, ev(key, 2)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the entry to be acked", func() bool { return ackedIn(t, c, stream, "deploy.h", id) })
+	select {
+	case h := <-halts:
+		t.Errorf("the new build halted (%+v); a type its own build does not route is acked", h)
+	default:
+	}
+}
+
+// A handler that changed kind under its name is refused at Run while an
+// instance of the other kind is live, and starts once that one stopped.
+func TestDeployKindChangeRefused(t *testing.T) {
+	cases := []struct {
+		name     string
+		old, new Registration
+	}{
+		{"keyed to unkeyed", keyedHandler("deploy.x", nop), unkeyedOrders("deploy.x", nop)},
+		{"unkeyed to keyed", unkeyedOrders("deploy.x", nop), keyedHandler("deploy.x", nop)},
+		{"plain pm to sequential", nonSequential(flowPM("deploy.x", noHook)), flowPM("deploy.x", noHook)},
+		{"sequential pm to plain", flowPM("deploy.x", noHook), nonSequential(flowPM("deploy.x", noHook))},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newRedis(t)
+			old, err := tryStart(t, c, fastOptions("old"), tc.old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := tryStart(t, c, fastOptions("new"), tc.new)
+			if !errors.Is(err, ErrKindChanged) {
+				t.Fatalf("Run with the changed kind: %v, want an error matching ErrKindChanged", err)
+			}
+			r.stop()
+			old.stop()
+			if _, err := tryStart(t, c, fastOptions("new2"), tc.new); err != nil {
+				t.Fatalf("Run once the other kind stopped: %v", err)
+			}
+		})
+	}
+}
+
+// Instances of an earlier build that keeps no kind record are told apart
+// by their owned-count key, which keyed handlers and sequential pms write
+// with every heartbeat and unkeyed ones never do.
+func TestDeployKindOfEarlierBuild(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	opts := func(owner string) Options {
+		o := fastOptions(owner)
+		o.LeaseTTL = 30 * time.Second // the simulated members stay live
+		return o
+	}
+	if err := rdb.LoadScripts(ctx, c); err != nil { // AnnounceAll pipelines EVALSHA
+		t.Fatal(err)
+	}
+	if err := rdb.AnnounceAll(ctx, c, []string{"deploy.k"}, []int{3}, "earlier-keyed", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rdb.Announce(ctx, c, "deploy.u", "earlier-unkeyed", time.Minute, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tryStart(t, c, opts("a"), unkeyedOrders("deploy.k", nop)); !errors.Is(err, ErrKindChanged) {
+		t.Errorf("unkeyed while an earlier build runs it keyed: %v, want ErrKindChanged", err)
+	}
+	if _, err := tryStart(t, c, opts("b"), keyedHandler("deploy.u", nop)); !errors.Is(err, ErrKindChanged) {
+		t.Errorf("keyed while an earlier build runs it unkeyed: %v, want ErrKindChanged", err)
+	}
+	r, err := tryStart(t, c, opts("c"), keyedHandler("deploy.k", nop), unkeyedOrders("deploy.u", nop))
+	if err != nil {
+		t.Fatalf("the same kinds as the earlier build: %v", err)
+	}
+	r.stop()
+}
+
+// The deploy records work under the README's engine ACL line, the prune
+// of a stopped instance's record (HDEL) included.
+func TestDeployUnderDocumentedACL(t *testing.T) {
+	s := redistest.New(t)
+	args := append([]string{"ACL", "SETUSER", "seqby-engine"}, aclRules(t, "seqby-engine", "engine-secret", "order")...)
+	if _, err := s.Do(args...); err != nil {
+		t.Fatalf("ACL SETUSER: %v", err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, Username: "seqby-engine", Password: "engine-secret", ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	first, err := tryStart(t, c, fastOptions("first"), keyedHandler("deploy.h", nop))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.stop()
+	if _, err := tryStart(t, c, fastOptions("second"), keyedHandler("deploy.h", nop)); err != nil {
+		t.Fatal(err)
+	}
+	admin := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer admin.Close()
+	owners, err := admin.HKeys(context.Background(), rdb.DeployKey("deploy.h")).Result()
+	if err != nil || len(owners) != 1 || owners[0] != "second" {
+		t.Errorf("deploy records of %v, %v; want only the live instance's", owners, err)
+	}
+	log, err := admin.Do(context.Background(), "ACL", "LOG").Slice()
+	if err != nil || len(log) > 0 {
+		t.Fatalf("ACL LOG: %v, %v; want nothing refused", log, err)
+	}
+}
