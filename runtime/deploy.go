@@ -21,21 +21,27 @@ import (
 //
 //   - Routes. A handler acks unrun an entry of a type it does not route
 //     when another handler of its build knows the type (decodeEntry). But
-//     if a newer build of the same handler routes that type, the entry is
-//     the newer build's to run: an old instance that acked it would lose
-//     it. So at Run every instance records its build (a digest of its kind
-//     and routes) with its routes and since when that build is deployed,
-//     in the handler's deploy records (rdb.DeployKey); the since of a
-//     build is inherited from its live instances, so a restarted old
-//     instance stays old. An entry of a type this build does not route,
-//     but a live newer build does, halts (not permanently) for the newer
-//     build to run once it takes the partition over (for an unkeyed
-//     handler: claims it after the old instance stopped). A type only an
-//     older build routes is this build's to drop: its own routes decide.
-//     The records of the other builds are read at Run and again at most
-//     once per DiscoveryInterval, when a type this build does not route
-//     shows up, so an old instance sees a newer build at most one
-//     DiscoveryInterval after that build started.
+//     if another live build of the same handler routes that type, the
+//     entry may be that build's to run: an instance that acked it would
+//     lose it. Which build is "newer" cannot be told safely (an old pod
+//     restarted during a rollout looks like a rollback), so the rule is
+//     symmetric: an entry of a type this build does not route, while any
+//     live other build of the handler routes it, halts (not permanently),
+//     and is run by an instance of a build that routes it once that one
+//     owns the partition (for an unkeyed handler: claims the entry). Only
+//     when no live build of the handler routes the type does this build's
+//     own rule decide (ack it as another handler's type, or halt on a
+//     type nobody knows). So a deploy that adds a type runs it on the new
+//     build; one that drops a type halts the new build on it until the old
+//     instances are gone, and then drops it. At Run every instance records
+//     its build (a digest of its kind and routes) with its routes in the
+//     handler's deploy records (rdb.DeployKey), and records itself again
+//     whenever the heartbeat had to take its OwnerID key back (a record
+//     judged dead meanwhile may have been removed). The records of the
+//     other builds are read at Run and again at most once per
+//     DiscoveryInterval, when a type this build does not route shows up,
+//     so an instance sees another build at most one DiscoveryInterval
+//     after that build started.
 //   - Kind. A keyed handler's owners, an unkeyed handler's consumers and a
 //     sequential pm's owners read the same consumer groups in different
 //     ways, with no serialization between them. A handler whose kind
@@ -53,14 +59,14 @@ import (
 // handler a new name.
 var ErrKindChanged = errors.New("handler kind changed under its name while the other kind runs")
 
-// ErrRoutedByNewerBuild is the error of a halt on an entry whose type this
-// build of the handler does not route but a live newer build of it does:
-// the entry is left for the newer build, which runs it once it takes the
-// partition over (or the entry, for an unkeyed handler) when this instance
-// stops. Finish the deploy; a rollback that stops the newer instances lets
-// this build decide again (the halted head is retried every
-// HaltedRetryInterval).
-var ErrRoutedByNewerBuild = errors.New("message type routed by a newer build of this handler")
+// ErrRoutedByAnotherBuild is the error of a halt on an entry whose type
+// this build of the handler does not route but another live build of it
+// does (a rolling deploy): the entry is left for that build, which runs it
+// once it takes the partition over (or the entry, for an unkeyed
+// handler). Finish the deploy (or the rollback); do not skip the entry:
+// once no live build routes the type, this build decides again at its
+// next retry (every HaltedRetryInterval).
+var ErrRoutedByAnotherBuild = errors.New("message type routed by another live build of this handler")
 
 // Kinds, as recorded.
 const (
@@ -99,7 +105,6 @@ type deploys struct {
 type buildView struct {
 	mu     sync.Mutex // held while refreshing, so one read serves all
 	build  string
-	since  int64
 	others []otherBuild
 	readAt time.Time
 }
@@ -108,14 +113,7 @@ type buildView struct {
 type otherBuild struct {
 	owner  string
 	build  string
-	since  int64
 	routes map[string]bool // category \x00 type
-}
-
-// newer reports whether o is a newer build than (since, build): deployed
-// later (the build digest breaks a tie of one millisecond).
-func (o otherBuild) newer(since int64, build string) bool {
-	return o.since > since || o.since == since && o.build > build
 }
 
 // deployData is the runtime's part of a record.
@@ -178,6 +176,7 @@ func (e *Engine) registerDeploy(ctx context.Context, cs []consumer) error {
 	e.reg.deploy.mu.Lock()
 	e.reg.deploy.handlers = views
 	e.reg.deploy.mu.Unlock()
+	e.deployed = cs
 	return nil
 }
 
@@ -226,7 +225,7 @@ func (e *Engine) registerBuild(ctx context.Context, reg Registration, kind strin
 			bare[o] = "leased"
 		}
 	}
-	since, conflict, err := rdb.RecordDeploy(ctx, e.c, name, self, kind, build, string(data), dead, bare)
+	_, conflict, err := rdb.RecordDeploy(ctx, e.c, name, self, kind, build, string(data), dead, bare)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +233,7 @@ func (e *Engine) registerBuild(ctx context.Context, reg Registration, kind strin
 		return nil, fmt.Errorf("handler %s runs %s in this build, but the live instance %s runs it %s: the two kinds would share its consumer groups with no serialization between them; stop (or drain) every instance of the other kind before starting this build, or give the changed handler a new name: %w",
 			name, describeKind(kind), conflict.Owner, describeKind(conflict.Kind), ErrKindChanged)
 	}
-	v := &buildView{build: build, since: since, readAt: time.Now()}
+	v := &buildView{build: build, readAt: time.Now()}
 	v.others = otherBuilds(live, build, self)
 	return v, nil
 }
@@ -273,7 +272,7 @@ func otherBuilds(live []rdb.DeployRecord, build, self string) []otherBuild {
 		if json.Unmarshal([]byte(r.Data), &d) != nil {
 			continue
 		}
-		o := otherBuild{owner: r.Owner, build: r.Build, since: r.Since, routes: map[string]bool{}}
+		o := otherBuild{owner: r.Owner, build: r.Build, routes: map[string]bool{}}
 		for cat, ts := range d.Routes {
 			for _, t := range ts {
 				o.routes[cat+"\x00"+t] = true
@@ -284,12 +283,12 @@ func otherBuilds(live []rdb.DeployRecord, build, self string) []otherBuild {
 	return out
 }
 
-// newerBuildsRouting returns the live instances of newer builds of reg's
+// buildsRouting returns the live instances of other builds of reg's
 // handler that route typ on category (none when this Run recorded no
 // build: an inline broker, a test calling handle directly). The view is
 // read again when it is older than DiscoveryInterval; a failed read keeps
 // the last one (and is logged).
-func (e *Engine) newerBuildsRouting(reg Registration, category, typ string) []string {
+func (e *Engine) buildsRouting(reg Registration, category, typ string) []string {
 	e.reg.deploy.mu.Lock()
 	v := e.reg.deploy.handlers[reg.Name]
 	e.reg.deploy.mu.Unlock()
@@ -307,7 +306,7 @@ func (e *Engine) newerBuildsRouting(reg Registration, category, typ string) []st
 	}
 	var owners []string
 	for _, o := range v.others {
-		if o.newer(v.since, v.build) && o.routes[category+"\x00"+typ] {
+		if o.routes[category+"\x00"+typ] {
 			owners = append(owners, o.owner)
 		}
 	}
@@ -316,7 +315,7 @@ func (e *Engine) newerBuildsRouting(reg Registration, category, typ string) []st
 
 // refreshBuilds reads the live records of the other builds into v.
 func (e *Engine) refreshBuilds(handler string, v *buildView) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), e.o.DiscoveryInterval)
 	defer cancel()
 	recs, err := rdb.DeployRecords(ctx, e.c, handler, v.build)
 	if err != nil {
@@ -330,18 +329,32 @@ func (e *Engine) refreshBuilds(handler string, v *buildView) error {
 	return nil
 }
 
-// leftForNewerBuild is the halt of an entry whose type reg does not route
-// on category but a live newer build of it does (nil otherwise): not
-// permanent, so a keyed partition retries it every HaltedRetryInterval
-// (and goes on by its own routes once no newer build routes it), and the
-// newer build runs it once it takes the partition over.
-func (e *Engine) leftForNewerBuild(reg Registration, category string, en rdb.Entry, typ string) *Halt {
-	owners := e.newerBuildsRouting(reg, category, typ)
+// leftForAnotherBuild is the halt of an entry whose type reg does not
+// route on category but another live build of it does (nil otherwise):
+// not permanent, so a keyed partition retries it every
+// HaltedRetryInterval (and goes on by its own routes once no live build
+// routes it), and the other build runs it once it takes the partition
+// over.
+func (e *Engine) leftForAnotherBuild(reg Registration, category string, en rdb.Entry, typ string) *Halt {
+	owners := e.buildsRouting(reg, category, typ)
 	if len(owners) == 0 {
 		return nil
 	}
 	sort.Strings(owners)
-	return e.haltOf(reg, category, en, "type routed by a newer build of this handler",
-		fmt.Errorf("%s %s has no route for type %q on %s in this build, but a newer build of it, live on %s, routes it: the entry is left to that build, which runs it once this instance stops and it takes over; finish the deploy (or stop the newer instances to roll it back): %w",
-			reg.Kind, reg.Name, typ, category, strings.Join(owners, ", "), ErrRoutedByNewerBuild))
+	return e.haltOf(reg, category, en, "type routed by another build of this handler (a rolling deploy)",
+		fmt.Errorf("%s %s has no route for type %q on %s in this build, but another build of it, live on %s, routes it: the entry waits for that build, which runs it once it owns the partition; finish the deploy or the rollback, and do not skip the entry: %w",
+			reg.Kind, reg.Name, typ, category, strings.Join(owners, ", "), ErrRoutedByAnotherBuild))
+}
+
+// rerecordDeploy records this instance's builds again (registerDeploy)
+// after the heartbeat had to take its OwnerID key back: meanwhile another
+// instance may have judged its records dead and removed them.
+func (e *Engine) rerecordDeploy(ctx context.Context) {
+	cs := e.deployed
+	if len(cs) == 0 {
+		return
+	}
+	if err := e.registerDeploy(ctx, cs); err != nil {
+		e.log.Error("seqby: recording this instance's builds again failed; other builds may not see its routes until it restarts", "err", err)
+	}
 }

@@ -13,56 +13,9 @@ import (
 )
 
 // Rolling deploys (deploy.go): a build's routes decide what it acks
-// unrun, but never a type a newer live build of the same handler routes;
+// unrun, but never a type another live build of the same handler routes;
 // a handler whose kind changed under its name is refused while the other
 // kind's instances are live.
-
-// tryStart runs an engine and waits until it consumes or its Run returns,
-// returning Run's error in the latter case (nil while it runs).
-func tryStart(t *testing.T, c redis.UniversalClient, opts Options, regs ...Registration) (*running, error) {
-	t.Helper()
-	e, err := NewEngine(c, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Register(regs...); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	var runErr error
-	returned := false
-	eventually(t, 20*time.Second, "Run to consume or return", func() bool {
-		select {
-		case runErr = <-done:
-			returned = true
-			return true
-		default:
-			return e.Status().Consuming
-		}
-	})
-	var once sync.Once
-	r := &running{Engine: e}
-	r.stop = func() {
-		once.Do(func() {
-			cancel()
-			if returned {
-				return
-			}
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Errorf("Run: %v", err)
-				}
-			case <-time.After(30 * time.Second):
-				t.Errorf("engine %s did not stop", opts.OwnerID)
-			}
-		})
-	}
-	t.Cleanup(r.stop)
-	return r, runErr
-}
 
 func nop(context.Context, *testEvent) error { return nil }
 
@@ -148,7 +101,19 @@ func (r *ranSet) has(key string) bool {
 // permanently) instead of acking it unrun, and once the old build stops
 // the new one takes the partition over and runs it. (On the old code the
 // old build acked every one.)
+//
+// restarted: the old instance is restarted after the new build started (a
+// crash or the last old pod of a rollout), which the first version took
+// for a rollback, the newest build, and acked the new build's type again.
 func TestDeployNewerBuildsTypeKeyed(t *testing.T) {
+	for _, restart := range []bool{false, true} {
+		t.Run(map[bool]string{false: "running", true: "restarted"}[restart], func(t *testing.T) {
+			testDeployNewerBuildsTypeKeyed(t, restart)
+		})
+	}
+}
+
+func testDeployNewerBuildsTypeKeyed(t *testing.T, restart bool) {
 	c, ctx := newRedis(t), ctxT(t)
 	var newRan ranSet
 	newH := keyedHandler("deploy.h", nop)
@@ -165,6 +130,12 @@ func TestDeployNewerBuildsTypeKeyed(t *testing.T) {
 	}
 	if _, err := tryStart(t, c, fastOptions("new"), newH); err != nil {
 		t.Fatal(err)
+	}
+	if restart {
+		old.stop()
+		if old, err = tryStart(t, c, oldOpts, oldH); err != nil {
+			t.Fatal(err)
+		}
 	}
 	pub := NewPublisher(c)
 	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
@@ -204,8 +175,8 @@ func TestDeployNewerBuildsTypeKeyed(t *testing.T) {
 			return ackedIn(t, c, stream, "deploy.h", id) || newRan.has(key)
 		})
 	}
-	if halt.EntryID != "" && (halt.Permanent || !errors.Is(halt.Err, ErrRoutedByNewerBuild)) {
-		t.Errorf("halt %+v: want a halt that is not permanent, with an error matching ErrRoutedByNewerBuild", halt)
+	if halt.EntryID != "" && (halt.Permanent || !errors.Is(halt.Err, ErrRoutedByAnotherBuild)) {
+		t.Errorf("halt %+v: want a halt that is not permanent, with an error matching ErrRoutedByAnotherBuild", halt)
 	}
 	old.stop()
 	eventually(t, 20*time.Second, "the new build to run the entry", func() bool { return newRan.has(key) })
@@ -302,30 +273,33 @@ func TestDeployNewerBuildsTypeUnkeyed(t *testing.T) {
 	if halt == nil {
 		t.Fatal("the old build acked a testCancelled entry unrun while the new build, which routes it, is live")
 	}
-	if halt.Permanent || !errors.Is(halt.Err, ErrRoutedByNewerBuild) {
-		t.Errorf("halt %+v: want one that is not permanent, with an error matching ErrRoutedByNewerBuild", *halt)
+	if halt.Permanent || !errors.Is(halt.Err, ErrRoutedByAnotherBuild) {
+		t.Errorf("halt %+v: want one that is not permanent, with an error matching ErrRoutedByAnotherBuild", *halt)
 	}
 	old2.stop()
 	close(release)
 	eventually(t, 20*time.Second, "the new build to claim and run the entry", func() bool { return newRan.has("k") })
 }
 
-// A newer build that dropped a route decides by its own routes: it acks
-// the dropped type unrun (another handler's type in its build) even while
-// an older build that routes it is live.
-func TestDeployDroppedTypeAcked(t *testing.T) {
+// A newer build that dropped a route halts on the dropped type while an
+// older build that routes it is live (which build is newer cannot be told
+// safely: a restarted old pod looks like a rollback), and acks it unrun by
+// its own rule once no live build routes it.
+func TestDeployDroppedTypeWaitsForTheOldBuild(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	var oldRan ranSet
 	oldH := keyedHandler("deploy.h", nop)
 	oldH.Routes = append(oldH.Routes, oldRan.route())
 	newH := keyedHandler("deploy.h", nop)
 	newH.Catalog = map[string][]string{"order": {"testCancelled"}}
-	if _, err := tryStart(t, c, fastOptions("old"), oldH); err != nil {
+	old, err := tryStart(t, c, fastOptions("old"), oldH)
+	if err != nil {
 		t.Fatal(err)
 	}
 	halts := make(chan Halt, 16)
 	newOpts := fastOptions("new")
 	newOpts.OnHalt = func(h Halt) { halts <- h }
+	newOpts.HaltedRetryInterval = 50 * time.Millisecond
 	nb, err := tryStart(t, c, newOpts, newH)
 	if err != nil {
 		t.Fatal(err)
@@ -351,12 +325,23 @@ func TestDeployDroppedTypeAcked(t *testing.T) {
 	if err := pub.Publish(ctx, ev(key, 2)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "the entry to be acked", func() bool { return ackedIn(t, c, stream, "deploy.h", id) })
-	select {
-	case h := <-halts:
-		t.Errorf("the new build halted (%+v); a type its own build does not route is acked", h)
-	default:
+	var halt Halt
+	eventually(t, 20*time.Second, "the new build to halt on the entry", func() bool {
+		select {
+		case halt = <-halts:
+			return halt.EntryID == id
+		default:
+		}
+		if ackedIn(t, c, stream, "deploy.h", id) && !oldRan.has(key) {
+			t.Fatalf("the new build acked a testCancelled entry unrun while the old build, which routes it, is live")
+		}
+		return false
+	})
+	if halt.Permanent || !errors.Is(halt.Err, ErrRoutedByAnotherBuild) {
+		t.Errorf("halt %+v: want one that is not permanent, with an error matching ErrRoutedByAnotherBuild", halt)
 	}
+	old.stop()
+	eventually(t, 20*time.Second, "the entry acked once no live build routes it", func() bool { return ackedIn(t, c, stream, "deploy.h", id) })
 }
 
 // A handler that changed kind under its name is refused at Run while an

@@ -33,6 +33,9 @@ type Engine struct {
 	// epoch is when NewEngine ran, the base of monotonic times kept in
 	// atomics (partition.deadlineAt).
 	epoch time.Time
+	// deployed is the consumers Run recorded in the deploy records
+	// (deploy.go), to record them again; set by registerDeploy.
+	deployed []consumer
 	// slowConfirmAt is when a slow lease confirmation was last reported
 	// (unix nanoseconds; attempt.go).
 	slowConfirmAt atomic.Int64

@@ -14,7 +14,8 @@ import (
 // running is one engine instance started by a test.
 type running struct {
 	*Engine
-	stop func() // graceful stop; waits for Run to return
+	stop func()     // graceful stop; waits for Run to return
+	done chan error // Run's result (taken by stop, or by tryStart)
 }
 
 // fastOptions are short timings so the suite stays quick.
@@ -41,15 +42,14 @@ func startEngine(t *testing.T, c redis.UniversalClient, opts Options, regs ...Re
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
+	r := &running{Engine: e, done: make(chan error, 1)}
+	go func() { r.done <- e.Run(ctx) }()
 	var once sync.Once
-	r := &running{Engine: e}
 	r.stop = func() {
 		once.Do(func() {
 			cancel()
 			select {
-			case err := <-done:
+			case err := <-r.done:
 				if err != nil {
 					t.Errorf("Run: %v", err)
 				}
@@ -60,6 +60,29 @@ func startEngine(t *testing.T, c redis.UniversalClient, opts Options, regs ...Re
 	}
 	t.Cleanup(r.stop)
 	return r
+}
+
+// tryStart is startEngine that waits until the engine consumes or its
+// Run returns, returning Run's error in the latter case (nil while it
+// runs).
+func tryStart(t *testing.T, c redis.UniversalClient, opts Options, regs ...Registration) (*running, error) {
+	t.Helper()
+	r := startEngine(t, c, opts, regs...)
+	var runErr error
+	returned := false
+	eventually(t, 20*time.Second, "Run to consume or return", func() bool {
+		select {
+		case runErr = <-r.done:
+			returned = true
+			return true
+		default:
+			return r.Status().Consuming
+		}
+	})
+	if returned {
+		r.done <- nil // the error is the caller's; stop has nothing to report
+	}
+	return r, runErr
 }
 
 // journal records what handlers applied, and catches two different events

@@ -103,7 +103,7 @@ func (e *Engine) haltOf(reg Registration, category string, en rdb.Entry, reason 
 // entry was deleted while pending, or it is another handler's message
 // type; ack it and move on. A non-nil Halt: the entry cannot be processed
 // (a type this build does not know, or an undecodable payload), or it is
-// not this build's to run: its type is not routed here but a live newer
+// not this build's to run: its type is not routed here but another live
 // build of the handler routes it (deploy.go; not permanent).
 func (e *Engine) decodeEntry(reg Registration, category string, en rdb.Entry) (rt Route, m any, skip bool, h *Halt) {
 	if en.Fields == nil {
@@ -116,7 +116,7 @@ func (e *Engine) decodeEntry(reg Registration, category string, en rdb.Entry) (r
 	typ := en.Fields[rdb.FieldType]
 	rt, ok := routeFor(reg, category, typ)
 	if !ok {
-		if h := e.leftForNewerBuild(reg, category, en, typ); h != nil {
+		if h := e.leftForAnotherBuild(reg, category, en, typ); h != nil {
 			return rt, nil, false, h
 		}
 	}

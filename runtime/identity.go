@@ -90,6 +90,9 @@ func (e *Engine) renewOwner(ctx context.Context) {
 		return // renewed, or a passing error: the next heartbeat tries again
 	}
 	taken, held, _, err := rdb.ClaimOwner(ctx, e.c, e.o.OwnerID, e.incarnation, e.o.LeaseTTL)
+	if err == nil && taken {
+		e.rerecordDeploy(ctx) // records judged dead meanwhile may be gone
+	}
 	if err == nil && !taken {
 		e.log.Error("seqby: another live engine instance runs with this OwnerID; give every process its own OwnerID (keyed partitions stay apart, but unkeyed handlers share one consumer name, and operators cannot tell the two apart)",
 			"owner", e.o.OwnerID, "other", held)

@@ -87,7 +87,7 @@ func (r *Registry) Add(regs ...Registration) error {
 
 // KnownType reports whether any registration routes the type on category
 // or lists it in its Catalog. A handler skips a known type it does not
-// handle (another handler's message), unless a newer build of the same
+// handle (another handler's message), unless another live build of the same
 // handler routes it (deploy.go), but an entry of a type this build does
 // not know at all halts its partition.
 func (r *Registry) KnownType(category, typ string) bool {

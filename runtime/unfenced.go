@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -441,7 +442,12 @@ func (u *unfenced) process(en rdb.Entry) {
 		cancel()
 	case outHalt:
 		h.Key = u.key
-		u.st.markHalted(en.Stream, en.ID)
+		// An entry left for another build is decided again at the next
+		// retry of this consumer's pending entries: once no live build
+		// routes its type, this build's own rule applies.
+		if !errors.Is(h.Err, ErrRoutedByAnotherBuild) {
+			u.st.markHalted(en.Stream, en.ID)
+		}
 		if e.noteUnkeyedHalt(*h) {
 			e.reportUnkeyedHalt(*h)
 		}
