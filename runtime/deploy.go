@@ -204,6 +204,18 @@ func (e *Engine) registerBuild(ctx context.Context, reg Registration, kind strin
 	if err != nil {
 		return nil, err
 	}
+	// A live member whose record counts as dead could not take its
+	// OwnerID key (an ACL without SET, a Redis error as it started): it
+	// lives, and its record says its kind.
+	var gone []rdb.DeployRecord
+	for _, r := range dead {
+		if _, ok := members[r.Owner]; ok {
+			live = append(live, r)
+		} else {
+			gone = append(gone, r)
+		}
+	}
+	dead = gone
 	recorded := map[string]bool{self: true}
 	for _, r := range live {
 		recorded[r.Owner] = true

@@ -247,7 +247,11 @@ func TestUnownedPartitionsAreReported(t *testing.T) {
 	}
 
 	startEngine(t, admin, fastOptions("good"), handler)
-	<-applied
+	select {
+	case <-applied:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the healthy instance did not apply the partition")
+	}
 	eventually(t, 20*time.Second, "the reports ended", func() bool { return len(bad.Status().Faults) == 0 })
 }
 
