@@ -3,10 +3,12 @@ package generator
 import (
 	"fmt"
 	"go/ast"
+	"go/parser"
 	"go/token"
 	"go/types"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/seqby/seqby/annotations"
@@ -27,6 +29,9 @@ type scanner struct {
 	// refusedPM records pm handle methods already refused for their
 	// receiver, so a method promoted into two pms is reported once.
 	refusedPM map[token.Pos]bool
+	// refusedNear records methods refused as near misses of a handle
+	// method, so a method promoted into two handlers is reported once.
+	refusedNear map[token.Pos]bool
 	// constrained maps the files with a build constraint to its
 	// description (see constraint.go); cfiles holds them parsed, by package.
 	constrained map[string]string
@@ -46,6 +51,7 @@ func scan(ld *loaded, probs *problems) *model {
 		methodMarkers: map[token.Pos]annotations.Set{},
 		consumed:      map[token.Pos]bool{},
 		refusedPM:     map[token.Pos]bool{},
+		refusedNear:   map[token.Pos]bool{},
 		constrained:   map[string]string{},
 		cfiles:        map[*packages.Package][]constrainedFile{},
 		modules:       map[string]bool{},
@@ -266,17 +272,80 @@ func (s *scanner) constrainedMethods(ld *loaded) {
 		for _, cf := range s.cfiles[p] {
 			for _, decl := range cf.file.Decls {
 				fd, ok := decl.(*ast.FuncDecl)
-				if !ok || fd.Recv == nil || len(fd.Recv.List) != 1 || !fd.Name.IsExported() || fd.Type.Results.NumFields() != 1 || fd.Type.Params.NumFields() != 2 {
+				if !ok || fd.Recv == nil || len(fd.Recv.List) != 1 || !fd.Name.IsExported() {
 					continue
 				}
 				h := byName[p.PkgPath+"."+recvBase(fd.Recv.List[0].Type)]
 				if h == nil {
 					continue
 				}
-				s.probs.add(fd.Name.Pos(), "%s: handle method %s is declared in a file with a build constraint (%s); seqby_gen.go calls it on every platform: move it to a file without build constraints", h.describe(), fd.Name.Name, cf.why)
+				if fd.Type.Results.NumFields() == 1 && fd.Type.Params.NumFields() == 2 {
+					s.probs.add(fd.Name.Pos(), "%s: handle method %s is declared in a file with a build constraint (%s); seqby_gen.go calls it on every platform: move it to a file without build constraints", h.describe(), fd.Name.Name, cf.why)
+					continue
+				}
+				// A near miss of a handle method (see nearMiss) is refused
+				// too, on every platform alike, rather than skipped.
+				if msg := s.syntaxMessage(p, cf.file, fd); msg != nil {
+					s.probs.add(fd.Name.Pos(), "%s: method %s takes %s %s and is declared in a file with a build constraint (%s); seqgen reads handle methods on every platform alike: move it to a file without build constraints, or unexport it if it is not meant to handle %s",
+						h.describe(), fd.Name.Name, msg.kind, msg.name, cf.why, msg.name)
+				}
 			}
 		}
 	}
+}
+
+// syntaxMessage is the message of the module that a parameter of fd, a
+// method declared in f, takes as M, *M or ...M (M a name of p or pkg.M),
+// read from syntax: the go command may leave f out on this platform, so
+// fd has no types; nil when there is none.
+func (s *scanner) syntaxMessage(p *packages.Package, f *ast.File, fd *ast.FuncDecl) *message {
+	imports := map[string]*types.Package{}
+	for _, spec := range f.Imports {
+		path, err := strconv.Unquote(spec.Path.Value)
+		imp := p.Imports[path]
+		if err != nil || imp == nil || imp.Types == nil {
+			continue
+		}
+		name := imp.Types.Name()
+		if spec.Name != nil {
+			name = spec.Name.Name
+		}
+		imports[name] = imp.Types
+	}
+	for _, param := range fd.Type.Params.List {
+		x := param.Type
+		if e, ok := x.(*ast.Ellipsis); ok {
+			x = e.Elt
+		}
+		for {
+			if e, ok := x.(*ast.ParenExpr); ok {
+				x = e.X
+			} else if e, ok := x.(*ast.StarExpr); ok {
+				x = e.X
+			} else {
+				break
+			}
+		}
+		var obj types.Object
+		switch e := x.(type) {
+		case *ast.Ident:
+			obj = p.Types.Scope().Lookup(e.Name)
+		case *ast.SelectorExpr:
+			if id, ok := e.X.(*ast.Ident); ok && imports[id.Name] != nil {
+				obj = imports[id.Name].Scope().Lookup(e.Sel.Name)
+			}
+		}
+		tn, ok := obj.(*types.TypeName)
+		if !ok {
+			continue
+		}
+		if named, ok := types.Unalias(tn.Type()).(*types.Named); ok && named.Obj().Pkg() != nil {
+			if msg := s.m.msgs[named.Obj().Pkg().Path()+"."+named.Obj().Name()]; msg != nil {
+				return msg
+			}
+		}
+	}
+	return nil
 }
 
 // recvBase is the type name of a receiver expression: T in T, *T, T[P].
@@ -319,10 +388,12 @@ func (s *scanner) genDecl(p *packages.Package, root bool, d *ast.GenDecl, used m
 		}
 		obj, _ := p.TypesInfo.Defs[ts.Name].(*types.TypeName)
 		switch {
+		case ts.TypeParams != nil && ts.Assign.IsValid():
+			// One error for the declaration, at its first marker.
+			s.probs.add(found[0].Pos, "marker %s on type alias %s: a generic alias is not allowed; seqgen declares non-generic types only", found[0].Marker, ts.Name.Name)
+			continue
 		case ts.TypeParams != nil:
-			for _, f := range found {
-				s.probs.add(f.Pos, "marker %s is not allowed on generic type %s; seqgen writes methods on non-generic types only", f.Marker, ts.Name.Name)
-			}
+			s.probs.add(found[0].Pos, "marker %s is not allowed on generic type %s; seqgen writes methods on non-generic types only", found[0].Marker, ts.Name.Name)
 			continue
 		case obj == nil:
 			continue // the type did not type-check far enough to be named
@@ -410,10 +481,9 @@ func (s *scanner) message(p *packages.Package, root bool, ts *ast.TypeSpec, name
 // An alias of a type of its own package (beside a .pb.go, whose file
 // protoc rewrites) declares that type as if the markers stood on it.
 func (s *scanner) alias(p *packages.Package, root bool, ts *ast.TypeSpec, obj *types.TypeName, found []annotations.Found) {
+	// One error for the alias, however many markers it has: at the first.
 	refuse := func(format string, args ...any) {
-		for _, f := range found {
-			s.probs.add(f.Pos, "marker %s on type alias %s: %s", f.Marker, ts.Name.Name, fmt.Sprintf(format, args...))
-		}
+		s.probs.add(found[0].Pos, "marker %s on type alias %s: %s", found[0].Marker, ts.Name.Name, fmt.Sprintf(format, args...))
 	}
 	target := types.Unalias(obj.Type())
 	rel := func(other *types.Package) string {
@@ -491,6 +561,73 @@ func (s *scanner) unresolved(p *packages.Package, ts *ast.TypeSpec) string {
 	return fmt.Sprintf("the aliased type %s is undefined or does not type-check; fix it first", id.Name)
 }
 
+// undefinedType describes the type of v, a struct field whose type did not
+// type-check, as its declaration writes it: go/types keeps no name for an
+// undefined type (it is types.Typ[Invalid]). The result reads "type
+// AccountID, which is undefined or does not type-check", or for a type
+// defined on one that is undefined "type AccountID, whose underlying type
+// Undefined is undefined or does not type-check"; the declarations are read
+// from the files fset names.
+func undefinedType(fset *token.FileSet, v *types.Var) string {
+	const bad = "is undefined or does not type-check"
+	t := types.Unalias(v.Type())
+	if p, ok := t.(*types.Pointer); ok {
+		t = types.Unalias(p.Elem())
+	}
+	if n, ok := t.(*types.Named); ok && n.Obj().Pkg() != nil {
+		if under := declaredExpr(fset, n.Obj().Pos()); under != "" {
+			return fmt.Sprintf("type %s, whose underlying type %s %s", typeString(v.Type()), under, bad)
+		}
+		return fmt.Sprintf("type %s, whose underlying type %s", typeString(v.Type()), bad)
+	}
+	if expr := declaredExpr(fset, v.Pos()); expr != "" {
+		return fmt.Sprintf("type %s, which %s", expr, bad)
+	}
+	return "a type that " + bad
+}
+
+// declaredExpr is the type expression declared at pos, the name of a
+// struct field (or an embedded field's type) or of a type spec, read from
+// the file fset names; "" when it cannot be read.
+func declaredExpr(fset *token.FileSet, pos token.Pos) string {
+	if fset == nil || !pos.IsValid() {
+		return ""
+	}
+	at := fset.Position(pos)
+	own := token.NewFileSet()
+	f, err := parser.ParseFile(own, at.Filename, nil, parser.SkipObjectResolution)
+	if f == nil || err != nil && len(f.Decls) == 0 {
+		return ""
+	}
+	offset := func(p token.Pos) int { return own.Position(p).Offset }
+	var expr ast.Expr
+	ast.Inspect(f, func(n ast.Node) bool {
+		if n == nil || expr != nil || offset(n.Pos()) > at.Offset || offset(n.End()) <= at.Offset {
+			return false // only the nodes that hold pos
+		}
+		switch n := n.(type) {
+		case *ast.Field:
+			if len(n.Names) == 0 && offset(n.Type.Pos()) <= at.Offset {
+				expr = n.Type
+			}
+			for _, id := range n.Names {
+				if offset(id.Pos()) == at.Offset {
+					expr = n.Type
+				}
+			}
+		case *ast.TypeSpec:
+			if offset(n.Name.Pos()) == at.Offset {
+				expr = n.Type
+			}
+		}
+		return expr == nil
+	})
+	if expr == nil {
+		return ""
+	}
+	return types.ExprString(expr)
+}
+
 // declaresType reports whether f declares a type named name at top level.
 func declaresType(f *ast.File, name string) bool {
 	for _, decl := range f.Decls {
@@ -549,6 +686,10 @@ func (s *scanner) handleMethods(h *handler) {
 			// load: dropping the route in silence would leave the events
 			// unhandled.
 			s.probs.add(fn.Pos(), "%s: %s.%s takes a message type of another module, but %s (unexport the method if it is not a handle method)", h.describe(), h.name, fn.Name(), why)
+			h.refusedMethods = true
+			continue
+		}
+		if msg == nil && s.nearMiss(h, fn) {
 			h.refusedMethods = true
 			continue
 		}
@@ -738,6 +879,110 @@ func handleParam(fn *types.Func) (named *types.Named, ptr bool) {
 		return nil, false
 	}
 	return named, ptr
+}
+
+// nearMiss refuses an exported method of h's method set that takes a
+// message of the module (M, *M, or ...M) but is not one of h's handle
+// methods: another signature (no context, no error result, a parameter
+// more), or a message of the kind h does not handle. seqgen would write no
+// route for it, and the engine would never call it. It reports whether it
+// refused fn; a method that takes no message type is left alone.
+func (s *scanner) nearMiss(h *handler, fn *types.Func) bool {
+	wantKind := annotations.Event
+	if h.kind == annotations.CommandHandler {
+		wantKind = annotations.Command
+	}
+	sig := fn.Type().(*types.Signature)
+	msg, param := s.messageParam(sig, wantKind)
+	if msg == nil {
+		return false
+	}
+	if s.refusedNear[fn.Pos()] {
+		return true
+	}
+	s.refusedNear[fn.Pos()] = true
+	qual := func(p *types.Package) string {
+		if p == fn.Pkg() {
+			return ""
+		}
+		return p.Name()
+	}
+	name := fn.Name()
+	if n := methodName(fn); h.named.Obj().Name()+"."+fn.Name() != n {
+		name = n // promoted from an embedded field
+	}
+	if msg.kind != wantKind {
+		where := annotations.Prefix + annotations.CommandHandler
+		if msg.kind == annotations.Event {
+			where = annotations.Prefix + annotations.Handler + " or " + annotations.Prefix + annotations.PM
+		}
+		s.probs.add(fn.Pos(), "%s: method %s takes %s %s, but a %s handles %ss only, so it is not a handle method and the engine would never call it; handle %s in a %s, or unexport the method if it is not meant to handle %s",
+			h.describe(), name, msg.kind, msg.name, strings.TrimSuffix(h.describe(), " "+h.name), wantKind, msg.name, where, msg.name)
+		return true
+	}
+	var why []string
+	params := sig.Params()
+	switch {
+	case !isNamed(params.At(0).Type(), "context", "Context"):
+		why = append(why, fmt.Sprintf("its first parameter is %s, not a context.Context", types.TypeString(params.At(0).Type(), qual)))
+	case params.Len() != 2:
+		why = append(why, fmt.Sprintf("it takes %d parameters, not 2", params.Len()))
+	case sig.Variadic():
+		why = append(why, "its message parameter is variadic")
+	}
+	switch res := sig.Results(); {
+	case res.Len() == 0:
+		why = append(why, "it returns nothing")
+	case res.Len() > 1:
+		why = append(why, fmt.Sprintf("it returns %s, not error", types.TypeString(res, qual)))
+	case !types.Identical(res.At(0).Type(), types.Universe.Lookup("error").Type()):
+		why = append(why, fmt.Sprintf("it returns %s, not error", types.TypeString(res.At(0).Type(), qual)))
+	}
+	if len(why) == 0 {
+		return false // not reached: that is a handle method's signature
+	}
+	m := types.TypeString(param, qual)
+	if _, ptr := types.Unalias(param).(*types.Pointer); !ptr && msg.noCopy != "" {
+		m = "*" + m // it must not be copied
+	}
+	recv := types.TypeString(sig.Recv().Type(), qual)
+	if _, ptr := types.Unalias(sig.Recv().Type()).(*types.Pointer); !ptr && h.kind == annotations.PM {
+		recv = "*" + recv // a pm's changes must be kept
+	}
+	s.probs.add(fn.Pos(), "%s: method %s takes %s %s but is not a handle method: %s, so the engine would never call it; declare it func (%s) %s(context.Context, %s) error, or unexport it if it is not meant to handle %s",
+		h.describe(), name, msg.kind, msg.name, strings.Join(why, ", and "), recv, fn.Name(), m, msg.name)
+	return true
+}
+
+// messageParam finds the message of the module a signature takes, as M, *M
+// or a variadic ...M, preferring one of kind wantKind; param is the
+// parameter's type (the element's, for ...M), as the method writes it.
+func (s *scanner) messageParam(sig *types.Signature, wantKind string) (msg *message, param types.Type) {
+	for i := range sig.Params().Len() {
+		t := sig.Params().At(i).Type()
+		if sl, ok := types.Unalias(t).(*types.Slice); ok && sig.Variadic() && i == sig.Params().Len()-1 {
+			t = sl.Elem()
+		}
+		base := types.Unalias(t)
+		if p, ok := base.(*types.Pointer); ok {
+			base = types.Unalias(p.Elem())
+		}
+		named, ok := base.(*types.Named)
+		if !ok || named.Obj().Pkg() == nil {
+			continue
+		}
+		m := s.m.msgs[named.Obj().Pkg().Path()+"."+named.Obj().Name()]
+		if m == nil {
+			continue
+		}
+		if m.kind == wantKind {
+			return m, t
+		}
+		if msg == nil {
+			msg, param = m, t
+		}
+	}
+	return msg, param
 }
 
 // undeclaredForeign reports whether fn has a handle method's shape but
