@@ -79,6 +79,9 @@ func resolveField(t *types.Named, name string) (*field, string) {
 				if why != "" {
 					return nil, fmt.Sprintf("field %s of %s has type %s, which is not a valid key type (%s); use a string or integer kind, a fmt.Stringer, or a pointer to one", pathString(c.path), t.Obj().Name(), typeString(c.v.Type()), why)
 				}
+				if p := codecProblem(c.v.Type()); p != nil {
+					return nil, p.explain(pathString(c.path), t.Obj().Name(), c.v.Type())
+				}
 				return &field{v: c.v, path: c.path, jsonName: c.jsonName, conv: conv}, ""
 			}
 		}
@@ -86,7 +89,178 @@ func resolveField(t *types.Named, name string) (*field, string) {
 	if why := hiddenField(t, st, name); why != "" {
 		return nil, why
 	}
-	return nil, fmt.Sprintf("%s has no field %s", t.Obj().Name(), name)
+	return nil, fmt.Sprintf("%s has no field %s%s", t.Obj().Name(), name, suggestField(levels, name))
+}
+
+// suggestField is " (did you mean NAME?)" for the field name, JSON or Go,
+// nearest to name among the fields encoding/json sees, or "" when none is
+// near enough to be a likely typo: an edit distance, ignoring case, of at
+// most a third of name's length (at least 1). A tie goes to the name
+// nearer with case, then to the shallower and earlier field.
+func suggestField(levels [][]candidate, name string) string {
+	best, bestD, bestCase := "", -1, 0
+	limit := max(1, len([]rune(name))/3)
+	lower := strings.ToLower(name)
+	for _, level := range levels {
+		for _, c := range level {
+			for _, cand := range []string{c.jsonName, c.v.Name()} {
+				d := editDistance(lower, strings.ToLower(cand))
+				if d > limit {
+					continue
+				}
+				if dc := editDistance(name, cand); bestD < 0 || d < bestD || d == bestD && dc < bestCase {
+					best, bestD, bestCase = cand, d, dc
+				}
+			}
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %s?)", best)
+}
+
+// editDistance is the optimal string alignment distance of a and b, by
+// runes: insertions, deletions, substitutions and swaps of neighbours
+// ("acount_id" is 1 from "account_id"), as annotations.Suggest counts for
+// marker names.
+func editDistance(a, b string) int {
+	x, y := []rune(a), []rune(b)
+	d := make([][]int, len(x)+1)
+	for i := range d {
+		d[i] = make([]int, len(y)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(x); i++ {
+		for j := 1; j <= len(y); j++ {
+			cost := 1
+			if x[i-1] == y[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && x[i-1] == y[j-2] && x[i-2] == y[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(x)][len(y)]
+}
+
+// codecIssue is why encoding/json cannot carry a key field's type: at
+// (a path below the field as Go would write it after the field's name,
+// ".Parts[i].Next", "" for the field itself) has type typ, which
+// the codec cannot encode (a channel, function, complex number,
+// unsafe.Pointer, a map with such keys) or decode into (an interface with
+// methods: it cannot tell which concrete type to make).
+type codecIssue struct {
+	at     string
+	typ    types.Type
+	what   string // "a channel", "an interface", ...
+	decode bool   // encoding works, decoding does not
+}
+
+// explain renders the refusal of field path of message msg, of type t.
+func (p *codecIssue) explain(path, msg string, t types.Type) string {
+	where := fmt.Sprintf("field %s of %s has type %s", path, msg, typeString(t))
+	if p.at != "" {
+		name := path[strings.LastIndex(path, ".")+1:]
+		where += fmt.Sprintf(", and %s%s has type %s", name, p.at, typeString(p.typ))
+	}
+	why := fmt.Sprintf("the JSON codec cannot encode %s, so no %s could be published", p.what, msg)
+	if p.decode {
+		why = fmt.Sprintf("the JSON codec cannot decode into %s (it cannot tell which concrete type to make), so no %s could be decoded, and the engine reads keys from decoded messages", p.what, msg)
+	}
+	return fmt.Sprintf("%s: %s; key by a string or integer field, or by a concrete type the codec carries", where, why)
+}
+
+// codecProblem reports why encoding/json cannot carry values of t, nil
+// when it can. It follows what the codec follows: pointers, elements of
+// slices, arrays and maps, and the fields of structs it encodes (exported,
+// not tagged "-", promoted from embedded structs). A type with its own
+// JSON or text methods (MarshalJSON, UnmarshalText, ...) is trusted, an
+// interface excepted: a nil interface field is decoded by its type alone.
+func codecProblem(t types.Type) *codecIssue {
+	return codecWalk(t, "", map[*types.Named]bool{})
+}
+
+var customCodecMethods = []string{"MarshalJSON", "UnmarshalJSON", "MarshalText", "UnmarshalText"}
+
+func hasCustomCodec(t types.Type) bool {
+	for _, name := range customCodecMethods {
+		if obj, _, _ := types.LookupFieldOrMethod(t, true, nil, name); obj != nil {
+			if _, ok := obj.(*types.Func); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func codecWalk(t types.Type, at string, seen map[*types.Named]bool) *codecIssue {
+	t = types.Unalias(t)
+	if n, ok := t.(*types.Named); ok {
+		if seen[n] {
+			return nil
+		}
+		seen[n] = true
+	}
+	u := t.Underlying()
+	if iface, ok := u.(*types.Interface); ok {
+		if iface.NumMethods() == 0 {
+			return nil // decoded as a map, slice, string, number or bool
+		}
+		return &codecIssue{at: at, typ: t, what: "an interface", decode: true}
+	}
+	if hasCustomCodec(t) {
+		return nil
+	}
+	elem := func(e types.Type, index string) *codecIssue {
+		return codecWalk(e, at+"["+index+"]", seen)
+	}
+	switch u := u.(type) {
+	case *types.Chan:
+		return &codecIssue{at: at, typ: t, what: "a channel"}
+	case *types.Signature:
+		return &codecIssue{at: at, typ: t, what: "a function"}
+	case *types.Basic:
+		switch {
+		case u.Info()&types.IsComplex != 0:
+			return &codecIssue{at: at, typ: t, what: "a complex number"}
+		case u.Kind() == types.UnsafePointer:
+			return &codecIssue{at: at, typ: t, what: "an unsafe.Pointer"}
+		}
+	case *types.Pointer:
+		return codecWalk(u.Elem(), at, seen)
+	case *types.Slice:
+		return elem(u.Elem(), "i")
+	case *types.Array:
+		return elem(u.Elem(), "i")
+	case *types.Map:
+		k := types.Unalias(u.Key())
+		if b, ok := k.Underlying().(*types.Basic); !(ok && b.Info()&(types.IsString|types.IsInteger) != 0) && !hasCustomCodec(k) {
+			return &codecIssue{at: at, typ: t, what: "a map keyed by " + typeString(k)}
+		}
+		return elem(u.Elem(), "k")
+	case *types.Struct:
+		for i := 0; i < u.NumFields(); i++ {
+			f := u.Field(i)
+			if reflect.StructTag(u.Tag(i)).Get("json") == "-" {
+				continue
+			}
+			if !f.Exported() {
+				if _, ok := derefStruct(f.Type()); !ok || !f.Embedded() {
+					continue // not encoded
+				}
+			}
+			if p := codecWalk(f.Type(), at+"."+f.Name(), seen); p != nil {
+				return p
+			}
+		}
+	}
+	return nil
 }
 
 // hiddenField explains why name, which encoding/json does not see on t, is

@@ -24,6 +24,13 @@ type Level int
 func (Level) String() string { return "" }
 type Ptr struct{}
 func (*Ptr) String() string { return "" }
+type Fn func()
+func (Fn) String() string { return "" }
+type Holds struct{ Inner struct{ C chan int } }
+func (Holds) String() string { return "" }
+type Text struct{ C chan int }
+func (Text) String() string { return "" }
+func (*Text) UnmarshalText([]byte) error { return nil }
 
 type M struct {
 	Base
@@ -35,6 +42,9 @@ type M struct {
 	PtrS     Ptr
 	N        *uint8
 	PP       **string
+	Fn       Fn
+	Holds    *Holds
+	Text     Text
 	F        float64
 	S        fmt.Stringer
 	Tagged   Base ` + "`json:\"tagged\"`" + `
@@ -92,11 +102,18 @@ func TestResolveField(t *testing.T) {
 		{"M", "Level", "Level", convInt, ""},
 		{"M", "PtrS", "PtrS", convStringer, ""},
 		{"M", "N", "N", convUint, ""},
-		{"M", "S", "S", convStringer, ""},
+		{"M", "S", "", 0, "field S of M has type fmt.Stringer: the JSON codec cannot decode into an interface"},
+		{"M", "Fn", "", 0, "field Fn of M has type p.Fn: the JSON codec cannot encode a function, so no M could be published"},
+		{"M", "Holds", "", 0, "field Holds of M has type *p.Holds, and Holds.Inner.C has type chan int: the JSON codec cannot encode a channel"},
+		{"M", "Text", "Text", convStringer, ""},
+		{"M", "clientid", "", 0, "M has no field clientid (did you mean ClientID?)"},
+		{"M", "dispaly", "", 0, "M has no field dispaly (did you mean display?)"},
+		{"M", "tenat", "", 0, "M has no field tenat (did you mean tenant?)"},
 		{"M", "Hidden", "", 0, `field Hidden of M is tagged json:"-", so the JSON codec does not carry it`},
 		{"M", "lower", "", 0, "field lower of M is unexported, so the JSON codec does not carry it"},
 		{"M", "Deep", "", 0, `field Inner.Deep of M is inside embedded field Inner, which is tagged json:"inner"`},
 		{"M", "nothing", "", 0, "M has no field nothing"},
+		{"M", "nothingness", "", 0, "M has no field nothingness"},
 		{"M", "At", "", 0, `has type time.Time, whose String form (such as "2009-11-10 23:00:00 +0000 UTC") contains ':'`},
 		{"M", "AtP", "", 0, "has type *time.Time, whose String form"},
 		{"M", "Addr", "", 0, "has type netip.Addr, whose String form"},
@@ -132,6 +149,31 @@ func TestDocWraps(t *testing.T) {
 	for _, line := range strings.Split(got, "\n") {
 		if len(line) > 76 || !strings.HasPrefix(line, "// ") {
 			t.Fatalf("bad doc line %q", line)
+		}
+	}
+}
+
+// TestNoSuggestion: a name far from every field gets no "did you mean".
+func TestNoSuggestion(t *testing.T) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "p.go", "package p\ntype M struct{ AccountID string `json:\"account_id\"`; Text string }\n", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg, err := (&types.Config{}).Check("p", fset, []*ast.File{f}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := pkg.Scope().Lookup("M").Type().(*types.Named)
+	for name, want := range map[string]string{
+		"nothing":   "M has no field nothing",
+		"tx":        "M has no field tx",
+		"acount_id": "M has no field acount_id (did you mean account_id?)",
+		"accountid": "M has no field accountid (did you mean AccountID?)",
+		"txet":      "M has no field txet (did you mean Text?)",
+	} {
+		if _, why := resolveField(m, name); why != want {
+			t.Errorf("%s: %q, want %q", name, why, want)
 		}
 	}
 }
