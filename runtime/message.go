@@ -17,6 +17,18 @@ type Partitioned interface {
 	PartitionKey() (string, error)
 }
 
+// Unpartitioned is a message of a category that is not partitioned. seqgen
+// writes SeqbyUnpartitioned for every message type of such a category, so
+// that the type's being Partitioned as well (a PartitionKey method of its
+// own, declared after seqgen last ran: seqgen refuses one) cannot route it
+// to a partition stream, which no handler of the category reads: Publish,
+// PublishBatch, NewRecord and the inline broker refuse such a message
+// (ErrPublish) before writing anything.
+type Unpartitioned interface {
+	Message
+	SeqbyUnpartitioned()
+}
+
 // Codec turns messages into stream payloads and back. JSON is the
 // default; set another in Options.Codec and PublisherOptions.Codec (both
 // sides must agree), for example to carry protobuf messages.

@@ -236,6 +236,11 @@ func partitionKey(msg Message, suffix string) (key string, partitioned bool, err
 			key, err = "", fmt.Errorf("reading the partition key panicked: %v: %w", p, ErrPublish)
 		}
 	}()
+	if _, ok := msg.(Unpartitioned); ok {
+		// seqgen wrote the category unpartitioned; the method is not its.
+		return "", false, fmt.Errorf("%s has a PartitionKey method, but seqgen wrote it as a message of category %q, which is not partitioned (SeqbyUnpartitioned), so no handler would read the partition it routes to; run seqgen again: %w",
+			typeName(msg), msg.StreamCategory(), ErrPublish)
+	}
 	key, err = pm.PartitionKey()
 	if err != nil {
 		return "", true, err

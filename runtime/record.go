@@ -22,7 +22,8 @@ type Record struct {
 	// Key is the partition key; "" when the category is not partitioned.
 	Key string
 	// Partitioned tells whether the category is partitioned (the message
-	// implements Partitioned).
+	// implements Partitioned; one that also implements Unpartitioned is
+	// refused).
 	Partitioned bool
 	// Backfill publishes to the partition's backfill lane (AsBackfill).
 	Backfill bool

@@ -14,6 +14,11 @@ func (Note) StreamCategory() string {
 	return "note"
 }
 
+// SeqbyUnpartitioned marks Note a message of category "note", which is not
+// partitioned: a publisher refuses it if it has a PartitionKey method too,
+// rather than route it to a partition no handler reads.
+func (Note) SeqbyUnpartitioned() {}
+
 // StreamCategory returns "client", the stream category of Step.
 func (Step) StreamCategory() string {
 	return "client"
@@ -22,6 +27,7 @@ func (Step) StreamCategory() string {
 // PartitionKey returns ClientID, which partitions category "client", after
 // checking it against the key rules.
 func (m Step) PartitionKey() (string, error) {
+	_ = (*string)(&m.ClientID) // stops compiling if ClientID is no longer of kind string: run seqgen again
 	return runtime.Key("client", "ClientID", m.ClientID)
 }
 
@@ -33,6 +39,7 @@ func (Tagged) StreamCategory() string {
 // PartitionKey returns TagID, which partitions category "tagged", after
 // checking it against the key rules.
 func (m Tagged) PartitionKey() (string, error) {
+	_ = (*string)(m.TagID) // stops compiling if TagID is no longer of kind string: run seqgen again
 	if m.TagID == nil {
 		return "", runtime.NullKey("tagged", "TagID")
 	}

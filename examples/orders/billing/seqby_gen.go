@@ -39,6 +39,7 @@ func (*Fulfilment) SeqbyRegistration() runtime.Registration {
 				},
 				Correlate: func(m any) (string, error) {
 					v := m.(events.OrderPlaced)
+					_ = (*string)(&v.OrderID) // stops compiling if OrderID is no longer of kind string: run seqgen again
 					return runtime.Key("order", "OrderID", v.OrderID)
 				},
 				Invoke: func(ctx context.Context, state any, m any) error {
@@ -62,6 +63,7 @@ func (*Fulfilment) SeqbyRegistration() runtime.Registration {
 				},
 				Correlate: func(m any) (string, error) {
 					v := m.(events.PaymentReceived)
+					_ = (*string)(&v.OrderID) // stops compiling if OrderID is no longer of kind string: run seqgen again
 					return runtime.Key("payment", "OrderID", v.OrderID)
 				},
 				Invoke: func(ctx context.Context, state any, m any) error {

@@ -14,6 +14,7 @@ func (CartCheckedOut) StreamCategory() string {
 // PartitionKey returns ClientID, which partitions category "cart", after
 // checking it against the key rules.
 func (m CartCheckedOut) PartitionKey() (string, error) {
+	_ = (*string)(&m.ClientID) // stops compiling if ClientID is no longer of kind string: run seqgen again
 	return runtime.Key("cart", "ClientID", m.ClientID)
 }
 
@@ -25,6 +26,7 @@ func (ItemAdded) StreamCategory() string {
 // PartitionKey returns ClientID, which partitions category "cart", after
 // checking it against the key rules.
 func (m ItemAdded) PartitionKey() (string, error) {
+	_ = (*string)(&m.ClientID) // stops compiling if ClientID is no longer of kind string: run seqgen again
 	return runtime.Key("cart", "ClientID", m.ClientID)
 }
 
@@ -36,6 +38,7 @@ func (OrderPlaced) StreamCategory() string {
 // PartitionKey returns OrderID, which partitions category "order", after
 // checking it against the key rules.
 func (m OrderPlaced) PartitionKey() (string, error) {
+	_ = (*string)(&m.OrderID) // stops compiling if OrderID is no longer of kind string: run seqgen again
 	return runtime.Key("order", "OrderID", m.OrderID)
 }
 
@@ -47,5 +50,6 @@ func (PaymentReceived) StreamCategory() string {
 // PartitionKey returns OrderID, which partitions category "payment", after
 // checking it against the key rules.
 func (m PaymentReceived) PartitionKey() (string, error) {
+	_ = (*string)(&m.OrderID) // stops compiling if OrderID is no longer of kind string: run seqgen again
 	return runtime.Key("payment", "OrderID", m.OrderID)
 }

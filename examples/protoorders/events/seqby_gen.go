@@ -15,6 +15,7 @@ const _ = runtime.SupportPackageIsVersion2
 // is ClientId, checked against the key rules when it is published.
 func SeqbyOrderPlaced(m *ordersv1.OrderPlaced) runtime.Message {
 	return runtime.Foreign(m, "proto-orders", "OrderPlaced", func() (string, error) {
+		_ = (*string)(&m.ClientId) // stops compiling if ClientId is no longer of kind string: run seqgen again
 		return runtime.Key("proto-orders", "ClientId", m.ClientId)
 	})
 }
@@ -25,6 +26,7 @@ func SeqbyOrderPlaced(m *ordersv1.OrderPlaced) runtime.Message {
 // is ClientId, checked against the key rules when it is published.
 func SeqbyOrderShipped(m *ordersv1.OrderShipped) runtime.Message {
 	return runtime.Foreign(m, "proto-orders", "OrderShipped", func() (string, error) {
+		_ = (*string)(&m.ClientId) // stops compiling if ClientId is no longer of kind string: run seqgen again
 		return runtime.Key("proto-orders", "ClientId", m.ClientId)
 	})
 }
@@ -35,6 +37,7 @@ func SeqbyOrderShipped(m *ordersv1.OrderShipped) runtime.Message {
 // key is ClientId, checked against the key rules when it is published.
 func SeqbyPaymentReceived(m *ordersv1.PaymentReceived) runtime.Message {
 	return runtime.Foreign(m, "proto-orders", "PaymentReceived", func() (string, error) {
+		_ = (*string)(&m.ClientId) // stops compiling if ClientId is no longer of kind string: run seqgen again
 		return runtime.Key("proto-orders", "ClientId", m.ClientId)
 	})
 }

@@ -35,10 +35,12 @@ func (*Fulfilment) SeqbyRegistration() runtime.Registration {
 				},
 				PartitionKey: func(m any) (string, error) {
 					v := m.(*ordersv1.OrderShipped)
+					_ = (*string)(&v.ClientId) // stops compiling if ClientId is no longer of kind string: run seqgen again
 					return runtime.Key("proto-orders", "ClientId", v.ClientId)
 				},
 				Correlate: func(m any) (string, error) {
 					v := m.(*ordersv1.OrderShipped)
+					_ = (*string)(&v.OrderId) // stops compiling if OrderId is no longer of kind string: run seqgen again
 					return runtime.CorrelationValue("proto-orders", "OrderId", v.OrderId)
 				},
 				Invoke: func(ctx context.Context, state any, m any) error {
@@ -59,10 +61,12 @@ func (*Fulfilment) SeqbyRegistration() runtime.Registration {
 				},
 				PartitionKey: func(m any) (string, error) {
 					v := m.(*ordersv1.PaymentReceived)
+					_ = (*string)(&v.ClientId) // stops compiling if ClientId is no longer of kind string: run seqgen again
 					return runtime.Key("proto-orders", "ClientId", v.ClientId)
 				},
 				Correlate: func(m any) (string, error) {
 					v := m.(*ordersv1.PaymentReceived)
+					_ = (*string)(&v.OrderId) // stops compiling if OrderId is no longer of kind string: run seqgen again
 					return runtime.CorrelationValue("proto-orders", "OrderId", v.OrderId)
 				},
 				Invoke: func(ctx context.Context, state any, m any) error {
@@ -96,6 +100,7 @@ func (h *Ledger) SeqbyRegistration() runtime.Registration {
 				},
 				PartitionKey: func(m any) (string, error) {
 					v := m.(*ordersv1.OrderPlaced)
+					_ = (*string)(&v.ClientId) // stops compiling if ClientId is no longer of kind string: run seqgen again
 					return runtime.Key("proto-orders", "ClientId", v.ClientId)
 				},
 				Invoke: func(ctx context.Context, _ any, m any) error {
@@ -115,6 +120,7 @@ func (h *Ledger) SeqbyRegistration() runtime.Registration {
 				},
 				PartitionKey: func(m any) (string, error) {
 					v := m.(*ordersv1.PaymentReceived)
+					_ = (*string)(&v.ClientId) // stops compiling if ClientId is no longer of kind string: run seqgen again
 					return runtime.Key("proto-orders", "ClientId", v.ClientId)
 				},
 				Invoke: func(ctx context.Context, _ any, m any) error {
