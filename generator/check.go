@@ -302,7 +302,7 @@ func (c *checker) messageKey(msg *message) {
 	if msg.key == "" {
 		return
 	}
-	f, why := resolveField(msg.named, msg.key)
+	f, why := resolveField(c.probs.fset, msg.named, msg.key)
 	if f == nil {
 		c.probs.add(msg.keyPos, "%skey=%s on %s %s: %s", annotations.Prefix, msg.key, msg.kind, msg.name, why)
 		c.refuse(msg)
@@ -354,7 +354,7 @@ func (c *checker) handlerMethods(h *handler) {
 }
 
 func (c *checker) keyedMethod(h *handler, hm *handleMethod) {
-	f, why := resolveField(hm.msg.named, h.key)
+	f, why := resolveField(c.probs.fset, hm.msg.named, h.key)
 	if f == nil {
 		c.probs.addRelated(h.keyPos, fmt.Sprintf("%s is keyed by %s, but %s", h.describe(), h.key, why),
 			related{hm.pos, fmt.Sprintf("%s.%s handles %s here", h.name, hm.name, hm.msg.name)},
@@ -371,7 +371,7 @@ func (c *checker) pmMethod(h *handler, hm *handleMethod) {
 			h.name, hm.name, annotations.Prefix, hm.msg.name)
 		return
 	}
-	f, why := resolveField(hm.msg.named, hm.correlate)
+	f, why := resolveField(c.probs.fset, hm.msg.named, hm.correlate)
 	if f == nil {
 		c.probs.addRelated(hm.correlatePos, fmt.Sprintf("%scorrelate=%s on %s.%s: %s", annotations.Prefix, hm.correlate, h.name, hm.name, why),
 			related{hm.msg.pos, hm.msg.name + " declared here"})
@@ -397,7 +397,7 @@ func (c *checker) category(cat string) {
 	for _, d := range decls {
 		for _, msg := range msgs {
 			if _, ok := d.fields[msg]; !ok {
-				if f, _ := resolveField(msg.named, d.name); f != nil {
+				if f, _ := resolveField(c.probs.fset, msg.named, d.name); f != nil {
 					d.fields[msg] = f
 				}
 			}
@@ -422,7 +422,7 @@ func (c *checker) category(cat string) {
 		if c.refused(msg) {
 			continue
 		}
-		_, why := resolveField(msg.named, first.name)
+		_, why := resolveField(c.probs.fset, msg.named, first.name)
 		c.probs.addRelated(msg.pos, fmt.Sprintf("%s %s is in category %q, which is partitioned by %s, but %s; the publisher routes every message of a partitioned category by its key",
 			msg.kind, msg.name, cat, first.name, why),
 			related{first.pos, fmt.Sprintf("%s partitions %q by %s here", first.who, cat, first.name)})

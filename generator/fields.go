@@ -2,6 +2,7 @@ package generator
 
 import (
 	"fmt"
+	"go/token"
 	"go/types"
 	"reflect"
 	"strings"
@@ -46,8 +47,9 @@ type candidate struct {
 // resolveField finds name on struct type t the way encoding/json sees
 // fields: first by JSON name, else by Go name; the shallowest match wins;
 // two matches at one depth are ambiguous. It returns a message fit for an
-// error when the field cannot serve as a key.
-func resolveField(t *types.Named, name string) (*field, string) {
+// error when the field cannot serve as a key; fset (nil in some tests)
+// lets it name an undefined type as its declaration writes it.
+func resolveField(fset *token.FileSet, t *types.Named, name string) (*field, string) {
 	st, ok := t.Underlying().(*types.Struct)
 	if !ok {
 		return nil, fmt.Sprintf("%s is not a struct", t.Obj().Name())
@@ -70,7 +72,7 @@ func resolveField(t *types.Named, name string) (*field, string) {
 					return nil, fmt.Sprintf("field %s of %s is reached through an embedded pointer (%s), which can be nil; embed the struct by value", name, t.Obj().Name(), pathString(c.path))
 				}
 				if invalidType(c.v.Type()) {
-					return nil, fmt.Sprintf("field %s of %s has a type that is undefined or does not type-check, so it is not a valid key type; fix the type first", pathString(c.path), t.Obj().Name())
+					return nil, fmt.Sprintf("field %s of %s has %s, so it is not a valid key type; fix the type first", pathString(c.path), t.Obj().Name(), undefinedType(fset, c.v))
 				}
 				if example, bad := colonStringer(c.v.Type()); bad {
 					return nil, fmt.Sprintf("field %s of %s has type %s, whose String form (such as %s) contains ':', which the key rules forbid; key by a string or integer field instead", pathString(c.path), t.Obj().Name(), typeString(c.v.Type()), example)

@@ -127,7 +127,7 @@ func TestResolveField(t *testing.T) {
 		{"Twice", "id", "", 0, "ambiguous: WrapA.Common.ID and WrapB.Common.ID"},
 	}
 	for _, tt := range tests {
-		got, why := resolveField(named(tt.typ), tt.name)
+		got, why := resolveField(fset, named(tt.typ), tt.name)
 		if tt.path == "" {
 			if got != nil || !strings.Contains(why, tt.why) {
 				t.Errorf("%s.%s: got %v, %q; want refusal containing %q", tt.typ, tt.name, got, why, tt.why)
@@ -172,7 +172,7 @@ func TestNoSuggestion(t *testing.T) {
 		"accountid": "M has no field accountid (did you mean AccountID?)",
 		"txet":      "M has no field txet (did you mean Text?)",
 	} {
-		if _, why := resolveField(m, name); why != want {
+		if _, why := resolveField(fset, m, name); why != want {
 			t.Errorf("%s: %q, want %q", name, why, want)
 		}
 	}
