@@ -101,8 +101,12 @@ func (e *LoadError) Format(dir string) string {
 
 // newLoadError builds a LoadError from messages in the go command's
 // "path:line:col: message" form or without a position, resolving relative
-// paths against dir and dropping repeats: one syntax error reaches seqgen
-// once per load and once per package that imports the broken one.
+// paths against dir. Like go build it keeps the first error of each source
+// line (the leftmost; of those at one column, the first given): a syntax
+// error sets off more errors on its line ("expected ')', found 'EOF'"
+// beside "missing ',' in parameter list") that tell nothing more, and the
+// go command, go/packages' parser and each package that imports the broken
+// one all report it again. Errors without a position are kept once each.
 func newLoadError(dir string, msgs ...string) *LoadError {
 	le := &LoadError{}
 	seen := map[string]bool{}
@@ -128,8 +132,19 @@ func newLoadError(dir string, msgs ...string) *LoadError {
 		if c := comparePositions(a.Pos, b.Pos); c != 0 {
 			return c < 0
 		}
-		return a.Msg < b.Msg
+		// The first given of one position stays first; errors without
+		// a position go by message.
+		return a.Pos.Filename == "" && a.Msg < b.Msg
 	})
+	kept := le.Errs[:0]
+	for _, e := range le.Errs {
+		if n := len(kept); n > 0 && e.Pos.Filename != "" &&
+			kept[n-1].Pos.Filename == e.Pos.Filename && kept[n-1].Pos.Line == e.Pos.Line {
+			continue
+		}
+		kept = append(kept, e)
+	}
+	le.Errs = kept
 	return le
 }
 

@@ -45,10 +45,17 @@ const listMode = packages.NeedName | packages.NeedFiles | packages.NeedModule | 
 const fullMode = listMode | packages.NeedSyntax | packages.NeedTypes | packages.NeedTypesInfo
 
 // load lists the packages matched by patterns and the module packages they
-// import, then parses and type-checks them all from source with every
-// existing seqby_gen.go replaced by its package clause, so seqgen's own
-// stale output cannot stand in its way. Type errors are tolerated: user code
-// may already call methods seqgen has not written yet.
+// import, then parses and type-checks them from source with every existing
+// seqby_gen.go replaced by its package clause, so seqgen's own stale output
+// cannot stand in its way. Type errors are tolerated: user code may already
+// call methods seqgen has not written yet. The packages they import beyond
+// those come from the export data the go command compiles (and caches), as
+// on a first run: the replacement reaches the go command as its -overlay
+// flag, which the compiler honours, and the parser through parseHiding.
+// Given as Config.Overlay instead, it would make go/packages distrust all
+// export data and type-check every dependency from source: on seqby
+// itself, with about 450 dependency packages, five times the time and
+// twelve times the memory of a first run.
 func load(dir string, env []string, patterns []string) (*loaded, error) {
 	if dir == "" {
 		wd, err := os.Getwd()
@@ -58,7 +65,13 @@ func load(dir string, env []string, patterns []string) (*loaded, error) {
 		dir = wd
 	}
 	overlay, foreign := ownOutput(dir)
-	cfg := &packages.Config{Mode: listMode, Dir: dir, Env: env, Tests: false, Overlay: overlay}
+	cfg := &packages.Config{Mode: listMode, Dir: dir, Env: env, Tests: false}
+	cleanup, err := hide(cfg, overlay)
+	if err != nil {
+		return nil, newLoadError(dir, err.Error())
+	}
+	defer cleanup()
+	hidden := len(overlay)
 	roots, err := packages.Load(cfg, patterns...)
 	if err != nil {
 		return nil, newLoadError(dir, err.Error())
@@ -124,7 +137,18 @@ func load(dir string, env []string, patterns []string) (*loaded, error) {
 		}
 	}
 
-	full := &packages.Config{Mode: fullMode, Dir: dir, Env: env, Overlay: overlay, Fset: token.NewFileSet()}
+	// The listing's -overlay serves again unless the listing found more
+	// output to hide.
+	full := &packages.Config{Mode: fullMode, Dir: dir, Env: env, Fset: token.NewFileSet(), ParseFile: parseHiding(overlay),
+		BuildFlags: cfg.BuildFlags, Overlay: cfg.Overlay}
+	if len(overlay) != hidden {
+		full.BuildFlags, full.Overlay = nil, nil
+		cleanup, err := hide(full, overlay)
+		if err != nil {
+			return nil, newLoadError(dir, err.Error())
+		}
+		defer cleanup()
+	}
 	all, err := packages.Load(full, asPatterns(module, moduleDir, append(rootPaths(roots), depPaths...))...)
 	if err != nil {
 		return nil, newLoadError(dir, err.Error())

@@ -2,13 +2,19 @@ package generator
 
 import (
 	"bytes"
+	"encoding/json"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+
+	"golang.org/x/tools/go/packages"
 )
 
 // ownOutput finds seqgen's previous output under dir and maps each file to
@@ -53,6 +59,110 @@ func ownOutput(dir string) (overlay map[string][]byte, foreign []string) {
 	})
 	sort.Strings(foreign)
 	return overlay, foreign
+}
+
+// hide has the go command cfg runs read each file of overlay as its
+// replacement: through its -overlay flag, or, for a GOPACKAGESDRIVER, as
+// go/packages' Config.Overlay (-overlay is the go command's flag). The
+// flag is what keeps export data usable: given Config.Overlay, go/packages
+// trusts no export data and type-checks every dependency from source.
+// cleanup removes what it wrote.
+func hide(cfg *packages.Config, overlay map[string][]byte) (cleanup func(), err error) {
+	switch {
+	case len(overlay) == 0:
+		return func() {}, nil
+	case externalDriver(cfg.Env):
+		cfg.Overlay = overlay
+		return func() {}, nil
+	}
+	flag, cleanup, err := overlayFlag(overlay)
+	if err != nil {
+		return nil, err
+	}
+	cfg.BuildFlags = append(cfg.BuildFlags, flag)
+	return cleanup, nil
+}
+
+// overlayFlag writes overlay where the go command's -overlay flag reads it
+// (a JSON file naming, for each file, a file holding what replaces it, all
+// in a new temporary directory that cleanup removes) and returns that flag.
+// The go command compiles the module's packages with the replacements, so
+// the export data of a package that imports one stays consistent with it.
+func overlayFlag(overlay map[string][]byte) (flag string, cleanup func(), err error) {
+	tmp, err := os.MkdirTemp("", "seqgen-overlay-")
+	if err != nil {
+		return "", nil, err
+	}
+	cleanup = func() { os.RemoveAll(tmp) }
+	names := make([]string, 0, len(overlay))
+	for name := range overlay {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	replace := map[string]string{}
+	for i, name := range names {
+		file := filepath.Join(tmp, strconv.Itoa(i)+".go")
+		if err := os.WriteFile(file, overlay[name], 0o666); err != nil {
+			cleanup()
+			return "", nil, err
+		}
+		replace[name] = file
+	}
+	data, err := json.Marshal(struct{ Replace map[string]string }{replace})
+	if err == nil {
+		err = os.WriteFile(filepath.Join(tmp, "overlay.json"), data, 0o666)
+	}
+	if err != nil {
+		cleanup()
+		return "", nil, err
+	}
+	return "-overlay=" + filepath.Join(tmp, "overlay.json"), cleanup, nil
+}
+
+// parseHiding is go/packages' parser with the overlay applied: files the
+// go command reads through -overlay are parsed with their replacements.
+// Without parser.AllErrors, it reports (like go build) the first error of a
+// line and not the ones it sets off beside it.
+func parseHiding(overlay map[string][]byte) func(*token.FileSet, string, []byte) (*ast.File, error) {
+	return func(fset *token.FileSet, name string, src []byte) (*ast.File, error) {
+		if content, ok := overlay[name]; ok {
+			src = content
+		} else if filepath.Base(name) == GenFile {
+			// The same file under another name (a symbolic link).
+			if fi, err := os.Stat(name); err == nil {
+				for f, content := range overlay {
+					if other, err := os.Stat(f); err == nil && os.SameFile(fi, other) {
+						src = content
+						break
+					}
+				}
+			}
+		}
+		return parser.ParseFile(fset, name, src, parser.ParseComments)
+	}
+}
+
+// externalDriver reports whether go/packages will ask a GOPACKAGESDRIVER
+// (as under Bazel) rather than the go command, which it does when the
+// variable names one or, unset, when gopackagesdriver is on the PATH.
+func externalDriver(env []string) bool {
+	if env == nil {
+		env = os.Environ()
+	}
+	tool := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "GOPACKAGESDRIVER="); ok {
+			tool = v
+		}
+	}
+	if tool == "off" {
+		return false
+	}
+	if tool == "" {
+		_, err := exec.LookPath("gopackagesdriver")
+		return err == nil
+	}
+	return true
 }
 
 // isOwnOutput reports whether the file starts with seqgen's header.

@@ -121,6 +121,7 @@ are markers and handle methods in files with build constraints (//go:build,
 _GOOS/_GOARCH file names, cgo): seqby_gen.go is built on every platform.
 
 Exit status: 0 ok; 1 inconsistent markers or (with -check) stale files; 2 load or flag errors
-(syntax errors and missing packages print as path:line:col: message, each once).
+(syntax errors and missing packages print as path:line:col: message, each once,
+the first error of a line only, as go build prints them).
 `)
 }

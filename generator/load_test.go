@@ -1,0 +1,121 @@
+package generator
+
+import (
+	"go/types"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/tools/go/packages"
+)
+
+// TestLoadHidesOutputFromExportData: with seqgen's previous output in the
+// module, the packages beyond the loaded ones still come from the go
+// command's export data, as on a first run (issue #25 item 6: an overlay
+// given to go/packages type-checked every dependency from source, 3-4 times
+// the time), and the export data of a module package was compiled with its
+// seqby_gen.go hidden too.
+func TestLoadHidesOutputFromExportData(t *testing.T) {
+	dir := t.TempDir()
+	gen := "// " + header + "\n\n"
+	for name, text := range map[string]string{
+		"go.mod":          "module example.com/m\n\ngo 1.26\n",
+		"r/r.go":          "package r\n\nimport (\n\t\"strconv\"\n\n\t\"example.com/m/m1\"\n)\n\nvar _ = strconv.Itoa\n\nvar _ m1.T\n",
+		"r/seqby_gen.go":  gen + "package r\n\nfunc Stale() {}\n",
+		"m1/m1.go":        "package m1\n\nimport \"example.com/m/m2\"\n\ntype T = m2.T\n",
+		"m2/m2.go":        "package m2\n\ntype T struct{}\n",
+		"m2/seqby_gen.go": gen + "package m2\n\nfunc (T) Stale() {}\n",
+	} {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := append(os.Environ(), "GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off", "GOPACKAGESDRIVER=off")
+	ld, err := load(dir, env, []string{"./r"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ld.roots) != 1 || len(ld.deps) != 1 {
+		t.Fatalf("roots %v, deps %v: want r, and m1 (the module package r imports)", ld.roots, ld.deps)
+	}
+	r, m1 := ld.roots[0], ld.deps[0]
+	if r.Types.Scope().Lookup("Stale") != nil {
+		t.Errorf("r's stale seqby_gen.go was type-checked")
+	}
+	strconv := r.Imports["strconv"]
+	if strconv == nil || strconv.Types == nil {
+		t.Fatalf("strconv not loaded: %v", strconv)
+	}
+	if strconv.Syntax != nil {
+		t.Errorf("strconv was type-checked from source (%d files), want its export data", len(strconv.Syntax))
+	}
+	m2 := m1.Imports["example.com/m/m2"]
+	if m2 == nil || m2.Types == nil {
+		t.Fatalf("m2 not loaded: %v", m2)
+	}
+	if m2.Syntax != nil {
+		t.Errorf("m2 was type-checked from source, want its export data")
+	}
+	T := m2.Types.Scope().Lookup("T")
+	if T == nil {
+		t.Fatal("m2.T not found")
+	}
+	if obj, _, _ := types.LookupFieldOrMethod(T.Type(), true, m2.Types, "Stale"); obj != nil {
+		t.Errorf("m2's export data has the stale method %v: compiled without the overlay", obj)
+	}
+}
+
+// TestLoadErrorFirstOfLine: of the errors of one source line only the
+// first is kept, the leftmost, and of those at one column the first given
+// (issue #25 item 5); other lines and errors without a position stay.
+func TestLoadErrorFirstOfLine(t *testing.T) {
+	dir := filepath.FromSlash("/mod")
+	got := newLoadError(dir,
+		"b/b.go:3:11: expected ')', found 'EOF'",
+		"b/b.go:3:11: missing ',' in parameter list",
+		"b/b.go:3:9: expected ')', found '{'",
+		"b/b.go:5:2: missing ',' in composite literal",
+		"b/b.go:5:2: expected '}', found 'EOF'",
+		"a/a.go:3:8: no required module provides package x",
+		"pattern ./y/...: no such file",
+		"pattern ./x/...: no such file",
+	).Format(dir)
+	want := filepath.FromSlash("a/a.go:3:8: no required module provides package x\n"+
+		"b/b.go:3:9: expected ')', found '{'\n"+
+		"b/b.go:5:2: missing ',' in composite literal\n") +
+		"seqgen: cannot load packages: pattern ./x/...: no such file\n" +
+		"seqgen: cannot load packages: pattern ./y/...: no such file"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestExternalDriver: a GOPACKAGESDRIVER gets the overlay as go/packages'
+// Config.Overlay, since -overlay is the go command's flag.
+func TestExternalDriver(t *testing.T) {
+	if externalDriver([]string{"GOPACKAGESDRIVER=off"}) {
+		t.Error("GOPACKAGESDRIVER=off counts as a driver")
+	}
+	if !externalDriver([]string{"GOPACKAGESDRIVER=off", "GOPACKAGESDRIVER=/opt/bazel/gopackagesdriver"}) {
+		t.Error("GOPACKAGESDRIVER=/opt/bazel/gopackagesdriver (the last one) does not count as a driver")
+	}
+	overlay := map[string][]byte{"/m/a/seqby_gen.go": []byte("package a\n")}
+	cfg := &packages.Config{Env: []string{"GOPACKAGESDRIVER=/opt/bazel/gopackagesdriver"}}
+	if _, err := hide(cfg, overlay); err != nil || cfg.Overlay == nil || cfg.BuildFlags != nil {
+		t.Errorf("with a driver: Overlay %v, BuildFlags %v, err %v; want Config.Overlay", cfg.Overlay, cfg.BuildFlags, err)
+	}
+	cfg = &packages.Config{Env: []string{"GOPACKAGESDRIVER=off"}}
+	cleanup, err := hide(cfg, overlay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	if cfg.Overlay != nil || len(cfg.BuildFlags) != 1 || !strings.HasPrefix(cfg.BuildFlags[0], "-overlay=") {
+		t.Errorf("without a driver: Overlay %v, BuildFlags %v; want -overlay", cfg.Overlay, cfg.BuildFlags)
+	}
+}
