@@ -54,7 +54,7 @@ const fullMode = listMode | packages.NeedSyntax | packages.NeedTypes | packages.
 // flag, which the compiler honours, and the parser through parseHiding.
 // Given as Config.Overlay instead, it would make go/packages distrust all
 // export data and type-check every dependency from source: on seqby
-// itself, with about 450 dependency packages, five times the time and
+// itself, with 420 dependency packages, five times the time and
 // twelve times the memory of a first run.
 func load(dir string, env []string, patterns []string) (*loaded, error) {
 	if dir == "" {

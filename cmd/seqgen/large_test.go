@@ -123,7 +123,7 @@ func TestLargeModule(t *testing.T) {
 }
 
 // writeRepoModule writes, under dir, seqby itself at its last commit
-// (git archive HEAD): a module whose packages import about 450 packages
+// (git archive HEAD): a module whose packages import 420 packages
 // (go-redis, OpenTelemetry, Prometheus, pgx, SQLite, golang.org/x/tools),
 // the size of a real application's dependencies, all in the module cache
 // because seqby's own build needs them. A module that requires seqby from
@@ -233,11 +233,12 @@ func runSeqgen(b *testing.B, s *runStats, bin, dir string, args ...string) {
 }
 
 // BenchmarkLargeModule reports seqgen's times on the 500-event module and
-// on seqby itself (about 450 dependency packages): a first run (no seqby_gen.go yet), a
-// second run (regenerating, byte-identical) and a -check, each a process of
-// its own with its peak memory, next to go vet ./... of the same module.
-// All are warm: the build cache holds the dependencies, as in a
-// developer's loop or a CI job with a cache. make bench runs it.
+// on seqby itself (420 dependency packages): a first run (no seqby_gen.go
+// yet), a second run (regenerating, byte-identical) and a -check, each a
+// process of its own with its peak memory, next to go vet ./... of the
+// same module. All are warm: the build cache holds the dependencies, as in
+// a developer's loop or a CI job with a cache. make bench runs it; the
+// figures are in docs/benchmarks.md.
 func BenchmarkLargeModule(b *testing.B) {
 	bin := buildSeqgen(b)
 	for _, m := range []struct {
