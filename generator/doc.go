@@ -7,9 +7,13 @@
 //     never stands in its way, and type errors are tolerated because user
 //     code may already call methods seqgen has not written yet. The
 //     _test.go files of the same directories are parsed for their comments
-//     only, so markers there are refused rather than skipped. Errors that
-//     stop loading (syntax, missing packages) come back as a LoadError with
-//     positions, each once. Packages whose import path ends in ".go" are
+//     only, so markers there are refused rather than skipped. The packages
+//     they import beyond those come from export data: the old output is
+//     hidden from the go command with its own -overlay flag (overlay.go),
+//     which keeps the build cache usable, where go/packages' Overlay would
+//     type-check every dependency from source. Errors that stop loading
+//     (syntax, missing packages) come back as a LoadError with positions,
+//     only the first of each source line, as go build prints them. Packages whose import path ends in ".go" are
 //     listed by directory, which the go command cannot take for a file.
 //   - constraint.go finds the files of each package that have a build
 //     constraint (//go:build, // +build, GOOS/GOARCH file names, cgo), both
