@@ -19,6 +19,28 @@ import (
 
 func nop(context.Context, *testEvent) error { return nil }
 
+// ownedKey publishes one event to each of eight keys and returns a key
+// whose deploy.h partition r owns.
+func ownedKey(t *testing.T, ctx context.Context, pub *Publisher, r *running, who string) string {
+	t.Helper()
+	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		if err := pub.Publish(ctx, ev(k, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var key string
+	eventually(t, 20*time.Second, who+" to own a partition", func() bool {
+		for _, p := range r.Status().Partitions {
+			if p.Handler == "deploy.h" {
+				key = p.Key
+				return true
+			}
+		}
+		return false
+	})
+	return key
+}
+
 // unkeyedOrders is an unkeyed handler on the partitioned category "order":
 // its instances share a consumer group on each partition stream.
 func unkeyedOrders(name string, fn func(ctx context.Context, e *testEvent) error) Registration {
@@ -138,21 +160,7 @@ func testDeployNewerBuildsTypeKeyed(t *testing.T, restart bool) {
 		}
 	}
 	pub := NewPublisher(c)
-	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
-		if err := pub.Publish(ctx, ev(k, 1)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var key string
-	eventually(t, 20*time.Second, "the old build to own a partition", func() bool {
-		for _, p := range old.Status().Partitions {
-			if p.Handler == "deploy.h" {
-				key = p.Key
-				return true
-			}
-		}
-		return false
-	})
+	key := ownedKey(t, ctx, pub, old, "the old build")
 	stream := rdb.PartitionStream("order", key)
 	// Entries the old instance decides on before it has read the new
 	// build's record are acked (the documented window); later ones halt.
@@ -305,21 +313,7 @@ func TestDeployDroppedTypeWaitsForTheOldBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	pub := NewPublisher(c)
-	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
-		if err := pub.Publish(ctx, ev(k, 1)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var key string
-	eventually(t, 20*time.Second, "the new build to own a partition", func() bool {
-		for _, p := range nb.Status().Partitions {
-			if p.Handler == "deploy.h" {
-				key = p.Key
-				return true
-			}
-		}
-		return false
-	})
+	key := ownedKey(t, ctx, pub, nb, "the new build")
 	stream := rdb.PartitionStream("order", key)
 	id := addRaw(t, c, key, "testCancelled")
 	if err := pub.Publish(ctx, ev(key, 2)); err != nil {
