@@ -168,7 +168,7 @@ func strayFiles(fset *token.FileSet, dir string, patterns []string, listed []*pa
 		if len(names) == 0 {
 			return
 		}
-		pkg := packageName(d, "")
+		pkg, _ := packageName(d, "")
 		for _, name := range names {
 			f, _ := parser.ParseFile(fset, name, nil, parser.ParseComments|parser.SkipObjectResolution)
 			if f == nil || f.Name.Name != pkg {

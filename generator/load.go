@@ -64,9 +64,9 @@ func load(dir string, env []string, patterns []string) (*loaded, error) {
 		}
 		dir = wd
 	}
-	overlay, foreign := ownOutput(dir)
+	overlay, removable, foreign := ownOutput(dir)
 	cfg := &packages.Config{Mode: listMode, Dir: dir, Env: env, Tests: false}
-	cleanup, err := hide(cfg, overlay)
+	cleanup, err := hide(cfg, overlay, removable)
 	if err != nil {
 		return nil, newLoadError(dir, err.Error())
 	}
@@ -119,6 +119,10 @@ func load(dir string, env []string, patterns []string) (*loaded, error) {
 		isForeign[f] = true
 	}
 	for _, p := range listed {
+		// A removed file is not listed: the go command takes it as absent.
+		if f := filepath.Join(p.Dir, GenFile); removable[f] && isRoot[p.PkgPath] {
+			existing[p.PkgPath] = f
+		}
 		for _, f := range append(append([]string{}, p.GoFiles...), p.IgnoredFiles...) {
 			if filepath.Base(f) != GenFile {
 				continue
@@ -143,7 +147,7 @@ func load(dir string, env []string, patterns []string) (*loaded, error) {
 		BuildFlags: cfg.BuildFlags, Overlay: cfg.Overlay}
 	if len(overlay) != hidden {
 		full.BuildFlags, full.Overlay = nil, nil
-		cleanup, err := hide(full, overlay)
+		cleanup, err := hide(full, overlay, removable)
 		if err != nil {
 			return nil, newLoadError(dir, err.Error())
 		}

@@ -106,11 +106,11 @@ func TestExternalDriver(t *testing.T) {
 	}
 	overlay := map[string][]byte{"/m/a/seqby_gen.go": []byte("package a\n")}
 	cfg := &packages.Config{Env: []string{"GOPACKAGESDRIVER=/opt/bazel/gopackagesdriver"}}
-	if _, err := hide(cfg, overlay); err != nil || cfg.Overlay == nil || cfg.BuildFlags != nil {
+	if _, err := hide(cfg, overlay, nil); err != nil || cfg.Overlay == nil || cfg.BuildFlags != nil {
 		t.Errorf("with a driver: Overlay %v, BuildFlags %v, err %v; want Config.Overlay", cfg.Overlay, cfg.BuildFlags, err)
 	}
 	cfg = &packages.Config{Env: []string{"GOPACKAGESDRIVER=off"}}
-	cleanup, err := hide(cfg, overlay)
+	cleanup, err := hide(cfg, overlay, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

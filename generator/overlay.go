@@ -23,8 +23,13 @@ import (
 // name a package clause that was renamed, or call methods that no longer
 // exist. A seqby_gen.go without seqgen's header is someone else's file: it
 // is listed in foreign, and left alone.
-func ownOutput(dir string) (overlay map[string][]byte, foreign []string) {
-	overlay = map[string][]byte{}
+//
+// removable holds the files whose package has another file on every
+// platform: the go command is told those do not exist at all, which
+// costs it nothing, where a replacement is a file to write and hash (on a
+// slow disk, 100 files cost seqgen 100 ms, a third of a run).
+func ownOutput(dir string) (overlay map[string][]byte, removable map[string]bool, foreign []string) {
+	overlay, removable = map[string][]byte{}, map[string]bool{}
 	root := dir
 	if root == "" {
 		root = "."
@@ -52,22 +57,23 @@ func ownOutput(dir string) (overlay map[string][]byte, foreign []string) {
 			foreign = append(foreign, abs)
 			return nil
 		}
-		if name := packageName(filepath.Dir(abs), abs); name != "" {
+		if name, plain := packageName(filepath.Dir(abs), abs); name != "" {
 			overlay[abs] = []byte("package " + name + "\n")
+			removable[abs] = plain
 		}
 		return nil
 	})
 	sort.Strings(foreign)
-	return overlay, foreign
+	return overlay, removable, foreign
 }
 
 // hide has the go command cfg runs read each file of overlay as its
-// replacement: through its -overlay flag, or, for a GOPACKAGESDRIVER, as
-// go/packages' Config.Overlay (-overlay is the go command's flag). The
-// flag is what keeps export data usable: given Config.Overlay, go/packages
-// trusts no export data and type-checks every dependency from source.
-// cleanup removes what it wrote.
-func hide(cfg *packages.Config, overlay map[string][]byte) (cleanup func(), err error) {
+// replacement, or as absent if it is removable: through its -overlay flag,
+// or, for a GOPACKAGESDRIVER, as go/packages' Config.Overlay (-overlay is
+// the go command's flag). The flag is what keeps export data usable: given
+// Config.Overlay, go/packages trusts no export data and type-checks every
+// dependency from source. cleanup removes what it wrote.
+func hide(cfg *packages.Config, overlay map[string][]byte, removable map[string]bool) (cleanup func(), err error) {
 	switch {
 	case len(overlay) == 0:
 		return func() {}, nil
@@ -75,7 +81,7 @@ func hide(cfg *packages.Config, overlay map[string][]byte) (cleanup func(), err 
 		cfg.Overlay = overlay
 		return func() {}, nil
 	}
-	flag, cleanup, err := overlayFlag(overlay)
+	flag, cleanup, err := overlayFlag(overlay, removable)
 	if err != nil {
 		return nil, err
 	}
@@ -84,11 +90,12 @@ func hide(cfg *packages.Config, overlay map[string][]byte) (cleanup func(), err 
 }
 
 // overlayFlag writes overlay where the go command's -overlay flag reads it
-// (a JSON file naming, for each file, a file holding what replaces it, all
+// (a JSON file naming, for each file, a file holding what replaces it, or
+// "" for a removable file, which the go command then takes as absent; all
 // in a new temporary directory that cleanup removes) and returns that flag.
 // The go command compiles the module's packages with the replacements, so
 // the export data of a package that imports one stays consistent with it.
-func overlayFlag(overlay map[string][]byte) (flag string, cleanup func(), err error) {
+func overlayFlag(overlay map[string][]byte, removable map[string]bool) (flag string, cleanup func(), err error) {
 	tmp, err := os.MkdirTemp("", "seqgen-overlay-")
 	if err != nil {
 		return "", nil, err
@@ -101,6 +108,10 @@ func overlayFlag(overlay map[string][]byte) (flag string, cleanup func(), err er
 	sort.Strings(names)
 	replace := map[string]string{}
 	for i, name := range names {
+		if removable[name] {
+			replace[name] = ""
+			continue
+		}
 		file := filepath.Join(tmp, strconv.Itoa(i)+".go")
 		if err := os.WriteFile(file, overlay[name], 0o666); err != nil {
 			cleanup()
@@ -175,10 +186,10 @@ func isOwnOutput(path string) bool {
 // clause among them, test files aside), else the generated file's own.
 // Files without a build constraint count first: they are in the package on
 // every platform, while a //go:build ignore script of package main, however
-// many, is in it nowhere.
-func packageName(dir, gen string) string {
+// many, is in it nowhere. plain reports whether any such file is there.
+func packageName(dir, gen string) (name string, plain bool) {
 	entries, _ := os.ReadDir(dir)
-	plain, constrained := map[string]int{}, map[string]int{}
+	unconstrained, constrained := map[string]int{}, map[string]int{}
 	fset := token.NewFileSet()
 	for _, e := range entries {
 		n := e.Name()
@@ -188,13 +199,13 @@ func packageName(dir, gen string) string {
 		path := filepath.Join(dir, n)
 		if f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly|parser.ParseComments); err == nil {
 			if fileConstraint(path, f) == "" {
-				plain[f.Name.Name]++
+				unconstrained[f.Name.Name]++
 			} else {
 				constrained[f.Name.Name]++
 			}
 		}
 	}
-	for _, count := range []map[string]int{plain, constrained} {
+	for _, count := range []map[string]int{unconstrained, constrained} {
 		best := ""
 		for name, n := range count {
 			if n > count[best] || (n == count[best] && name < best) {
@@ -202,13 +213,13 @@ func packageName(dir, gen string) string {
 			}
 		}
 		if best != "" {
-			return best
+			return best, len(unconstrained) > 0
 		}
 	}
 	if f, err := parser.ParseFile(fset, gen, nil, parser.PackageClauseOnly); err == nil {
-		return f.Name.Name
+		return f.Name.Name, false
 	}
-	return ""
+	return "", false
 }
 
 func exists(path string) bool {
