@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime/debug"
 
+	"github.com/seqby/seqby"
 	"github.com/seqby/seqby/annotations"
 	"github.com/seqby/seqby/generator"
 )
@@ -31,7 +32,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *version {
-		fmt.Fprintln(stdout, "seqgen", moduleVersion())
+		bi, _ := debug.ReadBuildInfo()
+		fmt.Fprintln(stdout, versionLine(bi))
 		return 0
 	}
 	dir, err := os.Getwd()
@@ -69,25 +71,47 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// moduleVersion is seqgen's own module version. Under "go tool" the main
-// module is the user's, so seqgen's module is found among the dependencies.
-func moduleVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(unknown)"
+// versionLine is what -version prints: "seqgen " and the release in the
+// source (seqby.Version), which is right however seqgen was built (go tool
+// from the module proxy, a replace to a local checkout, go build in the
+// repository). The build's own module version follows in parentheses when
+// it adds something: a pseudo-version or a "+dirty" build of a checkout
+// tells which commit, beyond the release it is based on.
+func versionLine(bi *debug.BuildInfo) string {
+	line := "seqgen " + seqby.Version
+	if v := buildVersion(bi); v != "" && v != seqby.Version {
+		line += " (module " + v + ")"
 	}
+	return line
+}
+
+// buildVersion is the version the go command recorded for seqgen's module,
+// or "" when it is not known: no build info, "(devel)" (go run, go test, a
+// build without VCS stamping), or a replace by a local directory, whose
+// version is whatever the require line made up (v0.0.0) rather than the
+// code's. Under "go tool" the main module is the user's, so seqgen's
+// module is looked for among the dependencies.
+func buildVersion(bi *debug.BuildInfo) string {
+	if bi == nil {
+		return ""
+	}
+	v := ""
 	if bi.Main.Path == modulePath {
-		return bi.Main.Version
+		v = bi.Main.Version
 	}
 	for _, d := range bi.Deps {
-		if d.Path == modulePath {
-			if d.Replace != nil && d.Replace.Version != "" {
-				return d.Replace.Version
-			}
-			return d.Version
+		if d.Path != modulePath {
+			continue
+		}
+		v = d.Version
+		if d.Replace != nil {
+			v = d.Replace.Version // "" for a directory
 		}
 	}
-	return "(devel)"
+	if v == "(devel)" {
+		return ""
+	}
+	return v
 }
 
 func usage(fs *flag.FlagSet, w io.Writer) {
