@@ -19,8 +19,12 @@ var ErrEvictionPolicy = errors.New("redis may evict seqby's keys: set maxmemory-
 // checkMemoryPolicy refuses to start (or warns, with AllowEviction) when a
 // server may evict keys. A server that does not let the engine read its
 // configuration (managed services often refuse CONFIG) is logged as
-// unchecked, not refused.
+// unchecked, not refused. SkipEvictionCheck skips it all: an embedded
+// Redis has no CONFIG, and its warning would only be noise.
 func (e *Engine) checkMemoryPolicy(ctx context.Context) error {
+	if e.o.SkipEvictionCheck {
+		return nil
+	}
 	policies, err := rdb.MemoryPolicies(ctx, e.c)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/internal/redistest"
 )
@@ -85,6 +86,46 @@ func TestMemoryPolicyCheck(t *testing.T) {
 			cancel()
 			if err := <-done; err != nil {
 				t.Fatalf("Run: %v", err)
+			}
+		})
+	}
+}
+
+// SkipEvictionCheck is for a server known to have no CONFIG (the embedded
+// Redis of tests and demos): Run neither checks the policy nor warns that
+// it could not. Without it, the same server still gets today's warning, a
+// managed service's reminder. By the time the engine is consuming, the
+// check has run (it precedes everything else in Run), so the logs then say
+// whether it warned.
+func TestSkipEvictionCheck(t *testing.T) {
+	embedded := miniredis.RunT(t)
+	evicting := redistest.New(t)
+	if _, err := evicting.Do("CONFIG", "SET", "maxmemory-policy", "allkeys-lru"); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		addr  string
+		skip  bool
+		warns bool // a maxmemory-policy line in the logs
+	}{
+		{"embedded, checked", embedded.Addr(), false, true},
+		{"embedded, skipped", embedded.Addr(), true, false},
+		{"evicting server, skipped", evicting.Addr, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := redis.NewClient(&redis.Options{Addr: tt.addr, ContextTimeoutEnabled: true})
+			defer c.Close()
+			var logs syncBuffer
+			opts := fastOptions("s1")
+			opts.SkipEvictionCheck = tt.skip
+			opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			r := startEngine(t, c, opts, keyedHandler("orders", func(context.Context, *testEvent) error { return nil }))
+			eventually(t, 10*time.Second, "the engine consuming", func() bool { return r.Status().Consuming })
+			r.stop()
+			if got := strings.Contains(logs.String(), "maxmemory-policy"); got != tt.warns {
+				t.Fatalf("a maxmemory-policy line logged: %v, want %v; logs:\n%s", got, tt.warns, logs.String())
 			}
 		})
 	}

@@ -114,6 +114,13 @@ type Options struct {
 	// owners), a stream or a generation counter. Set it only for a Redis
 	// that never reaches maxmemory. Default false.
 	AllowEviction bool
+	// SkipEvictionCheck is for a server known to have no CONFIG command,
+	// such as an embedded Redis in tests and demos: Run neither checks
+	// maxmemory-policy nor warns that it could not. Leave it false for a
+	// real Redis, managed services included: one that refuses CONFIG is
+	// still logged as unchecked, a reminder to set noeviction there.
+	// Default false.
+	SkipEvictionCheck bool
 	// ReapAfter is how long a partition must stay cold (its lanes empty,
 	// nothing pending in any group, nothing published to it) before its
 	// owner lets it go and the category's reaper removes its streams,
