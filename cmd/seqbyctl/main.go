@@ -90,8 +90,10 @@
 //	-timeout D   bound of the whole command (default 10s)
 //	-json        print JSON (see below)
 //	-q           print nothing on stdout; errors still go to stderr
-//	-version     print "seqbyctl <version>" (the module version it was
-//	             built at, "(devel)" when unknown) and exit 0
+//	-version     print "seqbyctl <version>" (the release in the source,
+//	             seqby.Version, followed by "(module <version>)" when the
+//	             build recorded another module version, such as a
+//	             pseudo-version) and exit 0
 //	-h, -help    print help and exit 0
 //
 // NAME is the handler's registration name (its consumer group; for a pm,
@@ -199,6 +201,10 @@
 // or rediss://... for TLS). When the URL names a node of a Redis Cluster,
 // seqbyctl works on the whole cluster. Run it as a user with the seqbyctl
 // ACL rules of the README.
+//
+// When Redis cannot be reached, seqbyctl prints one line on stderr, its
+// own error, and exits 1: the Redis client library's own log lines (its
+// connection pool's dial failures) are silenced.
 //
 // Exit status: 0 on success (halted: no halts), 1 when an operation is
 // refused or fails, including Redis errors and unknown handlers,

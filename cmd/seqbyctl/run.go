@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby"
 	"github.com/seqby/seqby/runtime"
 	"github.com/seqby/seqby/runtime/inspect"
 )
@@ -254,7 +255,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch {
 	case o.version:
-		fmt.Fprintf(stdout, "seqbyctl %s\n", version())
+		bi, _ := debug.ReadBuildInfo()
+		fmt.Fprintln(stdout, versionLine(bi))
 		return 0
 	case help && c == nil:
 		return printHelp(stdout, stderr, "")
@@ -289,11 +291,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if o.as == "" {
 		o.as = defaultWho()
 	}
+	// go-redis logs its pool's dial failures itself, on stderr, several
+	// lines before the error it returns reaches us: seqbyctl says what
+	// failed once, in its own words, so the library's logger is silenced.
+	redis.SetLogger(silentLogger{})
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	client, err := runtime.Connect(ctx, o.redis)
 	if err != nil {
-		fmt.Fprintf(stderr, "seqbyctl %s: %s\n", c.name, safe(err.Error()))
+		fmt.Fprintf(stderr, "seqbyctl %s: %s (is Redis up, and do -redis or $REDIS_URL name it?)\n", c.name, safe(err.Error()))
 		return 1
 	}
 	defer client.Close()
@@ -314,6 +320,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "seqbyctl %s: %s\n", c.name, safe(err.Error()))
 	return 1
 }
+
+// silentLogger drops go-redis's internal log lines (redis.SetLogger):
+// every failure they report also comes back as an error, which run
+// prints.
+type silentLogger struct{}
+
+func (silentLogger) Printf(context.Context, string, ...any) {}
 
 // split separates the command words from the flags (with their values),
 // so flags may come before, between or after the words. help reports -h,
@@ -511,12 +524,50 @@ Run "go doc github.com/seqby/seqby/cmd/seqbyctl" for the manual.
 	return 0
 }
 
-// version is the module version seqbyctl was built at.
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+// modulePath is seqbyctl's module, looked up in the build info.
+const modulePath = "github.com/seqby/seqby"
+
+// versionLine is what -version prints: "seqbyctl " and the release in the
+// source (seqby.Version), which is right however seqbyctl was built (go
+// tool from the module proxy, a replace to a local checkout, go build in
+// the repository). The build's own module version follows in parentheses
+// when it adds something: a pseudo-version or a "+dirty" build of a
+// checkout tells which commit, beyond the release it is based on.
+func versionLine(bi *debug.BuildInfo) string {
+	line := "seqbyctl " + seqby.Version
+	if v := buildVersion(bi); v != "" && v != seqby.Version {
+		line += " (module " + v + ")"
 	}
-	return "(devel)"
+	return line
+}
+
+// buildVersion is the version the go command recorded for seqbyctl's
+// module, or "" when it is not known: no build info, "(devel)" (go run, go
+// test, a build without VCS stamping), or a replace by a local directory,
+// whose version is whatever the require line made up (v0.0.0) rather than
+// the code's. Under "go tool" the main module is the user's, so seqbyctl's
+// module is looked for among the dependencies.
+func buildVersion(bi *debug.BuildInfo) string {
+	if bi == nil {
+		return ""
+	}
+	v := ""
+	if bi.Main.Path == modulePath {
+		v = bi.Main.Version
+	}
+	for _, d := range bi.Deps {
+		if d.Path != modulePath {
+			continue
+		}
+		v = d.Version
+		if d.Replace != nil {
+			v = d.Replace.Version // "" for a directory
+		}
+	}
+	if v == "(devel)" {
+		return ""
+	}
+	return v
 }
 
 // defaultWho is $USER@hostname, for the audit stream.

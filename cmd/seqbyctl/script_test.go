@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -55,6 +56,7 @@ func status(args []string) int {
 //	applied CLIENT SEQS      wait until the handler applied exactly SEQS (1,2 or -) for CLIENT
 //	entryid VAR STREAM N     set $VAR to the id of STREAM's entry N (0 first, -1 last)
 //	redis ARGS...            run a Redis command; print its reply, one value a line
+//	closedport VAR           set $VAR to a loopback port nothing listens on
 func TestScripts(t *testing.T) {
 	testscript.Run(t, testscript.Params{
 		Dir:           "testdata/script",
@@ -73,13 +75,14 @@ func TestScripts(t *testing.T) {
 			return nil
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
-			"engine":    cmdEngine,
-			"publish":   cmdPublish,
-			"cure":      func(ts *testscript.TestScript, _ bool, _ []string) { worldOf(ts).cured.Store(true) },
-			"waithalts": cmdWaitHalts,
-			"applied":   cmdApplied,
-			"entryid":   cmdEntryID,
-			"redis":     cmdRedis,
+			"engine":     cmdEngine,
+			"publish":    cmdPublish,
+			"cure":       func(ts *testscript.TestScript, _ bool, _ []string) { worldOf(ts).cured.Store(true) },
+			"waithalts":  cmdWaitHalts,
+			"applied":    cmdApplied,
+			"entryid":    cmdEntryID,
+			"redis":      cmdRedis,
+			"closedport": cmdClosedPort,
 		},
 	})
 }
@@ -178,6 +181,17 @@ func cmdEntryID(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("%s has %d entries, no entry %s", args[1], len(msgs), args[2])
 	}
 	ts.Setenv(args[0], msgs[n].ID)
+}
+
+func cmdClosedPort(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 1 {
+		ts.Fatalf("usage: closedport VAR")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ts.Check(err)
+	port := l.Addr().(*net.TCPAddr).Port
+	ts.Check(l.Close())
+	ts.Setenv(args[0], strconv.Itoa(port))
 }
 
 func cmdRedis(ts *testscript.TestScript, neg bool, args []string) {
