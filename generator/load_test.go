@@ -1,6 +1,7 @@
 package generator
 
 import (
+	"encoding/json"
 	"go/types"
 	"os"
 	"path/filepath"
@@ -117,5 +118,73 @@ func TestExternalDriver(t *testing.T) {
 	defer cleanup()
 	if cfg.Overlay != nil || len(cfg.BuildFlags) != 1 || !strings.HasPrefix(cfg.BuildFlags[0], "-overlay=") {
 		t.Errorf("without a driver: Overlay %v, BuildFlags %v; want -overlay", cfg.Overlay, cfg.BuildFlags)
+	}
+}
+
+// TestOwnOutputRemovesWhatItCan: seqgen's previous output is hidden from
+// the go command as an absent file (an empty replacement in -overlay, no
+// file written) where its package has another file on every platform, and
+// replaced by its package clause only where removing it would leave the
+// package with no file on some platform: a directory holding only the
+// generated file, or only build-constrained files besides it.
+func TestOwnOutputRemovesWhatItCan(t *testing.T) {
+	dir := t.TempDir()
+	gen := "// " + header + "\n\npackage %s\n"
+	files := map[string]string{
+		"plain/a.go":           "package plain\n",
+		"plain/seqby_gen.go":   strings.ReplaceAll(gen, "%s", "plain"),
+		"alone/seqby_gen.go":   strings.ReplaceAll(gen, "%s", "alone"),
+		"linux/a_linux.go":     "package linux\n",
+		"linux/seqby_gen.go":   strings.ReplaceAll(gen, "%s", "linux"),
+		"tagged/a.go":          "//go:build ignore\n\npackage tagged\n",
+		"tagged/seqby_gen.go":  strings.ReplaceAll(gen, "%s", "tagged"),
+		"foreign/a.go":         "package foreign\n",
+		"foreign/seqby_gen.go": "package foreign\n",
+	}
+	for name, text := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	overlay, removable, foreign := ownOutput(dir)
+	path := func(d string) string { return filepath.Join(dir, d, GenFile) }
+	if len(foreign) != 1 || foreign[0] != path("foreign") {
+		t.Errorf("foreign %v, want [%s]", foreign, path("foreign"))
+	}
+	for _, c := range []struct {
+		dir       string
+		removable bool
+	}{{"plain", true}, {"alone", false}, {"linux", false}, {"tagged", false}} {
+		if got := string(overlay[path(c.dir)]); got != "package "+c.dir+"\n" {
+			t.Errorf("%s: overlay %q, want its package clause", c.dir, got)
+		}
+		if removable[path(c.dir)] != c.removable {
+			t.Errorf("%s: removable %v, want %v", c.dir, removable[path(c.dir)], c.removable)
+		}
+	}
+
+	flag, cleanup, err := overlayFlag(overlay, removable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	data, err := os.ReadFile(strings.TrimPrefix(flag, "-overlay="))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct{ Replace map[string]string }
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := cfg.Replace[path("plain")]; !ok || r != "" {
+		t.Errorf("plain: replaced by %q (present %v), want \"\" (absent)", r, ok)
+	}
+	written, _ := filepath.Glob(filepath.Join(filepath.Dir(strings.TrimPrefix(flag, "-overlay=")), "*.go"))
+	if len(written) != 3 {
+		t.Errorf("%d replacement files written (%v), want 3: one for each package that needs its clause", len(written), written)
 	}
 }
