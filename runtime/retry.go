@@ -23,16 +23,26 @@ var ErrPermanent = errors.New("permanent failure")
 // invalid for the handler): the partition halts at once, without retries,
 // and its head waits for an operator. errors.Is(err, ErrPermanent) and
 // errors.Is against the wrapped error both hold. Permanent(nil) is nil.
+//
+// The error's text is err's own: being permanent is a class, not part of
+// the message, and every report of a halt already says it (the reason
+// "handler failed permanently", Halt.Permanent). A prefix would read
+// "failed permanently: permanent: ..." there, and once more per layer
+// that wraps an error already permanent; Permanent of such an error
+// returns it unchanged.
 func Permanent(err error) error {
 	if err == nil {
 		return nil
+	}
+	if _, ok := err.(permanentError); ok {
+		return err
 	}
 	return permanentError{err}
 }
 
 type permanentError struct{ err error }
 
-func (p permanentError) Error() string   { return "permanent: " + p.err.Error() }
+func (p permanentError) Error() string   { return p.err.Error() }
 func (p permanentError) Unwrap() []error { return []error{ErrPermanent, p.err} }
 
 // RetryPolicy overrides, for one handler (Registration.Retry), the

@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -67,5 +69,66 @@ func TestRetryPolicyAndPermanentErrors(t *testing.T) {
 	eventually(t, 10*time.Second, "flaky's halt record removed", func() bool { return c.Exists(ctx, key).Val() == 0 })
 	if c.Exists(ctx, rdb.HaltKey(rdb.PartitionStream("order", "b"), "perm")).Val() != 1 {
 		t.Errorf("perm's halt record is gone")
+	}
+}
+
+// A permanent failure says "permanent" once: Permanent adds no text of its
+// own (the halt's reason says it), and wrapping an error already marked
+// adds nothing either. Before issue #26 a halt read "handler failed
+// permanently: permanent: ...", and "permanent: permanent: ..." once more
+// per layer that marked it again.
+func TestPermanentSaysItOnce(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"marked once", Permanent(errPoison), "poison"},
+		{"marked twice", Permanent(Permanent(errPoison)), "poison"},
+		{"marked, wrapped, marked", Permanent(fmt.Errorf("validate: %w", Permanent(errPoison))), "validate: poison"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.err.Error(); got != tt.want {
+				t.Errorf("Error() = %q, want %q", got, tt.want)
+			}
+			if !errors.Is(tt.err, ErrPermanent) || !errors.Is(tt.err, errPoison) {
+				t.Errorf("%v: want errors.Is ErrPermanent and errPoison", tt.err)
+			}
+		})
+	}
+	if Permanent(nil) != nil {
+		t.Error("Permanent(nil) is not nil")
+	}
+
+	// The halt as the engine reports it: reason and error together, and
+	// in the halt record operators read.
+	c, ctx := newRedis(t), ctxT(t)
+	halts := make(chan Halt, 1)
+	opts := fastOptions("pm1")
+	opts.OnHalt = func(h Halt) { halts <- h }
+	startEngine(t, c, opts, keyedHandler("perm", func(context.Context, *testEvent) error {
+		return Permanent(Permanent(errPoison))
+	}))
+	if err := NewPublisher(c).Publish(ctx, ev("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	var h Halt
+	select {
+	case h = <-halts:
+	case <-ctx.Done():
+		t.Fatal("no halt reported")
+	}
+	if got, want := h.Reason+": "+h.Err.Error(), "handler failed permanently: poison"; got != want || !h.Permanent {
+		t.Errorf("halt reads %q (permanent %v), want %q (permanent)", got, h.Permanent, want)
+	}
+	key := rdb.HaltKey(rdb.PartitionStream("order", "a"), "perm")
+	eventually(t, 10*time.Second, "the halt record written", func() bool { return c.Exists(ctx, key).Val() == 1 })
+	raw, err := c.Get(ctx, key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(raw, "permanent"); n != 1 {
+		t.Errorf("the halt record says permanent %d times, want once (its reason): %s", n, raw)
 	}
 }
