@@ -12,16 +12,26 @@ import (
 // ErrConnect matches every error Connect returns.
 var ErrConnect = errors.New("cannot connect to Redis")
 
+// ErrEmptyURL is returned, with ErrConnect, by Connect given an empty (or
+// blank) URL: most often an environment variable that is not set.
+var ErrEmptyURL = errors.New("empty Redis URL: set it to redis://host:port (or rediss:// for TLS)")
+
 // Connect returns a client for url, redis://[user:password@]host:port[/db]
 // or rediss://... for TLS (server certificates are checked against the
 // system's roots; SSL_CERT_FILE names another CA file). When the server is
 // a Redis Cluster node, it returns a cluster client seeded with that node,
-// so one URL names a single Redis or a whole cluster. Blocking reads honour
-// context deadlines (ContextTimeoutEnabled). Close the client when done.
+// so one URL names a single Redis or a whole cluster. An empty url is
+// ErrEmptyURL. Blocking reads honour context deadlines
+// (ContextTimeoutEnabled). Close the client when done.
 //
 // Services with their own client configuration pass any
 // redis.UniversalClient to NewEngine and NewPublisher instead.
 func Connect(ctx context.Context, url string) (redis.UniversalClient, error) {
+	if strings.TrimSpace(url) == "" {
+		// go-redis would say "invalid URL scheme: ", which hides that
+		// nothing was given at all.
+		return nil, fmt.Errorf("runtime.Connect: %w: %w", ErrEmptyURL, ErrConnect)
+	}
 	opts, err := redis.ParseURL(url)
 	if err != nil {
 		// The URL itself is not echoed: it may carry a password.

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -59,6 +60,26 @@ func TestConnect(t *testing.T) {
 				if err := c.Set(context.Background(), k, "v", 0).Err(); err != nil {
 					t.Fatalf("SET %s: %v", k, err)
 				}
+			}
+		})
+	}
+}
+
+// An empty URL (an unset environment variable, most often) says so and
+// what to write instead; go-redis alone says "invalid URL scheme: ".
+func TestConnectEmptyURL(t *testing.T) {
+	for _, url := range []string{"", " ", "\n"} {
+		t.Run(strconv.Quote(url), func(t *testing.T) {
+			c, err := Connect(ctxT(t), url)
+			if c != nil {
+				c.Close()
+			}
+			if !errors.Is(err, ErrEmptyURL) || !errors.Is(err, ErrConnect) {
+				t.Fatalf("Connect(%q): %v, want ErrEmptyURL and ErrConnect", url, err)
+			}
+			const want = "runtime.Connect: empty Redis URL: set it to redis://host:port (or rediss:// for TLS)"
+			if !strings.HasPrefix(err.Error(), want) {
+				t.Fatalf("Connect(%q): %q, want it to start %q", url, err, want)
 			}
 		})
 	}
