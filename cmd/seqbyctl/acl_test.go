@@ -14,17 +14,20 @@ import (
 	"github.com/seqby/seqby/runtime"
 )
 
-// readmeACL reads the README's "ACL SETUSER seqbyctl" rules, with
+// aclDoc is where the ACL users are documented.
+const aclDoc = "../../docs/operating.md"
+
+// documentedACL reads the documented "ACL SETUSER seqbyctl" rules, with
 // PASSWORD and "~CATEGORY ~CATEGORY:*" filled in for category.
-func readmeACL(t *testing.T, password, category string) []string {
+func documentedACL(t *testing.T, password, category string) []string {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile(aclDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`(?m)^ACL SETUSER seqbyctl (.*)$`).FindSubmatch(readme)
+	m := regexp.MustCompile(`(?m)^ACL SETUSER seqbyctl (.*)$`).FindSubmatch(doc)
 	if m == nil {
-		t.Fatal("README has no line ACL SETUSER seqbyctl ...")
+		t.Fatalf("%s has no line ACL SETUSER seqbyctl ...", aclDoc)
 	}
 	var rules []string
 	for _, r := range strings.Fields(string(m[1])) {
@@ -41,7 +44,7 @@ func readmeACL(t *testing.T, password, category string) []string {
 	return rules
 }
 
-// Every command runs under the README's seqbyctl ACL user, on a single
+// Every command runs under the documented seqbyctl ACL user, on a single
 // Redis and on a cluster, and Redis refuses nothing (its ACL LOG stays
 // empty). runtime's ACL test covers the engine's user.
 func TestCommandsUnderDocumentedACL(t *testing.T) {
@@ -62,7 +65,7 @@ func TestCommandsUnderDocumentedACL(t *testing.T) {
 func commandsUnderACL(t *testing.T, c redis.UniversalClient, servers []*redistest.Server) {
 	ctx := context.Background()
 	for _, s := range servers {
-		if _, err := s.Do(append([]string{"ACL", "SETUSER", "seqbyctl"}, readmeACL(t, "ctl-secret", "shop")...)...); err != nil {
+		if _, err := s.Do(append([]string{"ACL", "SETUSER", "seqbyctl"}, documentedACL(t, "ctl-secret", "shop")...)...); err != nil {
 			t.Fatalf("ACL SETUSER seqbyctl: %v", err)
 		}
 		if _, err := s.Do("ACL", "LOG", "RESET"); err != nil {
@@ -102,6 +105,7 @@ func commandsUnderACL(t *testing.T, c redis.UniversalClient, servers []*redistes
 		{[]string{"partitions", "-handler", "ops"}, 0},
 		{[]string{"inspect", "-handler", "ops", "-stream", "shop:{a}"}, 0},
 		{[]string{"inspect", "-handler", "ops", "-stream", "shop:{zz}"}, 1},
+		{[]string{"state", "-handler", "ops", "-value", "a"}, 1}, // ops is keyed: no pm state, but read
 		{[]string{"skip", "-handler", "ops", "-stream", "shop:{a}", "-id", head["a"], "-dry-run"}, 0},
 		{[]string{"skip", "-handler", "ops", "-stream", "shop:{a}", "-id", head["a"]}, 0},
 		{[]string{"inspect", "-handler", "ops", "-category", "shop", "-stream", "a"}, 0}, // not halted: keyed or a pm's?

@@ -48,6 +48,17 @@
 //	    inspect tells a pm's value by the pm's lease, generation counter or
 //	    state; a partition no owner ever leased reads as a keyed one.)
 //
+//	seqbyctl state -handler NAME -value VALUE
+//	    Show the state the process manager NAME stored for the
+//	    correlation value VALUE (o-1, the key of its partition streams
+//	    order:{o-1}): the hash holding it ({VALUE}:__pmstate__:NAME), its
+//	    version (the number of saves), for a sequential pm the last entry
+//	    of each stream the state includes, and the state as indented JSON
+//	    (the engine stores a pm's state as JSON whatever its messages'
+//	    codec). seqbyctl cannot know the pm's Go type; a Go program reads
+//	    the state into it with inspect.PMStateOf. It reads the engines'
+//	    default state store, Redis, not one set in Options.StateStore.
+//
 //	seqbyctl skip -handler NAME -stream STREAM [-category CATEGORY] -id ID [-dry-run] [-as WHO]
 //	    Acknowledge the head ID without applying it.
 //

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,6 +37,7 @@ type opts struct {
 	handler, stream, id, as string
 	category                string
 	backfill                string
+	value                   string // a pm's correlation value
 	dryRun                  bool
 	n                       int
 
@@ -83,6 +85,16 @@ pm's partition stream the lease is the pm's on the correlation value
 the pm reads. With -category, -stream may be the bare key: -category order
 -stream client-1 is -stream 'order:{client-1}'.`,
 		do: inspectPartition},
+	{name: "state", synopsis: "-handler NAME -value VALUE", flags: []string{"handler", "value"}, required: []string{"handler", "value"},
+		summary: "a process manager's stored state for a correlation value",
+		about: `Shows the state the pm NAME stored for the correlation value VALUE: the Redis
+hash holding it ({VALUE}:__pmstate__:NAME), its version (the number of saves),
+for a sequential pm the last entry of each stream the state includes, and the
+state itself as indented JSON (the engine stores a pm's state as JSON, whatever
+codec its messages use). With -json, an object with pm, value, key, version,
+applied and state. It reads the engines' default state store, Redis; a pm
+whose engines set Options.StateStore keeps its state elsewhere.`,
+		do: pmState},
 	{name: "skip", synopsis: "-handler NAME -stream STREAM [-category CATEGORY] -id ID [-dry-run] [-as WHO]", flags: []string{"handler", "stream", "category", "id", "dry-run", "as"},
 		required: []string{"handler", "stream", "id"},
 		summary:  "acknowledge the halted head ID without applying it",
@@ -181,6 +193,9 @@ var flagDefs = map[string]func(fs *flag.FlagSet, o *opts){
 	"dlqid": func(fs *flag.FlagSet, o *opts) {
 		fs.StringVar(&o.id, "id", "", "entry `ID` in the dead-letter stream (as dlq list prints it)")
 	},
+	"value": func(fs *flag.FlagSet, o *opts) {
+		fs.StringVar(&o.value, "value", "", "the pm's correlation `VALUE` (o-1; the key of its partition streams, order:{o-1})")
+	},
 	"dry-run": func(fs *flag.FlagSet, o *opts) {
 		fs.BoolVar(&o.dryRun, "dry-run", false, "check and print what would be done; change nothing")
 	},
@@ -196,7 +211,7 @@ var flagDefs = map[string]func(fs *flag.FlagSet, o *opts){
 var globalFlags = []string{"redis", "timeout", "json", "q", "version"}
 
 // valueFlags take a value (the next argument unless given as -f=v).
-var valueFlags = map[string]bool{"redis": true, "timeout": true, "handler": true, "stream": true, "category": true, "id": true, "as": true, "n": true, "backfill": true}
+var valueFlags = map[string]bool{"redis": true, "timeout": true, "handler": true, "stream": true, "category": true, "id": true, "as": true, "n": true, "backfill": true, "value": true}
 
 // exitStatus ends the command with a status and nothing more to say.
 type exitStatus int
@@ -408,6 +423,8 @@ func (c *command) check(o *opts, rest []string) error {
 			v = o.stream
 		case "id":
 			v = o.id
+		case "value":
+			v = o.value
 		}
 		if v == "" {
 			missing = append(missing, "-"+f)
@@ -708,6 +725,47 @@ func inspectPartition(ctx context.Context, i *inspect.Inspector, o *opts) error 
 		fmt.Fprintln(w, "  (deleted from the stream while pending)")
 	}
 	printFields(w, "  ", in.Head.Fields)
+	return nil
+}
+
+func pmState(ctx context.Context, in *inspect.Inspector, o *opts) error {
+	st, err := in.PMState(ctx, o.handler, o.value)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		return writeJSON(o.out, st)
+	}
+	w := o.out
+	fmt.Fprintf(w, "pm       %s\n", safe(st.PM))
+	fmt.Fprintf(w, "value    %s\n", safe(st.Value))
+	fmt.Fprintf(w, "key      %s\n", safe(st.Key))
+	fmt.Fprintf(w, "version  %d\n", st.Version)
+	if len(st.Applied) == 0 {
+		fmt.Fprintln(w, "applied  -")
+	}
+	streams := make([]string, 0, len(st.Applied))
+	for s := range st.Applied {
+		streams = append(streams, s)
+	}
+	sort.Strings(streams)
+	for i, s := range streams {
+		label := "applied "
+		if i > 0 {
+			label = "        "
+		}
+		fmt.Fprintf(w, "%s %s up to %s\n", label, safe(s), safe(st.Applied[s]))
+	}
+	fmt.Fprintln(w, "state")
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, st.State, "", "  "); err != nil {
+		return fmt.Errorf("indent the state of pm %s for %q: %w", st.PM, st.Value, err)
+	}
+	// Line by line through safe: a JSON string may hold format characters
+	// (bidi overrides) that must not reach the terminal raw.
+	for _, line := range strings.Split(pretty.String(), "\n") {
+		fmt.Fprintf(w, "  %s\n", safe(line))
+	}
 	return nil
 }
 
