@@ -56,7 +56,8 @@ func run(args []string, redisURL string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	d := &demo{ctx: ctx, out: stdout, want: map[string][]int{}, catalogue: new(billing.Catalogue)}
-	if redisURL == "" {
+	embedded := redisURL == ""
+	if embedded {
 		mr, err := miniredis.Run()
 		if err != nil {
 			fmt.Fprintf(stderr, "orders: embedded redis: %v\n", err)
@@ -100,7 +101,12 @@ func run(args []string, redisURL string, stdout, stderr io.Writer) int {
 	d.say("the cart service records its events in a transactional outbox on %s; a relay publishes them (set DATABASE_URL for PostgreSQL)", st.where)
 
 	var metrics *http.Server
-	var withMetrics []func(*runtime.Options)
+	var engineOpts []func(*runtime.Options)
+	if embedded {
+		// miniredis has no CONFIG: checking its maxmemory-policy would
+		// only warn that it cannot.
+		engineOpts = append(engineOpts, func(o *runtime.Options) { o.SkipEvictionCheck = true })
+	}
 	if *metricsAddr != "" {
 		reg := prometheus.NewRegistry()
 		exp, err := otelprom.New(otelprom.WithRegisterer(reg))
@@ -119,11 +125,11 @@ func run(args []string, redisURL string, stdout, stderr io.Writer) int {
 		d.metricsURL = "http://" + ln.Addr().String() + "/metrics"
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
 		defer mp.Shutdown(context.Background())
-		withMetrics = append(withMetrics, func(o *runtime.Options) { o.MeterProvider = mp })
+		engineOpts = append(engineOpts, func(o *runtime.Options) { o.MeterProvider = mp })
 		d.say("engine B serves its Prometheus metrics at %s while the demo runs", d.metricsURL)
 	}
 
-	if err := d.tell(redisURL, stderr, withMetrics); err != nil {
+	if err := d.tell(redisURL, embedded, stderr, engineOpts); err != nil {
 		fmt.Fprintf(stderr, "orders: %v\n", err)
 		return 1
 	}
@@ -150,14 +156,14 @@ func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, format+"\n",
 func client(i int) string { return fmt.Sprintf("client-%d", i) }
 
 // tell runs the story; an error means a fact did not hold.
-func (d *demo) tell(url string, stderr io.Writer, withMetrics []func(*runtime.Options)) error {
+func (d *demo) tell(url string, embedded bool, stderr io.Writer, engineOpts []func(*runtime.Options)) error {
 	ctx := d.ctx
-	a, err := startChild(ctx, "A", url, stderr)
+	a, err := startChild(ctx, "A", url, embedded, stderr)
 	if err != nil {
 		return err
 	}
 	defer a.kill()
-	b, err := newEngine(d.c, "B", d.catalogue, stderr, withMetrics...)
+	b, err := newEngine(d.c, "B", d.catalogue, stderr, engineOpts...)
 	if err != nil {
 		return err
 	}

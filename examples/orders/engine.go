@@ -16,13 +16,20 @@ import (
 )
 
 // Engine A runs as a child process, so the demo can kill it for real: the
-// demo's binary runs itself with engineEnv set to the engine's name and
-// redisEnv to the Redis URL; the child prints "ready" once consuming and
-// runs until its stdin closes, or it is killed.
+// demo's binary runs itself with engineEnv set to the engine's name,
+// redisEnv to the Redis URL and embeddedEnv to "1" when that Redis is the
+// embedded one; the child prints "ready" once consuming and runs until
+// its stdin closes, or it is killed.
 const (
-	engineEnv = "SEQBY_DEMO_ENGINE"
-	redisEnv  = "SEQBY_DEMO_REDIS"
+	engineEnv   = "SEQBY_DEMO_ENGINE"
+	redisEnv    = "SEQBY_DEMO_REDIS"
+	embeddedEnv = "SEQBY_DEMO_EMBEDDED"
 )
+
+// childMain is the child process's main, reading its environment.
+func childMain(name string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return runEngine(name, os.Getenv(redisEnv), os.Getenv(embeddedEnv) == "1", stdin, stdout, stderr)
+}
 
 // applyDelay is how long the ledger takes per event: long enough to kill
 // an engine in the middle of its work, short enough for a quick story.
@@ -55,8 +62,9 @@ func newEngine(c redis.UniversalClient, name string, catalogue *billing.Catalogu
 	return eng, eng.Register(ledger.SeqbyRegistration(), new(billing.Fulfilment).SeqbyRegistration())
 }
 
-// runEngine is the child process's main.
-func runEngine(name, url string, stdin io.Reader, stdout, stderr io.Writer) int {
+// runEngine is the child process's engine, on the Redis at url (the
+// embedded one: no eviction check, miniredis has no CONFIG).
+func runEngine(name, url string, embedded bool, stdin io.Reader, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	c, err := runtime.Connect(ctx, url)
@@ -65,7 +73,7 @@ func runEngine(name, url string, stdin io.Reader, stdout, stderr io.Writer) int 
 		return 1
 	}
 	defer c.Close()
-	eng, err := newEngine(c, name, new(billing.Catalogue), stderr)
+	eng, err := newEngine(c, name, new(billing.Catalogue), stderr, func(o *runtime.Options) { o.SkipEvictionCheck = embedded })
 	if err != nil {
 		fmt.Fprintf(stderr, "engine %s: %v\n", name, err)
 		return 1
@@ -96,15 +104,19 @@ type child struct {
 	ready chan struct{}
 }
 
-// startChild starts engine name as a child process on url and waits until
-// it consumes.
-func startChild(ctx context.Context, name, url string, stderr io.Writer) (*child, error) {
+// startChild starts engine name as a child process on url (embedded: the
+// demo's miniredis) and waits until it consumes.
+func startChild(ctx context.Context, name, url string, embedded bool, stderr io.Writer) (*child, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(self, "-test.run=^$") // the flag is for a test binary running the demo; the demo ignores it
-	cmd.Env = append(os.Environ(), engineEnv+"="+name, redisEnv+"="+url)
+	emb := ""
+	if embedded {
+		emb = "1"
+	}
+	cmd.Env = append(os.Environ(), engineEnv+"="+name, redisEnv+"="+url, embeddedEnv+"="+emb)
 	cmd.Stderr = stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

@@ -24,12 +24,35 @@ package main
 //go:generate go run github.com/seqby/seqby/cmd/seqgen ./...
 
 import (
+	"errors"
+	"fmt"
 	"os"
+	"strings"
 )
 
 func main() {
 	if name := os.Getenv(engineEnv); name != "" {
-		os.Exit(runEngine(name, os.Getenv(redisEnv), os.Stdin, os.Stdout, os.Stderr))
+		os.Exit(childMain(name, os.Stdin, os.Stdout, os.Stderr))
 	}
-	os.Exit(run(os.Args[1:], os.Getenv("REDIS_URL"), os.Stdout, os.Stderr))
+	url, err := redisURL(os.LookupEnv)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "orders: %v\n", err)
+		os.Exit(2)
+	}
+	os.Exit(run(os.Args[1:], url, os.Stdout, os.Stderr))
+}
+
+// errEmptyRedisURL: REDIS_URL is set to nothing. That is most often a
+// variable meant to hold a URL that did not (REDIS_URL=$REDIS), so the demo
+// asks rather than quietly running on its embedded Redis.
+var errEmptyRedisURL = errors.New("REDIS_URL is set but empty: unset it to run on an embedded Redis, or set it to redis://host:port (rediss:// for TLS)")
+
+// redisURL is the Redis URL the demo runs on, from REDIS_URL as lookup
+// (os.LookupEnv) reads it: "" when it is not set, for the embedded Redis.
+func redisURL(lookup func(string) (string, bool)) (string, error) {
+	url, set := lookup("REDIS_URL")
+	if set && strings.TrimSpace(url) == "" {
+		return "", errEmptyRedisURL
+	}
+	return strings.TrimSpace(url), nil
 }

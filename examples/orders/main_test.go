@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -13,7 +14,7 @@ import (
 // TestMain lets the test binary be the demo's engine A child process.
 func TestMain(m *testing.M) {
 	if name := os.Getenv(engineEnv); name != "" {
-		os.Exit(runEngine(name, os.Getenv(redisEnv), os.Stdin, os.Stdout, os.Stderr))
+		os.Exit(childMain(name, os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }
@@ -56,8 +57,43 @@ func TestDemo(t *testing.T) {
 					t.Errorf("demo output lacks %q:\n%s", line, stdout.String())
 				}
 			}
+			// Neither engine warns that it cannot check the embedded
+			// Redis's maxmemory-policy (it has no CONFIG), and a real
+			// one is noeviction.
+			if strings.Contains(stderr.String(), "maxmemory-policy") {
+				t.Errorf("the demo warns about maxmemory-policy:\n%s", stderr.String())
+			}
 			if testing.Verbose() {
 				t.Log("\n" + stdout.String())
+			}
+		})
+	}
+}
+
+// REDIS_URL unset runs the demo on its embedded Redis; set, it names the
+// Redis; set to nothing (REDIS_URL=$UNSET), it is refused with a message
+// that says what to do, rather than quietly taken for unset.
+func TestRedisURL(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		want    string
+		wantErr error
+	}{
+		{"unset", nil, "", nil},
+		{"set", map[string]string{"REDIS_URL": "redis://127.0.0.1:6379/0"}, "redis://127.0.0.1:6379/0", nil},
+		{"set with spaces", map[string]string{"REDIS_URL": " redis://127.0.0.1:6379 "}, "redis://127.0.0.1:6379", nil},
+		{"empty", map[string]string{"REDIS_URL": ""}, "", errEmptyRedisURL},
+		{"blank", map[string]string{"REDIS_URL": "  "}, "", errEmptyRedisURL},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := redisURL(func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok })
+			if got != tt.want || !errors.Is(err, tt.wantErr) {
+				t.Fatalf("redisURL: %q, %v; want %q, %v", got, err, tt.want, tt.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), "redis://host:port") {
+				t.Fatalf("%v: does not say what to set", err)
 			}
 		})
 	}
