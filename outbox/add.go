@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -18,13 +19,14 @@ type Execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
-// Options configure an Outbox.
+// Options configure an Outbox. The Outbox is the one place the dialect and
+// table are given: its Migrate, Schema and NewRelay take them from here.
 type Options struct {
 	// Dialect is the database's SQL: Postgres or SQLite. Required.
 	Dialect Dialect
 	// Table is the records table. Default DefaultTable ("seqby_outbox");
-	// the lease table is Table + "_lease". Relays of this outbox use the
-	// same Table.
+	// the lease table is Table + "_lease". Relays made with NewRelay use
+	// the same Table.
 	Table string
 	// Codec encodes payloads, as the engines decode them. Default
 	// Publisher.Codec, else JSON.
@@ -36,15 +38,22 @@ type Options struct {
 	Publisher runtime.PublisherOptions
 }
 
-// Outbox writes records in the caller's transaction (Add) and lists and
-// deletes abandoned ones for operators. It is safe for concurrent use.
+// Outbox writes records in the caller's transaction (Add), creates its
+// tables (Migrate, Schema), makes the relays that publish them (NewRelay),
+// and lists and deletes abandoned records for operators, all in the
+// dialect and table of its Options. It is safe for concurrent use.
+//
+//	ob := outbox.New(outbox.Options{Dialect: outbox.Postgres})
+//	err := ob.Migrate(ctx, db)
+//	relay := ob.NewRelay(db, runtime.NewPublisher(client), outbox.RelayOptions{})
 type Outbox struct {
 	opts Options
 	err  error
 }
 
 // New returns an Outbox. A missing dialect or a bad table name is reported
-// by its methods.
+// by its methods (ErrNoDialect, ErrBadTable), and by Run and Cleanup of
+// its relays.
 func New(opts Options) *Outbox {
 	if opts.Table == "" {
 		opts.Table = DefaultTable
@@ -61,6 +70,55 @@ func New(opts Options) *Outbox {
 
 // Table is the records table.
 func (o *Outbox) Table() string { return o.opts.Table }
+
+// Dialect is the database's SQL, as given in Options: for the caller's own
+// statements in the transactions it passes to Add (placeholders are $1 on
+// PostgreSQL, ? on SQLite).
+func (o *Outbox) Dialect() Dialect { return o.opts.Dialect }
+
+// Schema returns the SQL that creates the outbox's tables (see the
+// function Schema) in its dialect, named after its table, for your own
+// migrations. It is "" when the Options are unusable (Migrate says why).
+func (o *Outbox) Schema() string {
+	if o.err != nil {
+		return ""
+	}
+	return schemaSQL(o.opts.Dialect, o.opts.Table)
+}
+
+// Migrate creates the outbox's tables in db if they do not exist: the SQL
+// of Schema, in one transaction. It is safe to call at every start, from
+// several processes.
+func (o *Outbox) Migrate(ctx context.Context, db *sql.DB) error {
+	if o.err != nil {
+		return o.err
+	}
+	return migrate(ctx, db, o.opts.Dialect, o.opts.Table)
+}
+
+// NewRelay returns a relay publishing the outbox's records of db through
+// pub, in the Outbox's dialect and table: leave opts.Dialect and
+// opts.Table zero (a different value is an error of Run, ErrBadOptions).
+// Run it with Run; bad options are reported by Run. On PostgreSQL the
+// relay keeps one of db's connections for LISTEN while it runs (with a
+// pool limited to one connection, SetMaxOpenConns(1), it polls instead).
+//
+// pub should publish with the Options.Publisher the Outbox checks keys
+// with: runtime.NewPublisherWith(client, opts.Publisher), or
+// runtime.NewPublisher(client) when they are the defaults.
+func (o *Outbox) NewRelay(db *sql.DB, pub Publisher, opts RelayOptions) *Relay {
+	var conflict error
+	switch {
+	case opts.Dialect != (Dialect{}) && opts.Dialect != o.opts.Dialect:
+		conflict = fmt.Errorf("outbox: RelayOptions.Dialect %s differs from the Outbox's, %s: leave it unset, Outbox.NewRelay sets it: %w", opts.Dialect, o.opts.Dialect, ErrBadOptions)
+	case opts.Table != "" && opts.Table != o.opts.Table:
+		conflict = fmt.Errorf("outbox: RelayOptions.Table %q differs from the Outbox's, %q: leave it unset, Outbox.NewRelay sets it: %w", opts.Table, o.opts.Table, ErrBadOptions)
+	}
+	opts.Dialect, opts.Table = o.opts.Dialect, o.opts.Table
+	r := newRelay(db, pub, opts)
+	r.err = cmp.Or(o.err, conflict)
+	return r
+}
 
 // Add checks msg as Publish does (its category, and its partition key
 // with the generated extractor against the key rules) and inserts it as a
@@ -87,12 +145,45 @@ func (o *Outbox) Add(ctx context.Context, tx Execer, msg runtime.Message, opts .
 	}
 	r, err := o.opts.Publisher.NewRecord(ctx, msg, opts...)
 	if err != nil {
-		return "", fmt.Errorf("outbox add: %w", err)
+		return "", addError{msg: msg, err: err}
 	}
 	if err := o.insert(ctx, tx, r); err != nil {
 		return "", err
 	}
 	return r.MessageID, nil
+}
+
+// addError is Add's refusal of a message, before anything is written:
+// the runtime's check (a *runtime.KeyError, runtime.ErrInvalidKey,
+// ErrInvalidMessageID or ErrPublish) in the words of what Add does, which
+// is adding a record in the caller's transaction, not publishing. It
+// unwraps to the runtime's error, so errors.Is and errors.As match as
+// they do on Publish's.
+type addError struct {
+	msg runtime.Message
+	err error
+}
+
+func (e addError) Error() string {
+	// The runtime's check is shared with Publish and says "publish T:"
+	// and, for a message it cannot take at all, ends with ErrPublish's
+	// "publish failed": neither is what failed here.
+	cause := e.err.Error()
+	if i := strings.Index(cause, ": "); i >= 0 && strings.HasPrefix(cause, "publish") {
+		cause = cause[i+2:]
+	}
+	cause = strings.TrimSuffix(cause, ": "+runtime.ErrPublish.Error())
+	return fmt.Sprintf("outbox: add a record of %s in the caller's transaction: %s; nothing was recorded: return the error so the transaction rolls back", typeOf(e.msg), cause)
+}
+
+func (e addError) Unwrap() error { return e.err }
+
+// typeOf names msg's Go type for an error ("nil" for a nil message).
+func typeOf(msg runtime.Message) string {
+	if msg == nil {
+		return "nil"
+	}
+	return fmt.Sprintf("%T", msg)
 }
 
 // insert writes r as a PENDING record.
@@ -101,7 +192,7 @@ func (o *Outbox) insert(ctx context.Context, tx Execer, r runtime.Record) error 
 	if len(r.Trace) > 0 {
 		b, err := json.Marshal(r.Trace)
 		if err != nil {
-			return fmt.Errorf("outbox add %s: encode trace: %w", r.Type, err)
+			return fmt.Errorf("outbox: add a record of %s in the caller's transaction: encode its trace context: %w", r.Type, err)
 		}
 		trace = string(b)
 	}
@@ -124,9 +215,9 @@ func (o *Outbox) insert(ctx context.Context, tx Execer, r runtime.Record) error 
 	}
 	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
 		if isDuplicate(err) {
-			return fmt.Errorf("outbox add %s: message id %q: %w", r.Type, r.MessageID, ErrDuplicateMessageID)
+			return fmt.Errorf("outbox: add a record of %s in the caller's transaction: message id %q: %w", r.Type, r.MessageID, ErrDuplicateMessageID)
 		}
-		return fmt.Errorf("outbox add %s: %w", r.Type, missing(t, err))
+		return fmt.Errorf("outbox: add a record of %s in the caller's transaction: %w", r.Type, missing(t, err))
 	}
 	return nil
 }

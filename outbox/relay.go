@@ -33,11 +33,14 @@ type Publisher interface {
 
 var _ Publisher = (*runtime.Publisher)(nil)
 
-// RelayOptions configure a Relay. Only Dialect is required.
+// RelayOptions configure a Relay. Every field has a default.
 type RelayOptions struct {
-	// Dialect is the database's SQL: Postgres or SQLite. Required.
+	// Dialect is the database's SQL: Postgres or SQLite. Leave it zero
+	// with Outbox.NewRelay, which sets the Outbox's; required with the
+	// deprecated function NewRelay.
 	Dialect Dialect
-	// Table is the records table (Options.Table). Default DefaultTable.
+	// Table is the records table. Leave it "" with Outbox.NewRelay, which
+	// sets the Outbox's; with the function NewRelay, default DefaultTable.
 	Table string
 	// Name names the lease the relays of Table share: one of them is
 	// active at a time. Default "default". Relays with different names on
@@ -116,6 +119,9 @@ type Relay struct {
 	// picks counts the rounds that had more due partitions than their
 	// budget (see pickDue).
 	picks int
+	// err is the Outbox's, or a conflict of opts with it (Outbox.NewRelay):
+	// Run and Cleanup return it.
+	err error
 }
 
 // partBackoff is a failing partition's backoff: fails consecutive failed
@@ -139,11 +145,18 @@ func (r *Relay) backoffStep(fails int) time.Duration {
 	return min(d, max(maxBackoff, r.opts.PollInterval))
 }
 
-// NewRelay returns a relay publishing the records of db through pub. Run
-// it with Run; bad options are reported by Run. On PostgreSQL the relay
-// keeps one of db's connections for LISTEN while it runs (with a pool
-// limited to one connection, SetMaxOpenConns(1), it polls instead).
-func NewRelay(db *sql.DB, pub Publisher, opts RelayOptions) *Relay {
+// NewRelay returns a relay publishing the records of db through pub, in
+// opts.Dialect (required) and opts.Table. Run it with Run; bad options
+// are reported by Run. On PostgreSQL the relay keeps one of db's
+// connections for LISTEN while it runs (with a pool limited to one
+// connection, SetMaxOpenConns(1), it polls instead).
+//
+// Deprecated: use Outbox.NewRelay, which takes the dialect and table from
+// the Outbox's Options, given once there.
+func NewRelay(db *sql.DB, pub Publisher, opts RelayOptions) *Relay { return newRelay(db, pub, opts) }
+
+// newRelay fills opts' defaults.
+func newRelay(db *sql.DB, pub Publisher, opts RelayOptions) *Relay {
 	if opts.Table == "" {
 		opts.Table = DefaultTable
 	}
@@ -241,6 +254,9 @@ const MinLeaseTTL = 100 * time.Millisecond
 
 // check reports options that Run and Cleanup cannot use.
 func (r *Relay) check() error {
+	if r.err != nil {
+		return r.err
+	}
 	if err := r.d.valid(); err != nil {
 		return err
 	}

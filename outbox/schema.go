@@ -11,13 +11,19 @@ import (
 // after table ("" means DefaultTable): the records table, its indexes, and
 // the relays' lease table <table>_lease. Every statement is idempotent
 // (IF NOT EXISTS). Run it with your own migrations, or call Migrate.
+//
+// Deprecated: use Outbox.Schema, which takes the dialect and table from
+// the Outbox's Options, given once there.
 func Schema(d Dialect, table ...string) string {
 	t := DefaultTable
 	if len(table) > 0 && table[0] != "" {
 		t = table[0]
 	}
-	return strings.Join(schema(d, t), ";\n\n") + ";\n"
+	return schemaSQL(d, t)
 }
+
+// schemaSQL is the schema's statements as one script.
+func schemaSQL(d Dialect, t string) string { return strings.Join(schema(d, t), ";\n\n") + ";\n" }
 
 func schema(d Dialect, t string) []string {
 	b := bare(t)
@@ -85,6 +91,9 @@ func schema(d Dialect, t string) []string {
 // of Schema, in one transaction). It is safe to call at every start, from
 // several processes. table names the records table ("" or nothing:
 // DefaultTable).
+//
+// Deprecated: use Outbox.Migrate, which takes the dialect and table from
+// the Outbox's Options, given once there.
 func Migrate(ctx context.Context, db *sql.DB, d Dialect, table ...string) error {
 	if err := d.valid(); err != nil {
 		return err
@@ -96,6 +105,11 @@ func Migrate(ctx context.Context, db *sql.DB, d Dialect, table ...string) error 
 	if err := checkTable(d, t); err != nil {
 		return err
 	}
+	return migrate(ctx, db, d, t)
+}
+
+// migrate runs the schema of table t in one transaction.
+func migrate(ctx context.Context, db *sql.DB, d Dialect, t string) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("outbox: migrate: %w", err)
