@@ -33,6 +33,5 @@ func (e *Engine) adopt(ctx context.Context, ref rdb.LeaseRef, err error, sent *t
 	if err := l.Renew(ctx, e.c, e.o.LeaseTTL); err != nil {
 		return rdb.Lease{}, false
 	}
-	e.log.Info("seqby: adopting this instance's own lease that no worker runs (an acquire whose reply was lost)", "lease", ref.Key, "token", held.Token)
 	return l, true
 }

@@ -119,7 +119,7 @@ func (g *gate) enter(ctx context.Context) bool {
 		if errors.Is(err, ErrFenced) || ctx.Err() != nil {
 			return false
 		}
-		g.e.log.Warn("seqby: cannot verify the lease before a handler attempt; waiting", "err", err, "backoff", backoff)
+		g.e.log.Warn("seqby: cannot verify the lease before a handler attempt; waiting", "handler", g.p.reg.Name, "stream", g.p.lanes[0], "err", err, "backoff", backoff)
 		if !sleepCtx(ctx, backoff) {
 			return false
 		}
@@ -166,7 +166,7 @@ func (p *partition) endAttempt() {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), p.e.o.HeartbeatInterval)
 	defer cancel()
 	if err := p.lease.EndAttempt(ctx, p.e.c); err != nil {
-		p.e.log.Debug("seqby: removing an attempt mark failed; it expires with the lease", "stream", p.lanes[0], "err", err)
+		p.e.log.Debug("seqby: removing an attempt mark failed; it expires with the lease", "handler", p.reg.Name, "stream", p.lanes[0], "err", err)
 	}
 }
 

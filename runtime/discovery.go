@@ -137,6 +137,16 @@ func (e *Engine) cycle(base context.Context, stop <-chan struct{}, handler strin
 	target := (len(units) + n - 1) / n
 
 	need := e.share(handler, target)
+	// One line per cycle that claimed anything, however many it claimed
+	// (the first cycle of an instance may claim hundreds); the
+	// per-partition lines are at debug.
+	acquired := 0
+	defer func() {
+		if acquired > 0 {
+			e.log.Info("seqby: partitions acquired", "handler", handler, "acquired", acquired,
+				"owned", e.ownedCounts([]string{handler})[0], "target", target)
+		}
+	}()
 	rand.Shuffle(len(units), func(i, j int) { units[i], units[j] = units[j], units[i] })
 	for len(units) > 0 && need > 0 {
 		select {
@@ -155,7 +165,9 @@ func (e *Engine) cycle(base context.Context, stop <-chan struct{}, handler strin
 				batch = append(batch, u)
 			}
 		}
-		need -= e.claim(ctx, wg, handler, batch, build, work)
+		n := e.claim(ctx, wg, handler, batch, build, work)
+		acquired += n
+		need -= n
 	}
 }
 
@@ -208,6 +220,8 @@ func (e *Engine) claim(ctx context.Context, wg *sync.WaitGroup, handler string, 
 				continue
 			}
 			l, err = adopted, nil
+			e.log.Debug("seqby: adopting this instance's own lease that no worker runs (an acquire whose reply was lost)",
+				"handler", handler, "partition", u.key, "stream", u.lanes[0], "token", l.Token())
 		}
 		if err != nil {
 			e.acquireFailed(handler, u.lanes[0], err)
@@ -220,7 +234,7 @@ func (e *Engine) claim(ctx context.Context, wg *sync.WaitGroup, handler string, 
 		e.mu.Lock()
 		e.parts[u.id] = p
 		e.mu.Unlock()
-		e.log.Info("seqby: acquired", "handler", handler, "partition", u.key, "stream", u.lanes[0], "token", l.Token())
+		e.log.Debug("seqby: acquired", "handler", handler, "partition", u.key, "stream", u.lanes[0], "token", l.Token())
 		wg.Add(1)
 		p.onFinish = wg.Done // finish calls it: a sleeping partition has no goroutine
 		go work(p)
@@ -341,8 +355,11 @@ func (e *Engine) share(handler string, target int) int {
 		}
 		return mine[i].id < mine[j].id
 	})
+	// One line per cycle, as for acquires; the per-partition lines are at
+	// debug.
+	e.log.Info("seqby: handing partitions over above fair share", "handler", handler, "handing_over", excess, "owned", len(mine), "target", target)
 	for _, p := range mine[len(mine)-excess:] {
-		e.log.Info("seqby: handing over above fair share", "handler", handler, "partition", p.key, "stream", p.lanes[0], "target", target, "owned", len(mine))
+		e.log.Debug("seqby: handing over above fair share", "handler", handler, "partition", p.key, "stream", p.lanes[0])
 		p.requestRelease()
 	}
 	return 0

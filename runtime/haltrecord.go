@@ -56,7 +56,7 @@ func (p *partition) recordHalt(h *Halt) bool {
 			return true
 		}
 		if errors.Is(err, rdb.ErrBadRecord) {
-			e.log.Error("seqby: encoding the halt record failed; the halt is only visible in this process", "stream", h.Stream, "err", err)
+			e.log.Error("seqby: encoding the halt record failed; the halt is only visible in this process", "handler", p.reg.Name, "stream", h.Stream, "err", err)
 			return true
 		}
 		if !p.retryable(err) {
@@ -85,7 +85,7 @@ func (p *partition) checkHaltRecord() bool {
 		r, raw, found, pending, err := p.readHaltRecord()
 		if err != nil {
 			if errors.Is(err, rdb.ErrBadHaltRecord) {
-				e.log.Warn("seqby: the halt record is not valid; delete it (seqbyctl halted names it)", "partition", p.haltField(), "err", err)
+				e.log.Warn("seqby: the halt record is not valid; delete it (seqbyctl halted names it)", "handler", p.reg.Name, "partition", p.haltField(), "err", err)
 				return true
 			}
 			if !p.retryable(err) {
@@ -100,7 +100,7 @@ func (p *partition) checkHaltRecord() bool {
 			p.prior = &priorHalt{stream: r.Stream, id: r.EntryID, raw: raw}
 			ctx, cancel := context.WithTimeout(p.ctx, e.o.LeaseTTL)
 			if err := rdb.Index(ctx, e.c, p.reg.Name, p.haltKey()); err != nil {
-				e.log.Warn("seqby: indexing a halt record failed; seqbyctl may not list it until the partition halts again", "partition", p.haltField(), "err", err)
+				e.log.Warn("seqby: indexing a halt record failed; seqbyctl may not list it until the partition halts again", "handler", p.reg.Name, "partition", p.haltField(), "err", err)
 			}
 			cancel()
 		default:

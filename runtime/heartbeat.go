@@ -123,13 +123,13 @@ func (e *Engine) renewAll(ctx context.Context) {
 				// the next boundary and bench the partition, rather than
 				// lose the lease each TTL and claim it again (fault.go).
 				parts[i].renewErrs++
-				e.log.Warn("seqby: lease renew refused", "stream", parts[i].lanes[0], "errors", parts[i].renewErrs, "err", err)
+				e.log.Warn("seqby: lease renew refused", "handler", parts[i].reg.Name, "stream", parts[i].lanes[0], "errors", parts[i].renewErrs, "err", err)
 				if parts[i].renewErrs >= PermanentRedisErrors && !parts[i].releasing() {
 					e.releaseFaulted(parts[i], err)
 					parts[i].requestRelease()
 				}
 			default:
-				e.log.Warn("seqby: lease renew failed; will retry", "stream", parts[i].lanes[0], "err", err)
+				e.log.Warn("seqby: lease renew failed; will retry", "handler", parts[i].reg.Name, "stream", parts[i].lanes[0], "err", err)
 			}
 		}
 		if !noscript {

@@ -198,7 +198,7 @@ func (p *partition) lost(cause error) {
 		p.reportLoss(cause)
 	}
 	if deferred {
-		p.e.log.Debug("seqby: a halted partition's lease is gone; an operator's resolve, or a loss, is reported as the partition ends", "stream", p.lanes[0], "cause", cause)
+		p.e.log.Debug("seqby: a halted partition's lease is gone; an operator's resolve, or a loss, is reported as the partition ends", "handler", p.reg.Name, "stream", p.lanes[0], "cause", cause)
 	}
 	p.cancel(errors.Join(ErrLeaseLost, cause))
 }
@@ -378,7 +378,7 @@ func (p *partition) trimIf(drained bool) {
 	if cats == nil {
 		cats = []string{p.category, p.category}
 	}
-	p.e.trim(p.ctx, &p.trims, cats, p.lanes)
+	p.e.trim(p.ctx, p.reg.Name, &p.trims, cats, p.lanes)
 }
 
 // begin reclaims the past owners' pending entries, so they are applied
@@ -532,7 +532,9 @@ func (p *partition) finish() {
 	if !gone {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), e.o.LeaseTTL)
 		if err := p.lease.ReleaseHanding(ctx, e.c, p.reg.Name, p.handing()); err != nil {
-			e.log.Warn("seqby: release failed; the lease will expire after its TTL, and the partition's next owner waits for that", "stream", p.lanes[0], "err", err)
+			e.log.Warn("seqby: release failed; the lease will expire after its TTL, and the partition's next owner waits for that", "handler", p.reg.Name, "stream", p.lanes[0], "err", err)
+		} else {
+			e.log.Debug("seqby: released", "handler", p.reg.Name, "partition", p.key, "stream", p.lanes[0])
 		}
 		cancel()
 	}
@@ -604,7 +606,7 @@ func (p *partition) flushAck() {
 			return
 		}
 		if errors.Is(err, ErrFenced) || rdb.Permanent(err) || !sleepCtx(ctx, backoff) {
-			e.log.Warn("seqby: the last entry was processed but not acked; its next owner runs it again", "stream", en.Stream, "entry", en.ID, "err", err)
+			e.log.Warn("seqby: the last entry was processed but not acked; its next owner runs it again", "handler", p.reg.Name, "stream", en.Stream, "entry", en.ID, "err", err)
 			return
 		}
 	}
@@ -632,7 +634,7 @@ func (p *partition) reclaim() bool {
 			p.redisOK()
 			if n > 0 {
 				e.metrics.reclaimed.Add(context.Background(), int64(n), handlerAttrs(p.reg.Name))
-				e.log.Info("seqby: reclaimed pending entries of past owners", "stream", p.lanes[0], "entries", n, "token", p.lease.Token())
+				e.log.Info("seqby: reclaimed pending entries of past owners", "handler", p.reg.Name, "partition", p.key, "stream", p.lanes[0], "entries", n, "token", p.lease.Token())
 			}
 			return true
 		}

@@ -123,7 +123,7 @@ func (p *partition) releaseCold() bool {
 		return true
 	case err != nil:
 		if p.ctx.Err() == nil {
-			e.log.Warn("seqby: releasing a cold partition failed; keeping it for now", "stream", p.lanes[0], "err", err)
+			e.log.Warn("seqby: releasing a cold partition failed; keeping it for now", "handler", p.reg.Name, "stream", p.lanes[0], "err", err)
 		}
 	case ok:
 		p.mu.Lock()

@@ -49,8 +49,9 @@ func (t *trimmer) wait() time.Duration {
 
 // trim runs retention on lanes (the category of each in cats) and resets
 // t when it succeeded. A failure is logged and tried again at the next
-// due trim: retention lagging behind loses nothing.
-func (e *Engine) trim(ctx context.Context, t *trimmer, cats, lanes []string) {
+// due trim: retention lagging behind loses nothing. handler names the
+// worker that trims, for its log line.
+func (e *Engine) trim(ctx context.Context, handler string, t *trimmer, cats, lanes []string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	ok := true
@@ -68,7 +69,7 @@ func (e *Engine) trim(ctx context.Context, t *trimmer, cats, lanes []string) {
 		}
 		if err != nil {
 			ok = false
-			e.log.Warn("seqby: trimming acked entries failed; retried at the next trim", "stream", lane, "err", err)
+			e.log.Warn("seqby: trimming acked entries failed; retried at the next trim", "handler", handler, "stream", lane, "err", err)
 		}
 	}
 	// A failed trim stays due, retried trimQuiet later (not at once: a

@@ -59,7 +59,7 @@ func (e *Engine) runPlain(base context.Context, stop <-chan struct{}, c consumer
 				e.ensureGroup(base, stop, stream, group, true)
 				continue
 			}
-			e.log.Warn("seqby: read failed; retrying", "stream", stream, "err", err)
+			e.log.Warn("seqby: read failed; retrying", "handler", group, "stream", stream, "err", err)
 			if !sleepOr(stop, backoff) {
 				return
 			}
@@ -88,7 +88,7 @@ func (u *unfenced) trimIf(drained bool) {
 	for i := range cats {
 		cats[i] = u.c.category
 	}
-	u.e.trim(u.base, &u.trims, cats, u.lanes)
+	u.e.trim(u.base, u.group, &u.trims, cats, u.lanes)
 }
 
 // fanWorker is a running worker of an unkeyed handler on one partition.
@@ -222,7 +222,7 @@ func (u *unfenced) runFan() {
 				}
 			}
 			if err != nil {
-				e.log.Warn("seqby: read failed; retrying", "stream", l, "err", err)
+				e.log.Warn("seqby: read failed; retrying", "handler", u.group, "stream", l, "err", err)
 				failed = true
 				continue
 			}
@@ -339,7 +339,7 @@ func (u *unfenced) claimFrom(lane, from string) bool {
 		ids, err := rdb.PendingIDs(ctx, e.c, lane, u.group, from, e.o.LeaseTTL, "-", 100)
 		cancel()
 		if err != nil {
-			e.log.Warn("seqby: listing a dead consumer's entries failed", "stream", lane, "consumer", from, "err", err)
+			e.log.Warn("seqby: listing a dead consumer's entries failed", "handler", u.group, "stream", lane, "consumer", from, "err", err)
 			return false
 		}
 		if len(ids) == 0 {
@@ -350,7 +350,7 @@ func (u *unfenced) claimFrom(lane, from string) bool {
 		msgs, err := rdb.Claim(ctx, e.c, lane, u.group, e.o.OwnerID, e.o.LeaseTTL, ids)
 		cancel()
 		if err != nil {
-			e.log.Warn("seqby: claiming a dead consumer's entries failed", "stream", lane, "consumer", from, "err", err)
+			e.log.Warn("seqby: claiming a dead consumer's entries failed", "handler", u.group, "stream", lane, "consumer", from, "err", err)
 			return false
 		}
 		e.log.Info("seqby: claimed entries of a dead consumer", "handler", u.group, "stream", lane, "consumer", from, "entries", len(msgs))
@@ -413,11 +413,11 @@ func (u *unfenced) deleteConsumer(lane, name string) {
 	defer cancel()
 	deleted, err := rdb.DeleteIdleConsumer(ctx, u.e.c, lane, u.group, name)
 	if err != nil {
-		u.e.log.Warn("seqby: deleting a dead consumer failed", "stream", lane, "consumer", name, "err", err)
+		u.e.log.Warn("seqby: deleting a dead consumer failed", "handler", u.group, "stream", lane, "consumer", name, "err", err)
 		return
 	}
 	if deleted {
-		u.e.log.Debug("seqby: deleted a dead consumer", "stream", lane, "group", u.group, "consumer", name)
+		u.e.log.Debug("seqby: deleted a dead consumer", "handler", u.group, "stream", lane, "consumer", name)
 	}
 }
 
@@ -435,7 +435,7 @@ func (u *unfenced) process(en rdb.Entry) {
 	case outDone:
 		ctx, cancel := context.WithTimeout(u.base, 5*time.Second)
 		if err := rdb.Ack(ctx, e.c, en.Stream, u.group, en.ID); err != nil {
-			e.log.Warn("seqby: ack failed; the entry will be re-run", "stream", en.Stream, "entry", en.ID, "err", err)
+			e.log.Warn("seqby: ack failed; the entry will be re-run", "handler", u.group, "stream", en.Stream, "entry", en.ID, "err", err)
 		} else {
 			u.trims.acked()
 		}
@@ -486,7 +486,7 @@ func (e *Engine) reportUnkeyedHalt(h Halt) {
 func (e *Engine) ensureGroup(base context.Context, stop <-chan struct{}, stream, group string, mk bool) bool {
 	ok, err := e.createGroup(base, stream, group, mk)
 	if err != nil {
-		e.log.Warn("seqby: creating consumer group failed", "stream", stream, "group", group, "err", err)
+		e.log.Warn("seqby: creating consumer group failed", "handler", group, "stream", stream, "err", err)
 	}
 	return ok
 }
