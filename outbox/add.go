@@ -104,7 +104,7 @@ func (o *Outbox) Migrate(ctx context.Context, db *sql.DB) error {
 // pool limited to one connection, SetMaxOpenConns(1), it polls instead).
 //
 // pub should publish with the Options.Publisher the Outbox checks keys
-// with: runtime.NewPublisherWith(client, opts.Publisher), or
+// with: runtime.NewPublisher(client, opts.Publisher), or
 // runtime.NewPublisher(client) when they are the defaults.
 func (o *Outbox) NewRelay(db *sql.DB, pub Publisher, opts RelayOptions) *Relay {
 	var conflict error

@@ -3,7 +3,11 @@
 // message is recorded in the same transaction as the business change
 // that causes it, and a relay publishes it to Redis afterwards, so there
 // is no dual write: either both the change and its message commit, or
-// neither does. The full manual is docs/outbox.md.
+// neither does. The full manual is docs/outbox.md; the package's Example
+// runs it all on SQLite and an embedded Redis.
+//
+// The dialect and table are given once, to New: the Outbox creates its
+// tables (Migrate, Schema) and makes the relays (NewRelay) with them.
 //
 // # Writing: Add
 //
@@ -27,9 +31,9 @@
 //
 // # Schema
 //
-// Nothing creates tables silently. Call Migrate (idempotent, CREATE TABLE
-// IF NOT EXISTS) at start, or run the SQL of Schema in your own
-// migrations. Add and Relay.Run against a missing table fail with
+// Nothing creates tables silently. Call Outbox.Migrate (idempotent, CREATE
+// TABLE IF NOT EXISTS) at start, or run the SQL of Outbox.Schema in your
+// own migrations. Add and Relay.Run against a missing table fail with
 // ErrNoSchema. The records table (Options.Table, default "seqby_outbox")
 // holds seq (insertion order), message_id (unique), category,
 // partition_key, partitioned, backfill, type, payload, trace, created_at,
@@ -38,7 +42,7 @@
 //
 // # Relaying: one active relay through a lease
 //
-//	relay := outbox.NewRelay(db, publisher, outbox.RelayOptions{Dialect: outbox.Postgres})
+//	relay := ob.NewRelay(db, runtime.NewPublisher(client), outbox.RelayOptions{})
 //	go relay.Run(ctx)
 //
 // Run as many relays as you like (one per service instance): they share

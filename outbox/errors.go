@@ -19,8 +19,9 @@ var (
 	// ErrBadTable: the table name is not a plain SQL identifier, or is too
 	// long (see MaxTableLen).
 	ErrBadTable = errors.New("bad outbox table name")
-	// ErrBadOptions: NewRelay's options are unusable (Run and Cleanup
-	// return it), or NewRelay was given no database or publisher.
+	// ErrBadOptions: NewRelay's options are unusable or contradict the
+	// Outbox's dialect or table (Run and Cleanup return it), or NewRelay
+	// was given no database or publisher.
 	ErrBadOptions = errors.New("bad outbox relay options")
 	// ErrDuplicateMessageID: a record with this message id is already in
 	// the outbox (a WithMessageID reused). The message id is the
