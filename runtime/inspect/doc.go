@@ -3,13 +3,19 @@
 // idle), list the halted partitions of a handler, inspect a partition (its
 // halt record, lease, streams and pending entries, and the head's fields),
 // resolve a halted head by skipping it or moving it to the partition's
-// dead-letter stream (ADR-0028 decision 6: moving past a poison message is
-// an explicit action, never something the consumer does by itself), list,
-// replay and drop dead-letter entries, and keep an audit trail of the
-// actions that changed something.
+// dead-letter stream (moving past a poison message is an operator's
+// explicit action, never something the consumer does by itself: a keyed
+// partition stays halted on it, in order, until someone decides), list,
+// replay and drop dead-letter entries, keep an audit trail of the actions
+// that changed something, and read a process manager's stored state
+// (PMState, or typed with PMStateOf).
 //
 // An Inspector needs only a Redis client, not an engine: cmd/seqbyctl is
-// its command line, and a service can embed it in an admin page.
+// its command line, and a service can embed it in an admin page, where it
+// can also read a pm's state into the pm's own type:
+//
+//	st, meta, err := inspect.PMStateOf[billing.FlowState](ctx, in, "example.com/shop/billing.Flow", "o-1")
+//	fmt.Println(st.Paid, meta.Version)
 //
 //	in := inspect.New(client)
 //	halts, err := in.Halts(ctx, "example.com/shop/billing.Billing")
