@@ -26,13 +26,14 @@ type Health struct {
 	// Reasons say what is wrong, one line each; empty when ready.
 	Reasons []string `json:"reasons"`
 	// LastRenew is when the last successful renewal of this instance's
-	// leases was sent (a heartbeat with none to renew counts); zero
+	// leases was sent (a heartbeat with none to renew counts: the first
+	// heartbeat beats as Run starts); zero, and left out of the JSON,
 	// before the first.
-	LastRenew time.Time `json:"last_renew"`
+	LastRenew time.Time `json:"last_renew,omitzero"`
 	// LastDiscovery is when the last discovery cycle that read its
 	// partitions ended, for the handler that did so the longest ago;
-	// zero before every handler had one.
-	LastDiscovery time.Time `json:"last_discovery"`
+	// zero, and left out of the JSON, before every handler had one.
+	LastDiscovery time.Time `json:"last_discovery,omitzero"`
 	// Redis is "ok", or the error of the PING.
 	Redis string `json:"redis"`
 }
@@ -101,23 +102,34 @@ func (e *Engine) report(ctx context.Context, ping bool) Health {
 // HealthHandler serves Health as JSON, for a service to mount where it
 // wants (/healthz, say): status 200 when ready, 503 when not. With the
 // query parameter "live" (/healthz?live) it answers liveness instead,
-// without asking Redis: 200 when live, 503 when not (its body then says
-// nothing of readiness).
+// without asking Redis: 200 when live, 503 when not, and a body with
+// neither "ready" nor "redis" (it asked about neither): "live", the
+// liveness "reasons", "last_renew" and "last_discovery".
 func (e *Engine) HealthHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		live := r.URL.Query().Has("live")
 		h := e.report(r.Context(), !live)
-		ok := h.Ready
+		ok, body := h.Ready, any(h)
 		if live {
-			ok = h.Live
+			ok, body = h.Live, liveness{Live: h.Live, Reasons: h.Reasons, LastRenew: h.LastRenew, LastDiscovery: h.LastDiscovery}
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
 		if !ok {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		_ = json.NewEncoder(w).Encode(h)
+		_ = json.NewEncoder(w).Encode(body)
 	})
+}
+
+// liveness is the body of HealthHandler's "?live" answer: Health without
+// what a liveness probe does not ask (readiness and Redis), so it cannot
+// read "ready": false of a live instance.
+type liveness struct {
+	Live          bool      `json:"live"`
+	Reasons       []string  `json:"reasons"`
+	LastRenew     time.Time `json:"last_renew,omitzero"`
+	LastDiscovery time.Time `json:"last_discovery,omitzero"`
 }
 
 // ping sends a PING and waits for its answer at most healthPing: a client

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,4 +69,82 @@ func TestHealthUnreadyWhenRedisStops(t *testing.T) {
 	if code, _ := get("?live"); code != http.StatusServiceUnavailable {
 		t.Fatalf("liveness after Run returned: %d, want 503", code)
 	}
+}
+
+// The health JSON has no zero times: last_renew and last_discovery are
+// left out until there is one, and a ready engine has both (its first
+// heartbeat beats as Run starts; before issue #26 a ready engine showed
+// last_renew 0001-01-01 until its first HeartbeatInterval passed). The
+// "?live" body says nothing of readiness or Redis, which it did not ask
+// (it read "ready": false for a live engine).
+func TestHealthJSON(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	opts := fastOptions("health-json")
+	// A first heartbeat long after the engine is ready: only one at
+	// Run's start gives a ready engine its last renewal.
+	opts.LeaseTTL, opts.HeartbeatInterval = 30*time.Second, 10*time.Second
+	e, err := NewEngine(c, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Register(keyedHandler("health", func(context.Context, *testEvent) error { return nil })); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e.HealthHandler())
+	t.Cleanup(srv.Close)
+	get := func(query string) (int, map[string]json.RawMessage) {
+		resp, err := http.Get(srv.URL + "/healthz" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]json.RawMessage
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, body
+	}
+	type want struct {
+		code int
+		keys string // the body's keys, sorted
+	}
+	check := func(phase string, tests map[string]want) {
+		t.Helper()
+		for query, w := range tests {
+			code, body := get(query)
+			keys := make([]string, 0, len(body))
+			for k := range body {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			if code != w.code || strings.Join(keys, " ") != w.keys {
+				t.Errorf("%s, %q: %d with %v, want %d with [%s]", phase, query, code, keys, w.code, w.keys)
+			}
+			for _, k := range []string{"last_renew", "last_discovery"} {
+				var at time.Time
+				if raw, ok := body[k]; ok && (json.Unmarshal(raw, &at) != nil || at.IsZero()) {
+					t.Errorf("%s, %q: %s is %s, want a time", phase, query, k, raw)
+				}
+			}
+		}
+	}
+
+	check("before Run", map[string]want{
+		"":      {http.StatusServiceUnavailable, "live ready reasons redis"},
+		"?live": {http.StatusServiceUnavailable, "live reasons"},
+	})
+	done := make(chan error, 1)
+	runCtx, cancel := context.WithCancel(context.Background())
+	go func() { done <- e.Run(runCtx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	eventually(t, 10*time.Second, "ready", func() bool { return e.Health(ctx).Ready })
+	check("ready", map[string]want{
+		"":      {http.StatusOK, "last_discovery last_renew live ready reasons redis"},
+		"?live": {http.StatusOK, "last_discovery last_renew live reasons"},
+	})
 }

@@ -12,19 +12,22 @@ import (
 // pipeline, from its own goroutine, so renewals never wait behind a
 // handler. A renew that finds the lease gone cancels the partition at once;
 // one that fails on the network leaves the deadline timer to cancel it.
+// The first beat is at once, as Run starts (nothing owned yet: it
+// renews the OwnerID only), so Health has a last renewal from the start
+// rather than a ready instance without one for a HeartbeatInterval.
 func (e *Engine) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(e.o.HeartbeatInterval)
 	defer t.Stop()
 	for {
+		storeTime(&e.beatAt, time.Now())
+		e.renewAll(ctx)
+		e.renewOwner(ctx)
+		e.announce(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		storeTime(&e.beatAt, time.Now())
-		e.renewAll(ctx)
-		e.renewOwner(ctx)
-		e.announce(ctx)
 	}
 }
 
