@@ -10,9 +10,26 @@
 //
 // seqgen writes, beside the aliases, events.SeqbyOrderPlaced and its
 // siblings, which make a *ordersv1.OrderPlaced a runtime.Message to
-// publish; handlers in package shipping take the protobuf types
-// themselves, and the engine decodes them with events.Proto, a protobuf
-// runtime.Codec. The test publishes interleaved events of three clients
+// publish.
+//
+// The return events are protobuf messages this module owns: protoc
+// generates them into returnsv1, and since protoc rewrites returns.pb.go
+// on every run, the markers stand in returnsv1/seqby.go, a file of the
+// same package that protoc does not touch, on blank aliases (the
+// same-package form):
+//
+//	//seqby:event=proto-orders
+//	type _ = ReturnRequested
+//
+// seqgen then writes StreamCategory and PartitionKey on the protobuf types
+// themselves, in returnsv1/seqby_gen.go, and a &returnsv1.ReturnRequested{...}
+// is published as it is, with no wrapper. They share the category
+// proto-orders (and its key, client_id) with the order events, so a
+// client's returns are handled in order with its orders.
+//
+// Handlers in package shipping take the protobuf types themselves, and
+// the engine decodes them with events.Proto, a protobuf runtime.Codec. The
+// test publishes interleaved events of three clients, in both forms,
 // through a real engine on a private redis-server and checks each
 // client's order.
 package protoorders

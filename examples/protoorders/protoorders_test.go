@@ -12,6 +12,7 @@ import (
 
 	"github.com/seqby/seqby/examples/protoorders/events"
 	"github.com/seqby/seqby/examples/protoorders/ordersv1"
+	"github.com/seqby/seqby/examples/protoorders/returnsv1"
 	"github.com/seqby/seqby/examples/protoorders/shipping"
 	"github.com/seqby/seqby/generator"
 	"github.com/seqby/seqby/internal/redistest"
@@ -19,11 +20,21 @@ import (
 	"github.com/seqby/seqby/runtime/seqbytest"
 )
 
+// The same-package form makes the protobuf messages themselves messages:
+// seqgen wrote their methods beside returns.pb.go.
+var (
+	_ runtime.Message = (*returnsv1.ReturnRequested)(nil)
+	_ runtime.Message = (*returnsv1.RefundIssued)(nil)
+)
+
 // TestEndToEnd publishes protobuf events of three clients, interleaved,
-// through a real engine on a private redis-server: each reaches its
-// handlers decoded as the protobuf type, the ledger sees each client's
-// events in publish order, the pm ships every paid order, and the entries
-// in Redis are protobuf payloads under the protobuf type names.
+// through a real engine on a private redis-server: the order events of
+// ordersv1 through events' wrappers (aliases in another package), the
+// return events of returnsv1 as they are (&returnsv1.ReturnRequested{...},
+// marked in their own package). Each reaches its handlers decoded as the
+// protobuf type, the ledger sees each client's events in publish order,
+// the pm ships every paid order, and the entries in Redis are protobuf
+// payloads under the protobuf type names.
 func TestEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -47,6 +58,12 @@ func TestEndToEnd(t *testing.T) {
 				events.SeqbyPaymentReceived(&ordersv1.PaymentReceived{ClientId: c, OrderId: order, AmountCents: int64(100 * i)}),
 				events.SeqbyOrderShipped(&ordersv1.OrderShipped{ClientId: c, OrderId: order}))
 			want[c] = append(want[c], "placed "+order, fmt.Sprintf("paid %s %d", order, 100*i))
+			if i%2 == 1 {
+				msgs = append(msgs,
+					&returnsv1.ReturnRequested{ClientId: c, OrderId: order, Reason: "damaged"},
+					&returnsv1.RefundIssued{ClientId: c, OrderId: order, AmountCents: int64(100 * i)})
+				want[c] = append(want[c], "return "+order+": damaged", fmt.Sprintf("refund %s %d", order, 100*i))
+			}
 		}
 	}
 	eng.Publish(msgs...)
@@ -68,10 +85,19 @@ func TestEndToEnd(t *testing.T) {
 	if err := proto.Unmarshal(r.Payload, &placed); err != nil || placed.OrderId != "c2-o0" || r.Type != "OrderPlaced" || r.Key != "c2" || r.Category != "proto-orders" {
 		t.Fatalf("record %+v: payload %v (%v)", r, &placed, err)
 	}
+	r, err = runtime.NewRecord(ctx, &returnsv1.ReturnRequested{ClientId: "c2", OrderId: "c2-o1", Reason: "late"}, events.Proto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ret returnsv1.ReturnRequested
+	if err := proto.Unmarshal(r.Payload, &ret); err != nil || ret.Reason != "late" || r.Type != "ReturnRequested" || r.Key != "c2" || r.Category != "proto-orders" {
+		t.Fatalf("record %+v: payload %v (%v)", r, &ret, err)
+	}
 }
 
 // TestBadKeyFailsBeforeWriting: the alias's key is checked as a marked
-// type's would be, before anything is written.
+// type's would be, before anything is written, and so is a same-package
+// message's.
 func TestBadKeyFailsBeforeWriting(t *testing.T) {
 	b := runtime.NewInlineBroker()
 	err := b.Publish(context.Background(), events.SeqbyOrderPlaced(&ordersv1.OrderPlaced{ClientId: "a:b"}))
@@ -80,6 +106,10 @@ func TestBadKeyFailsBeforeWriting(t *testing.T) {
 	}
 	if err := b.Publish(context.Background(), events.SeqbyOrderPlaced(nil)); err == nil {
 		t.Fatal("publishing a nil message succeeded")
+	}
+	// The same-package form checks its key the same way.
+	if err := b.Publish(context.Background(), &returnsv1.ReturnRequested{ClientId: "a:b"}); !errors.Is(err, runtime.ErrKeyColon) {
+		t.Fatalf("publish a return with client a:b: %v, want ErrKeyColon", err)
 	}
 }
 

@@ -5,6 +5,7 @@ package shipping
 import (
 	"context"
 	"github.com/seqby/seqby/examples/protoorders/ordersv1"
+	"github.com/seqby/seqby/examples/protoorders/returnsv1"
 	"github.com/seqby/seqby/runtime"
 )
 
@@ -74,7 +75,7 @@ func (*Fulfilment) SeqbyRegistration() runtime.Registration {
 				},
 			},
 		},
-		Catalog: map[string][]string{"proto-orders": {"OrderPlaced", "OrderShipped", "PaymentReceived"}},
+		Catalog: map[string][]string{"proto-orders": {"OrderPlaced", "OrderShipped", "PaymentReceived", "RefundIssued", "ReturnRequested"}},
 	}
 }
 
@@ -127,7 +128,43 @@ func (h *Ledger) SeqbyRegistration() runtime.Registration {
 					return h.OnPaid(ctx, m.(*ordersv1.PaymentReceived))
 				},
 			},
+			{
+				Category:       "proto-orders",
+				Type:           "RefundIssued",
+				PartitionField: "client_id",
+				Decode: func(c runtime.Codec, payload []byte) (any, error) {
+					var m returnsv1.RefundIssued
+					if err := c.Unmarshal(payload, &m); err != nil {
+						return nil, err
+					}
+					return &m, nil
+				},
+				PartitionKey: func(m any) (string, error) {
+					return m.(*returnsv1.RefundIssued).PartitionKey()
+				},
+				Invoke: func(ctx context.Context, _ any, m any) error {
+					return h.OnRefund(ctx, m.(*returnsv1.RefundIssued))
+				},
+			},
+			{
+				Category:       "proto-orders",
+				Type:           "ReturnRequested",
+				PartitionField: "client_id",
+				Decode: func(c runtime.Codec, payload []byte) (any, error) {
+					var m returnsv1.ReturnRequested
+					if err := c.Unmarshal(payload, &m); err != nil {
+						return nil, err
+					}
+					return &m, nil
+				},
+				PartitionKey: func(m any) (string, error) {
+					return m.(*returnsv1.ReturnRequested).PartitionKey()
+				},
+				Invoke: func(ctx context.Context, _ any, m any) error {
+					return h.OnReturn(ctx, m.(*returnsv1.ReturnRequested))
+				},
+			},
 		},
-		Catalog: map[string][]string{"proto-orders": {"OrderPlaced", "OrderShipped", "PaymentReceived"}},
+		Catalog: map[string][]string{"proto-orders": {"OrderPlaced", "OrderShipped", "PaymentReceived", "RefundIssued", "ReturnRequested"}},
 	}
 }

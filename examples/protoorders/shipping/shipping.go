@@ -1,5 +1,5 @@
-// Package shipping handles the protobuf order events: a ledger sequential
-// by client, and a pm that ships an order once it is paid.
+// Package shipping handles the protobuf order and return events: a ledger
+// sequential by client, and a pm that ships an order once it is paid.
 package shipping
 
 import (
@@ -9,11 +9,13 @@ import (
 
 	"github.com/seqby/seqby/examples/protoorders/events"
 	"github.com/seqby/seqby/examples/protoorders/ordersv1"
+	"github.com/seqby/seqby/examples/protoorders/returnsv1"
 )
 
 // Ledger records each client's events in the order they were handled.
 // It takes the protobuf types directly, by pointer (they must not be
-// copied), named either through the alias or through ordersv1.
+// copied), named either through the alias or through ordersv1, and the
+// return events of returnsv1 (declared in their own package) the same way.
 //
 //seqby:handler
 //seqby:key=client_id
@@ -32,6 +34,18 @@ func (l *Ledger) OnPlaced(_ context.Context, e *events.OrderPlaced) error {
 // OnPaid records a payment.
 func (l *Ledger) OnPaid(_ context.Context, e *ordersv1.PaymentReceived) error {
 	l.add(e.ClientId, fmt.Sprintf("paid %s %d", e.OrderId, e.AmountCents))
+	return nil
+}
+
+// OnReturn records a return request.
+func (l *Ledger) OnReturn(_ context.Context, e *returnsv1.ReturnRequested) error {
+	l.add(e.ClientId, fmt.Sprintf("return %s: %s", e.OrderId, e.Reason))
+	return nil
+}
+
+// OnRefund records a refund.
+func (l *Ledger) OnRefund(_ context.Context, e *returnsv1.RefundIssued) error {
+	l.add(e.ClientId, fmt.Sprintf("refund %s %d", e.OrderId, e.AmountCents))
 	return nil
 }
 
