@@ -13,10 +13,14 @@ import (
 type outcome int
 
 const (
-	outDone outcome = iota // processed (or skipped as deleted): ack it
+	outDone outcome = iota // processed: ack it
 	outHalt                // cannot be processed: leave it pending, halt
 	outLost                // the lease was lost: do not ack, abandon
 	outStop                // asked to stop between retries: leave it pending
+	// outSkip: not for the handler (a type it has no method for, an entry
+	// published before it first started, or deleted while pending): ack
+	// it as outDone, without a handler call, counted apart.
+	outSkip
 )
 
 // handle decodes one entry and runs the handler on it, retrying with
@@ -37,7 +41,7 @@ func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, g *gate, reg
 	case h != nil:
 		return outHalt, h
 	case skip:
-		return outDone, nil
+		return outSkip, nil
 	}
 	var err error
 	corr := ""

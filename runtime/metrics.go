@@ -47,9 +47,15 @@ const systemName = "seqby"
 
 // Outcomes counted by seqby.events.
 const (
-	outcomeHandled = "handled" // the handler succeeded (or the entry was skipped): acked
+	outcomeHandled = "handled" // the handler succeeded: acked
 	outcomeRetried = "retried" // an attempt failed and is retried after a backoff
 	outcomeFailed  = "failed"  // the entry cannot be processed: its partition halts (or stays halted)
+	// outcomeSkipped: acked without a handler call, as not the handler's
+	// (a pm or handler reads every entry of its categories, and acks
+	// those of types it has no method for), published before it first
+	// started, or deleted while pending. Counted as handled before issue
+	// #26: a pm handling 25 events of a busy category showed thousands.
+	outcomeSkipped = "skipped"
 )
 
 // meters holds the engine's instruments.
@@ -114,7 +120,7 @@ func newMeters(mp metric.MeterProvider) (*meters, error) {
 		errs = append(errs, err)
 		return g
 	}
-	ms.events = counter("seqby.events", "{event}", "Ends of handler attempts by outcome: handled (acked), retried (failed, tried again after a backoff), failed (the partition halts on the entry).")
+	ms.events = counter("seqby.events", "{event}", "Ends of handler attempts by outcome: handled (the handler succeeded; acked), retried (failed, tried again after a backoff), failed (the partition halts on the entry), skipped (acked without a handler call: a message type the handler has no method for, or an entry published before it first started or deleted while pending).")
 	ms.process = seconds("messaging.process.duration", "Duration of one handler attempt.")
 	ms.acquired = counter("seqby.lease.acquired", "{lease}", "Partition leases this instance acquired.")
 	ms.lost = counter("seqby.lease.lost", "{lease}", "Partition leases this instance lost while it owned them (expired, taken over, or fenced); an operator's resolve of a halt counts in seqby.partitions.resolved instead.")
@@ -289,6 +295,8 @@ func (e *Engine) countSettled(reg Registration, category string, out outcome) {
 	switch out {
 	case outDone:
 		e.countOutcome(context.Background(), reg, category, outcomeHandled)
+	case outSkip:
+		e.countOutcome(context.Background(), reg, category, outcomeSkipped)
 	case outHalt:
 		e.countOutcome(context.Background(), reg, category, outcomeFailed)
 	}

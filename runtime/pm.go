@@ -114,7 +114,7 @@ func (e *Engine) handlePM(p *partition, g *gate, category string, en rdb.Entry) 
 	case h != nil:
 		return outHalt, h
 	case skip:
-		return outDone, nil
+		return outSkip, nil
 	}
 	corr, err := safeCorrelate(rt, m)
 	if err != nil {

@@ -432,7 +432,7 @@ func (u *unfenced) process(en rdb.Entry) {
 	out, h := e.handle(u.base, u.stop, e.unfencedGate(), u.c.reg, u.c.category, en, false)
 	e.countSettled(u.c.reg, u.c.category, out)
 	switch out {
-	case outDone:
+	case outDone, outSkip:
 		ctx, cancel := context.WithTimeout(u.base, 5*time.Second)
 		if err := rdb.Ack(ctx, e.c, en.Stream, u.group, en.ID); err != nil {
 			e.log.Warn("seqby: ack failed; the entry will be re-run", "handler", u.group, "stream", en.Stream, "entry", en.ID, "err", err)
