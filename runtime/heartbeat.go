@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/seqby/seqby/runtime/internal/rdb"
@@ -77,6 +79,17 @@ func (e *Engine) ownedCounts(handlers []string) []int {
 	return out
 }
 
+// renewFailure is one handler's leases whose renew failed in a heartbeat
+// (but for being lost or refused): a Redis outage fails them all at once,
+// and one line per handler says so (n leases, the first one's stream and
+// error) where one per lease would repeat it for every partition, every
+// heartbeat, until the leases are lost.
+type renewFailure struct {
+	n      int
+	stream string
+	err    error
+}
+
 func (e *Engine) renewAll(ctx context.Context) {
 	e.mu.Lock()
 	parts := make([]*partition, 0, len(e.parts))
@@ -111,6 +124,7 @@ func (e *Engine) renewAll(ctx context.Context) {
 		errs = errs[:len(parts)]
 		e.renewedAt(sent, errs)
 		noscript := false
+		failed := map[string]*renewFailure{} // by handler: one line each, not one per lease
 		for i, err := range errs {
 			switch {
 			case err == nil:
@@ -132,8 +146,18 @@ func (e *Engine) renewAll(ctx context.Context) {
 					parts[i].requestRelease()
 				}
 			default:
-				e.log.Warn("seqby: lease renew failed; will retry", "handler", parts[i].reg.Name, "stream", parts[i].lanes[0], "err", err)
+				f := failed[parts[i].reg.Name]
+				if f == nil {
+					f = &renewFailure{stream: parts[i].lanes[0], err: err}
+					failed[parts[i].reg.Name] = f
+				}
+				f.n++
 			}
+		}
+		for _, handler := range slices.Sorted(maps.Keys(failed)) {
+			f := failed[handler]
+			e.log.Warn("seqby: lease renew failed; will retry", "handler", handler, "failed", f.n,
+				"stream", f.stream, "err", f.err)
 		}
 		if !noscript {
 			return

@@ -8,6 +8,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/internal/redistest"
 )
 
 // logRecord is one log record as a test reads it: level, message and
@@ -170,5 +173,53 @@ func TestQuietInfoLogs(t *testing.T) {
 	}
 	if testing.Verbose() {
 		t.Log("\n" + text.String())
+	}
+}
+
+// A Redis outage fails every lease's renew at each heartbeat until the
+// leases are lost: one line per handler and heartbeat says so, with how
+// many failed, where there was one per partition (ten here, each
+// heartbeat) before issue #26.
+func TestRenewFailuresLoggedPerHandler(t *testing.T) {
+	const keys = 10
+	s := redistest.New(t)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	ctx := ctxT(t)
+	p := NewPublisher(c)
+	for i := range keys {
+		if err := p.Publish(ctx, ev(fmt.Sprintf("k%d", i), 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logs := newLogCapture()
+	opts := fastOptions("renew")
+	opts.Logger = slog.New(logs)
+	r := startEngine(t, c, opts, keyedHandler("renew", func(context.Context, *testEvent) error { return nil }))
+	eventually(t, 20*time.Second, "every partition owned", func() bool { return len(r.Status().Partitions) == keys })
+
+	s.Kill()
+	var failures []logRecord
+	eventually(t, 20*time.Second, "two heartbeats' renew failures", func() bool {
+		failures = failures[:0]
+		for _, rec := range logs.all() {
+			if rec.msg == "seqby: lease renew failed; will retry" {
+				failures = append(failures, rec)
+			}
+		}
+		return len(failures) >= 2
+	})
+	if err := s.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, rec := range failures {
+		if rec.attrs["handler"] != "renew" || rec.attrs["stream"] == "" || rec.attrs["err"] == "" {
+			t.Errorf("%v: want the handler, a stream and the error", rec)
+		}
+		// The first heartbeat after the kill finds every lease still
+		// held here; later ones have fewer, as leases are lost.
+		if i == 0 && rec.attrs["failed"] != fmt.Sprint(keys) {
+			t.Errorf("the first failed heartbeat's line %v: want failed=%d, every partition in one line", rec, keys)
+		}
 	}
 }

@@ -129,7 +129,9 @@ func (p *partition) releaseCold() bool {
 		p.mu.Lock()
 		p.gone = true
 		p.mu.Unlock()
-		e.log.Info("seqby: released a cold partition for the reaper", "handler", p.reg.Name, "partition", p.key, "idle_for", e.o.ReapAfter)
+		// Debug: partitions idle since the same burst go cold together;
+		// the reaper's pass logs how many it reaped.
+		e.log.Debug("seqby: released a cold partition for the reaper", "handler", p.reg.Name, "partition", p.key, "idle_for", e.o.ReapAfter)
 		return true
 	}
 	p.active = time.Now() // not cold (or unknown): look again after ReapAfter
