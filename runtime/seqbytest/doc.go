@@ -20,6 +20,10 @@
 //		// assert on h, and on b.Halts()
 //	}
 //
+// NewBroker encodes as JSON, the engine's default; a service whose
+// messages need another codec (protobuf) tests them with
+// NewBrokerCodec(t, codec, regs...), the codec it gives its engine.
+//
 // Integration tests use StartEngine: a real engine with the handlers
 // registered, running until the test ends, on an embedded Redis
 // (miniredis, started for the test) or on the server of
@@ -34,6 +38,15 @@
 //		e.WaitDrained()
 //		// assert on the effects
 //	}
+//
+// The engine's warnings and errors go to the test's output (shown when
+// it fails, or with -v), each line naming the test's line that started
+// the engine; nothing below a warning is logged. On the embedded Redis,
+// which has no CONFIG command, the engine skips its maxmemory-policy
+// check (runtime.Options.SkipEvictionCheck) instead of warning about it.
+//
+// Examples and programs without a testing.TB get an embedded Redis from
+// EmbeddedRedis: its URL and a func to stop it.
 //
 // The embedded Redis is for tests of your handlers' logic through the
 // engine. The engine's own guarantees (order across instances, failover)

@@ -24,8 +24,11 @@ type Options struct {
 	// Engine configures the engine. Zero timing fields take short test
 	// values instead of the engine's defaults: LeaseTTL 1s,
 	// HeartbeatInterval 200ms, DiscoveryInterval 50ms, BlockTimeout
-	// 200ms, RetryBackoff 5ms, MaxBackoff 50ms; a zero Logger writes
-	// through t.Log.
+	// 200ms, RetryBackoff 5ms, MaxBackoff 50ms. A nil Logger writes the
+	// engine's warnings and errors to the test's output, each line
+	// naming the test's line that called StartEngine (the engine logs
+	// from its own goroutines). On the embedded Redis, SkipEvictionCheck
+	// is set: it has no CONFIG command, so no maxmemory-policy to check.
 	Engine runtime.Options
 	// Timeout bounds WaitDrained and Eventually. Default 10s.
 	Timeout time.Duration
@@ -51,12 +54,21 @@ type Engine struct {
 // engine cannot start.
 func StartEngine(t testing.TB, regs []runtime.Registration, opts ...Options) *Engine {
 	t.Helper()
+	pos := testPosition()
 	var o Options
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	c := client(t, o.RedisURL)
-	eo := testTimings(t, o.Engine)
+	c, embedded := client(t, o.RedisURL)
+	eo := testTimings(o.Engine)
+	if eo.Logger == nil {
+		eo.Logger = testLogger(t, pos)
+	}
+	if embedded {
+		// The embedded Redis has no CONFIG: there is no maxmemory-policy
+		// to check, and a warning about it would be noise in every test.
+		eo.SkipEvictionCheck = true
+	}
 	eng, err := runtime.NewEngine(c, eo)
 	if err == nil {
 		err = eng.Register(regs...)
@@ -99,8 +111,9 @@ func StartEngine(t testing.TB, regs []runtime.Registration, opts ...Options) *En
 	return e
 }
 
-// client connects to url, $SEQBYTEST_REDIS_URL, or an embedded Redis.
-func client(t testing.TB, url string) redis.UniversalClient {
+// client connects to url, $SEQBYTEST_REDIS_URL, or an embedded Redis
+// (then embedded is true).
+func client(t testing.TB, url string) (c redis.UniversalClient, embedded bool) {
 	t.Helper()
 	if url == "" {
 		url = os.Getenv("SEQBYTEST_REDIS_URL")
@@ -109,7 +122,7 @@ func client(t testing.TB, url string) redis.UniversalClient {
 		m := miniredis.RunT(t)
 		c := redis.NewClient(&redis.Options{Addr: m.Addr(), ContextTimeoutEnabled: true})
 		t.Cleanup(func() { c.Close() })
-		return c
+		return c, true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -118,11 +131,12 @@ func client(t testing.TB, url string) redis.UniversalClient {
 		t.Fatalf("seqbytest: %v", err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return c
+	return c, false
 }
 
-// testTimings fills o's zero timings with short test values.
-func testTimings(t testing.TB, o runtime.Options) runtime.Options {
+// testTimings fills o's zero timings with short test values, and a nil
+// Codec with JSON.
+func testTimings(o runtime.Options) runtime.Options {
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -136,9 +150,6 @@ func testTimings(t testing.TB, o runtime.Options) runtime.Options {
 	def(&o.MaxBackoff, 50*time.Millisecond)
 	if o.Codec == nil {
 		o.Codec = runtime.JSON
-	}
-	if o.Logger == nil {
-		o.Logger = testLogger(t)
 	}
 	return o
 }

@@ -1,11 +1,19 @@
 package seqbytest_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/gob"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	goruntime "runtime"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -164,4 +172,168 @@ func TestStartEngineOnRedisServer(t *testing.T) {
 	}
 	e.Publish(&deposited{Account: "a", Seq: 3, Bad: true})
 	e.Eventually("the bad deposit to halt its account", func() bool { return len(e.Status().Halted()) == 1 })
+}
+
+// gobCodec is a non-JSON codec (a protobuf codec in a real service) that
+// counts what it encodes.
+type gobCodec struct{ marshalled *atomic.Int64 }
+
+func (c gobCodec) Marshal(v any) ([]byte, error) {
+	c.marshalled.Add(1)
+	var b bytes.Buffer
+	err := gob.NewEncoder(&b).Encode(v)
+	return b.Bytes(), err
+}
+
+func (c gobCodec) Unmarshal(data []byte, v any) error {
+	return gob.NewDecoder(bytes.NewReader(data)).Decode(v)
+}
+
+// TestNewBrokerCodec: the broker encodes and decodes with the codec it is
+// given, and with JSON when it is nil or NewBroker's.
+func TestNewBrokerCodec(t *testing.T) {
+	var n atomic.Int64
+	for _, tc := range []struct {
+		name      string
+		codec     runtime.Codec // nil: NewBroker
+		marshaled int64
+	}{
+		{"NewBroker", nil, 0},
+		{"nil codec", runtime.Codec(nil), 0},
+		{"gob", gobCodec{&n}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n.Store(0)
+			l := &ledger{applied: map[string][]int{}}
+			var b *runtime.InlineBroker
+			if tc.name == "NewBroker" {
+				b = seqbytest.NewBroker(t, l.registration())
+			} else {
+				b = seqbytest.NewBrokerCodec(t, tc.codec, l.registration())
+			}
+			for i := 1; i <= 2; i++ {
+				if err := b.Publish(context.Background(), &deposited{Account: "a", Seq: i}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := fmt.Sprint(l.seqs("a")); got != "[1 2]" {
+				t.Errorf("applied %s, want [1 2]", got)
+			}
+			if got := n.Load(); got != tc.marshaled {
+				t.Errorf("the gob codec encoded %d messages, want %d", got, tc.marshaled)
+			}
+		})
+	}
+}
+
+// TestEmbeddedRedis: a server to connect to until stop.
+func TestEmbeddedRedis(t *testing.T) {
+	url, stop := seqbytest.EmbeddedRedis()
+	ctx := context.Background()
+	c, err := runtime.Connect(ctx, url)
+	if err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conn, err := net.Dial("tcp", opts.Addr); err == nil {
+		conn.Close()
+		t.Fatal("the embedded Redis still listens after stop")
+	}
+}
+
+// captureTB is a test whose log lines, through Log or Output, are kept.
+type captureTB struct {
+	testing.TB
+	mu  sync.Mutex
+	out bytes.Buffer
+}
+
+func (c *captureTB) Log(args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fmt.Fprintln(&c.out, args...)
+}
+
+func (c *captureTB) Logf(format string, args ...any) { c.Log(fmt.Sprintf(format, args...)) }
+
+func (c *captureTB) Output() io.Writer { return writerFunc(c.write) }
+
+func (c *captureTB) write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.out.Write(p)
+}
+
+func (c *captureTB) lines() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return strings.Split(strings.TrimSpace(c.out.String()), "\n")
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// nextLine is the line after its caller's.
+func nextLine() string {
+	_, file, line, _ := goruntime.Caller(1)
+	return fmt.Sprintf("%s:%d", filepath.Base(file), line+1)
+}
+
+// startThroughHelper is a user's helper around StartEngine.
+func startThroughHelper(t testing.TB, reg runtime.Registration) *seqbytest.Engine {
+	t.Helper()
+	return seqbytest.StartEngine(t, []runtime.Registration{reg})
+}
+
+// TestEngineLogsNameTheTest: StartEngine on the embedded Redis logs only
+// what matters (no warning that it could not check the maxmemory-policy:
+// that Redis has no CONFIG), and every line it logs, from the engine's
+// goroutines, names the line of the test (here the t.Run closure) that
+// started the engine, not the kit's log sink, as t.Log does for a test
+// whose helpers call t.Helper: through the user's own functions too.
+func TestEngineLogsNameTheTest(t *testing.T) {
+	t.Setenv("SEQBYTEST_REDIS_URL", "") // the embedded Redis
+	for _, tc := range []struct {
+		name  string
+		start func(t testing.TB, reg runtime.Registration) *seqbytest.Engine
+	}{
+		{"direct", func(t testing.TB, reg runtime.Registration) *seqbytest.Engine {
+			return seqbytest.StartEngine(t, []runtime.Registration{reg})
+		}},
+		{"through a helper", startThroughHelper},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ct := &captureTB{TB: t}
+			l := &ledger{applied: map[string][]int{}}
+			pos := nextLine()
+			e := tc.start(ct, l.registration())
+			e.Publish(&deposited{Account: "a", Seq: 1}, &deposited{Account: "a", Seq: 2, Bad: true})
+			e.Eventually("the bad deposit to halt its account", func() bool { return len(e.Status().Halted()) == 1 })
+			e.Stop()
+			lines := ct.lines()
+			var halted bool
+			for _, line := range lines {
+				if !strings.HasPrefix(line, pos+": ") {
+					t.Errorf("a log line does not start with the test's position %s:\n%s", pos, line)
+				}
+				if strings.Contains(line, "maxmemory") {
+					t.Errorf("the embedded Redis's missing CONFIG was logged:\n%s", line)
+				}
+				halted = halted || strings.Contains(line, "ERROR seqby: partition halted")
+			}
+			if !halted {
+				t.Errorf("no line logs the halt; logged:\n%s", strings.Join(lines, "\n"))
+			}
+		})
+	}
 }
