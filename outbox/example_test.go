@@ -10,12 +10,12 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	_ "modernc.org/sqlite" // database/sql driver "sqlite", pure Go
 
 	"github.com/seqby/seqby/outbox"
 	"github.com/seqby/seqby/runtime"
+	"github.com/seqby/seqby/runtime/seqbytest"
 )
 
 // OrderPlaced is an event of the partitioned category "order", keyed by
@@ -100,13 +100,9 @@ func Example() {
 
 	// The relay, which every instance of the service runs: one at a time
 	// holds the lease and publishes.
-	mr, err := miniredis.Run() // an embedded Redis, for the example
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer mr.Close()
-	client, err := runtime.Connect(ctx, "redis://"+mr.Addr())
+	redisURL, stopRedis := seqbytest.EmbeddedRedis() // in production: os.Getenv("REDIS_URL")
+	defer stopRedis()
+	client, err := runtime.Connect(ctx, redisURL)
 	if err != nil {
 		fmt.Println(err)
 		return
