@@ -21,7 +21,7 @@ import (
 // has ended (an engine that did not stop) go to standard error instead:
 // the test's output no longer takes them.
 func testLogger(t testing.TB, pos string) *slog.Logger {
-	s := &sink{w: t.Output(), pos: pos, test: t.Name()}
+	s := &sink{w: t.Output(), late: os.Stderr, pos: pos, test: t.Name()}
 	t.Cleanup(s.close)
 	return slog.New(&tHandler{s: s})
 }
@@ -29,7 +29,8 @@ func testLogger(t testing.TB, pos string) *slog.Logger {
 // sink is where a test's log lines go.
 type sink struct {
 	mu     sync.Mutex
-	w      io.Writer
+	w      io.Writer // the test's output
+	late   io.Writer // where lines go once the test has ended
 	pos    string
 	test   string
 	closed bool
@@ -40,13 +41,13 @@ func (s *sink) write(line string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		fmt.Fprintf(os.Stderr, "seqbytest: after %s ended: %s: %s\n", s.test, s.pos, line)
+		fmt.Fprintf(s.late, "seqbytest: after %s ended: %s: %s\n", s.test, s.pos, line)
 		return
 	}
 	io.WriteString(s.w, s.pos+": "+line+"\n")
 }
 
-// close sends later lines to standard error. It runs in the test's
+// close sends later lines to the late writer. It runs in the test's
 // cleanup after the engine's stop (cleanups run last registered first).
 func (s *sink) close() {
 	s.mu.Lock()
