@@ -55,6 +55,33 @@ func ExampleNewPublisher() {
 	// account:{acc-2} Deposited
 }
 
+// A publish retried after an ambiguous failure (a timeout: was it
+// stored?) is stored once when the message carries an idempotency key:
+// the same WithMessageID within the publisher's dedup window is not
+// written again, and Publish returns nil.
+func ExamplePublisher_Publish() {
+	ctx := context.Background()
+	url, stop := seqbytest.EmbeddedRedis() // a service: its REDIS_URL
+	defer stop()
+	rdb, err := runtime.Connect(ctx, url)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer rdb.Close()
+
+	pub := runtime.NewPublisher(rdb)
+	deposit := quickstart.Deposited{AccountID: "acc-1", Amount: 100}
+	for range 2 { // the first try, and its retry
+		if err := pub.Publish(ctx, deposit, runtime.WithMessageID("payment-7781")); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	fmt.Println(rdb.XLen(ctx, "account:{acc-1}").Val(), "entry")
+	// Output: 1 entry
+}
+
 // A service runs an engine with its handlers registered: Ledger, marked
 // //seqby:handler and //seqby:key=account_id, registered with the
 // SeqbyRegistration seqgen wrote for it, sees each account's events one
