@@ -190,16 +190,14 @@ func ExampleMessageFromContext() {
 	// acc-1 +100, read from account:{acc-1}, attempt 2
 }
 
-// errOverdrawn is a failure no retry can pass: the withdrawal is larger
-// than the balance.
-var errOverdrawn = errors.New("insufficient funds")
-
 // A handler's error is retried, and then halts the key's partition (the
 // key's later messages wait behind it, other keys go on). An error that no
 // retry can fix, wrapped in runtime.Permanent, halts it at once, with
 // its cause still matched by errors.Is.
 func ExamplePermanent() {
 	ctx := context.Background()
+	// errOverdrawn is a failure no retry can pass.
+	errOverdrawn := errors.New("insufficient funds")
 	balances := map[string]int64{}
 	attempts := 0
 	ledger := &quickstart.Ledger{Accounts: quickstart.AccountsFunc(func(ctx context.Context, account string, delta int64) error {
