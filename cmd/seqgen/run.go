@@ -89,24 +89,25 @@ func versionLine(bi *debug.BuildInfo) string {
 // or "" when it is not known: no build info, "(devel)" (go run, go test, a
 // build without VCS stamping), or a replace by a local directory, whose
 // version is whatever the require line made up (v0.0.0) rather than the
-// code's. Under "go tool" the main module is the user's, so seqgen's
-// module is looked for among the dependencies.
+// code's. The main module of the build info is the main package's, which
+// is seqgen's module under go tool and go run too; its dependencies are
+// looked at in case it is not.
 func buildVersion(bi *debug.BuildInfo) string {
 	if bi == nil {
 		return ""
 	}
-	v := ""
-	if bi.Main.Path == modulePath {
-		v = bi.Main.Version
-	}
+	mod := &bi.Main
 	for _, d := range bi.Deps {
-		if d.Path != modulePath {
-			continue
+		if mod.Path != modulePath && d.Path == modulePath {
+			mod = d
 		}
-		v = d.Version
-		if d.Replace != nil {
-			v = d.Replace.Version // "" for a directory
-		}
+	}
+	if mod.Path != modulePath {
+		return ""
+	}
+	v := mod.Version
+	if mod.Replace != nil {
+		v = mod.Replace.Version // "" or "(devel)" for a directory
 	}
 	if v == "(devel)" {
 		return ""
