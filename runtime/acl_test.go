@@ -19,18 +19,18 @@ import (
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
-// aclRules reads the README's ACL SETUSER line for user, with PASSWORD and
+// aclRules reads docs/operating.md's ACL SETUSER line for user, with PASSWORD and
 // the "~CATEGORY ~CATEGORY:*" pair expanded for each of categories: the
 // test runs under exactly the documented rules.
 func aclRules(t *testing.T, user, password string, categories ...string) []string {
 	t.Helper()
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/operating.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile(`(?m)^ACL SETUSER ` + regexp.QuoteMeta(user) + ` (.*)$`).FindSubmatch(readme)
 	if m == nil {
-		t.Fatalf("README has no line ACL SETUSER %s ...", user)
+		t.Fatalf("docs/operating.md has no line ACL SETUSER %s ...", user)
 	}
 	var rules []string
 	for _, r := range strings.Fields(string(m[1])) {

@@ -402,7 +402,7 @@ func TestDeployKindOfEarlierBuild(t *testing.T) {
 	r.stop()
 }
 
-// The deploy records work under the README's engine ACL line, the prune
+// The deploy records work under the engine ACL line of docs/operating.md, the prune
 // of a stopped instance's record (HDEL) included.
 func TestDeployUnderDocumentedACL(t *testing.T) {
 	s := redistest.New(t)

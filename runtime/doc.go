@@ -60,6 +60,6 @@
 //
 // Both *Publisher and *InlineBroker implement MessagePublisher.
 //
-// The Redis key layout and the engine's protocol are described in the
-// README ("Redis key layout") and docs/runtime.md of the seqby repository.
+// The Redis key layout and the engine's protocol are described in
+// docs/runtime.md ("Redis key layout") of the seqby repository.
 package runtime

@@ -156,7 +156,7 @@ func (e *Engine) releaseFaulted(p *partition, err error) {
 	e.faults[faultID(FaultReleased, p.id)] = f
 	e.mu.Unlock()
 	e.workStrike(p.reg.Name, p.id)
-	e.log.Error("seqby: releasing the partition after permanent redis errors; this instance leaves it alone for a while so other instances take it. Fix the cause: the ACL user's commands and keys (README), a key holding something seqby did not write, cluster slots",
+	e.log.Error("seqby: releasing the partition after permanent redis errors; this instance leaves it alone for a while so other instances take it. Fix the cause: the ACL user's commands and keys (docs/operating.md, \"TLS and ACL users\"), a key holding something seqby did not write, cluster slots",
 		"handler", p.reg.Name, "stream", p.lanes[0], "benched_for", FaultBench, "err", err)
 	go e.alertFault(f)
 }

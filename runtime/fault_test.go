@@ -14,7 +14,7 @@ import (
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
-// limitedUser creates user on s with the README's engine rules minus the
+// limitedUser creates user on s with the engine rules of docs/operating.md minus the
 // given commands, and returns a client logged in as it.
 func limitedUser(t *testing.T, s *redistest.Server, user string, without ...string) *redis.Client {
 	t.Helper()
@@ -25,7 +25,7 @@ func limitedUser(t *testing.T, s *redistest.Server, user string, without ...stri
 		}
 	}
 	if len(rules) != len(aclRules(t, "seqby-engine", user+"-secret", "order"))-len(without) {
-		t.Fatalf("the README's engine rules lack one of %v", without)
+		t.Fatalf("the engine rules of docs/operating.md lack one of %v", without)
 	}
 	if _, err := s.Do(append([]string{"ACL", "SETUSER", user}, rules...)...); err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 
 // Metrics: the engine records on the OpenTelemetry metrics API through
 // Options.MeterProvider (no-op by default). The instruments, their units
-// and attributes are listed in docs/runtime.md ("Metrics"); names follow
+// and attributes are listed in docs/operating.md ("Metrics, tracing and health"); names follow
 // the OpenTelemetry semantic conventions for messaging where one fits
 // (messaging.process.duration), and are seqby.* otherwise.
 

@@ -134,8 +134,8 @@ type Options struct {
 	// BlockTimeout bounds each blocking wait for new data, which also
 	// bounds how long shutdown waits for it. Default 1s.
 	BlockTimeout time.Duration
-	// MeterProvider receives the engine's metrics (docs/runtime.md,
-	// "Metrics"). Default: none (a no-op provider).
+	// MeterProvider receives the engine's metrics (docs/operating.md,
+	// "Metrics, tracing and health"). Default: none (a no-op provider).
 	MeterProvider metric.MeterProvider
 	// TracerProvider starts a consumer span per handler attempt, linked to
 	// the span the message was published under (tracing.go). Default:

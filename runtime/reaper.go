@@ -9,7 +9,7 @@ import (
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
-// Reaping (ADR-0028 decision 7) ends a cold partition: one whose lanes are
+// Reaping (docs/operating.md, "Reaping") ends a cold partition: one whose lanes are
 // empty, with nothing pending in any group, and to which nothing was
 // published for ReapAfter. It takes three parts:
 //

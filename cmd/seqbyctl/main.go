@@ -211,7 +211,7 @@
 // -redis defaults to $REDIS_URL (redis://[user:password@]host:port[/db],
 // or rediss://... for TLS). When the URL names a node of a Redis Cluster,
 // seqbyctl works on the whole cluster. Run it as a user with the seqbyctl
-// ACL rules of the README.
+// ACL rules of docs/operating.md.
 //
 // When Redis cannot be reached, seqbyctl prints one line on stderr, its
 // own error, and exits 1: the Redis client library's own log lines (its

@@ -21,7 +21,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/seqby/seqby"
+	"github.com/seqby/seqby/internal/version"
 	"github.com/seqby/seqby/runtime"
 	"github.com/seqby/seqby/runtime/inspect"
 )
@@ -271,7 +271,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case o.version:
 		bi, _ := debug.ReadBuildInfo()
-		fmt.Fprintln(stdout, versionLine(bi))
+		fmt.Fprintln(stdout, version.Line("seqbyctl", bi))
 		return 0
 	case help && c == nil:
 		return printHelp(stdout, stderr, "")
@@ -539,52 +539,6 @@ Run "go doc github.com/seqby/seqby/cmd/seqbyctl" for the manual.
 	}
 	fmt.Fprint(stdout, "\n"+globalHelp)
 	return 0
-}
-
-// modulePath is seqbyctl's module, looked up in the build info.
-const modulePath = "github.com/seqby/seqby"
-
-// versionLine is what -version prints: "seqbyctl " and the release in the
-// source (seqby.Version), which is right however seqbyctl was built (go
-// tool from the module proxy, a replace to a local checkout, go build in
-// the repository). The build's own module version follows in parentheses
-// when it adds something: a pseudo-version or a "+dirty" build of a
-// checkout tells which commit, beyond the release it is based on.
-func versionLine(bi *debug.BuildInfo) string {
-	line := "seqbyctl " + seqby.Version
-	if v := buildVersion(bi); v != "" && v != seqby.Version {
-		line += " (module " + v + ")"
-	}
-	return line
-}
-
-// buildVersion is the version the go command recorded for seqbyctl's
-// module, or "" when it is not known: no build info, "(devel)" (go run, go
-// test, a build without VCS stamping), or a replace by a local directory,
-// whose version is whatever the require line made up (v0.0.0) rather than
-// the code's. Under "go tool" the main module is the user's, so seqbyctl's
-// module is looked for among the dependencies.
-func buildVersion(bi *debug.BuildInfo) string {
-	if bi == nil {
-		return ""
-	}
-	v := ""
-	if bi.Main.Path == modulePath {
-		v = bi.Main.Version
-	}
-	for _, d := range bi.Deps {
-		if d.Path != modulePath {
-			continue
-		}
-		v = d.Version
-		if d.Replace != nil {
-			v = d.Replace.Version // "" for a directory
-		}
-	}
-	if v == "(devel)" {
-		return ""
-	}
-	return v
 }
 
 // defaultWho is $USER@hostname, for the audit stream.

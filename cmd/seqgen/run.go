@@ -8,18 +8,16 @@ import (
 	"os"
 	"runtime/debug"
 
-	"github.com/seqby/seqby"
 	"github.com/seqby/seqby/annotations"
 	"github.com/seqby/seqby/generator"
+	"github.com/seqby/seqby/internal/version"
 )
-
-const modulePath = "github.com/seqby/seqby"
 
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("seqgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	check := fs.Bool("check", false, "write nothing; print a diff of every stale, missing or obsolete "+generator.GenFile+" and exit 1 if there is any")
-	version := fs.Bool("version", false, "print seqgen's version and exit")
+	printVersion := fs.Bool("version", false, "print seqgen's version and exit")
 	// -h asked for the manual: stdout, exit 0. A wrong flag is an error:
 	// the flag package's message and the usage go to stderr, exit 2.
 	fs.Usage = func() {}
@@ -31,9 +29,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		usage(fs, stderr)
 		return 2
 	}
-	if *version {
+	if *printVersion {
 		bi, _ := debug.ReadBuildInfo()
-		fmt.Fprintln(stdout, versionLine(bi))
+		fmt.Fprintln(stdout, version.Line("seqgen", bi))
 		return 0
 	}
 	dir, err := os.Getwd()
@@ -69,50 +67,6 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// versionLine is what -version prints: "seqgen " and the release in the
-// source (seqby.Version), which is right however seqgen was built (go tool
-// from the module proxy, a replace to a local checkout, go build in the
-// repository). The build's own module version follows in parentheses when
-// it adds something: a pseudo-version or a "+dirty" build of a checkout
-// tells which commit, beyond the release it is based on.
-func versionLine(bi *debug.BuildInfo) string {
-	line := "seqgen " + seqby.Version
-	if v := buildVersion(bi); v != "" && v != seqby.Version {
-		line += " (module " + v + ")"
-	}
-	return line
-}
-
-// buildVersion is the version the go command recorded for seqgen's module,
-// or "" when it is not known: no build info, "(devel)" (go run, go test, a
-// build without VCS stamping), or a replace by a local directory, whose
-// version is whatever the require line made up (v0.0.0) rather than the
-// code's. The main module of the build info is the main package's, which
-// is seqgen's module under go tool and go run too; its dependencies are
-// looked at in case it is not.
-func buildVersion(bi *debug.BuildInfo) string {
-	if bi == nil {
-		return ""
-	}
-	mod := &bi.Main
-	for _, d := range bi.Deps {
-		if mod.Path != modulePath && d.Path == modulePath {
-			mod = d
-		}
-	}
-	if mod.Path != modulePath {
-		return ""
-	}
-	v := mod.Version
-	if mod.Replace != nil {
-		v = mod.Replace.Version // "" or "(devel)" for a directory
-	}
-	if v == "(devel)" {
-		return ""
-	}
-	return v
 }
 
 func usage(fs *flag.FlagSet, w io.Writer) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -54,46 +53,5 @@ func TestVersion(t *testing.T) {
 	want := "seqgen " + seqby.Version
 	if got := strings.TrimSuffix(stdout.String(), "\n"); got != want && !strings.HasPrefix(got, want+" (module ") {
 		t.Errorf("-version printed %q, want %q, optionally followed by \" (module <version>)\"", got, want)
-	}
-}
-
-// TestVersionLine: the build's module version is added only when it is
-// known (not "(devel)", not a directory replace's made-up version) and
-// says more than seqby.Version.
-func TestVersionLine(t *testing.T) {
-	const mod = "github.com/seqby/seqby"
-	rel := "seqgen " + seqby.Version
-	tests := []struct {
-		name string
-		bi   *debug.BuildInfo
-		want string
-	}{
-		{"no build info", nil, rel},
-		{"go test or go run", &debug.BuildInfo{Main: debug.Module{Path: mod, Version: "(devel)"}}, rel},
-		{"go build in a checkout, no VCS stamp", &debug.BuildInfo{Main: debug.Module{Path: mod, Version: ""}}, rel},
-		{"go build in a dirty checkout", &debug.BuildInfo{Main: debug.Module{Path: mod, Version: "v0.1.1-0.20261202025500-df560c8abcde+dirty"}},
-			rel + " (module v0.1.1-0.20261202025500-df560c8abcde+dirty)"},
-		{"go tool, released", &debug.BuildInfo{Main: debug.Module{Path: mod, Version: seqby.Version}}, rel},
-		{"go tool, replaced by a local checkout", &debug.BuildInfo{Main: debug.Module{Path: mod, Version: "v0.0.0",
-			Replace: &debug.Module{Path: "../seqby", Version: "(devel)"}}}, rel},
-		{"go tool, replaced by a local checkout, no replace version", &debug.BuildInfo{Main: debug.Module{Path: mod, Version: "v0.0.0",
-			Replace: &debug.Module{Path: "../seqby"}}}, rel},
-		{"another main module", &debug.BuildInfo{Main: debug.Module{Path: "example.com/app", Version: "v1.2.3"}}, rel},
-		{"a dependency, released", &debug.BuildInfo{Main: debug.Module{Path: "example.com/app"},
-			Deps: []*debug.Module{{Path: mod, Version: seqby.Version}}}, rel},
-		{"a dependency, a later commit", &debug.BuildInfo{Main: debug.Module{Path: "example.com/app"},
-			Deps: []*debug.Module{{Path: "github.com/other/mod", Version: "v9.9.9"}, {Path: mod, Version: "v0.1.1-0.20261203000000-0123456789ab"}}},
-			rel + " (module v0.1.1-0.20261203000000-0123456789ab)"},
-		{"a dependency replaced by a local checkout", &debug.BuildInfo{Main: debug.Module{Path: "example.com/app"},
-			Deps: []*debug.Module{{Path: mod, Version: "v0.0.0", Replace: &debug.Module{Path: "../seqby"}}}}, rel},
-		{"go tool, replaced by a fork's version", &debug.BuildInfo{Main: debug.Module{Path: mod, Version: "v0.0.0",
-			Replace: &debug.Module{Path: "github.com/fork/seqby", Version: "v0.1.2"}}}, rel + " (module v0.1.2)"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := versionLine(tt.bi); got != tt.want {
-				t.Errorf("versionLine = %q, want %q", got, tt.want)
-			}
-		})
 	}
 }

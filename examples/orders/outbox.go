@@ -52,7 +52,8 @@ func openStore(ctx context.Context, databaseURL string) (*store, error) {
 	}
 	done := s.close
 	s.close = func() { s.db.Close(); done() }
-	if err := outbox.Migrate(ctx, s.db, s.d); err != nil {
+	s.ob = outbox.New(outbox.Options{Dialect: s.d})
+	if err := s.ob.Migrate(ctx, s.db); err != nil {
 		s.close()
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
@@ -60,7 +61,6 @@ func openStore(ctx context.Context, databaseURL string) (*store, error) {
 		s.close()
 		return nil, err
 	}
-	s.ob = outbox.New(outbox.Options{Dialect: s.d})
 	return s, nil
 }
 
@@ -87,7 +87,7 @@ func (s *store) record(ctx context.Context, client string, seq int, item string,
 
 // relay runs the outbox relay, publishing through pub, until ctx ends.
 func (s *store) relay(ctx context.Context, pub *runtime.Publisher, stderr io.Writer) (stop func()) {
-	r := outbox.NewRelay(s.db, pub, outbox.RelayOptions{Dialect: s.d, PollInterval: 10 * time.Millisecond,
+	r := s.ob.NewRelay(s.db, pub, outbox.RelayOptions{PollInterval: 10 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})

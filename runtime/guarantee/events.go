@@ -1,6 +1,6 @@
 // Package guarantee is seqby's multi-process guarantee suite: its tests run
 // two and three engine instances as separate OS processes against a private
-// redis-server, kill and stall them, and check the ADR-0028 guarantees from
+// redis-server, kill and stall them, and check the guarantees of docs/runtime.md ("Design") from
 // what the instances recorded in Redis.
 //
 // The non-test files hold the suite's messages and its recording handler, so

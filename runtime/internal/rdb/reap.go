@@ -8,7 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Reaping removes a cold partition (ADR-0028 decision 7): its lanes, their
+// Reaping removes a cold partition (docs/operating.md, "Reaping"): its lanes, their
 // groups, generations and a stale halt record go, and its key leaves the
 // category's index. The index lives in the category's slot and the lanes
 // in the key's, so no one script can do both; the steps are ordered so
