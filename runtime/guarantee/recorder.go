@@ -117,7 +117,7 @@ func noLeaseKey(key string) string { return tag(key) + ":guarantee:nolease" }
 // ("1" to look at the lease). An entry while a different event of the key
 // holds the marker is an overlap. The same event entered again (a re-run
 // by a new owner while a stalled one is still inside it) is the
-// at-least-once case the ADR allows, not an overlap. An entry while the
+// at-least-once case the guarantee allows, not an overlap. An entry while the
 // lease holds another owner's token is logged as an attempt on a lost
 // lease (an empty lease is a deletion racing the entry).
 var scriptEnter = redis.NewScript(`
