@@ -1,23 +1,32 @@
 // Package seqbytest is seqby's test kit: run handlers the way the engine
 // runs them, from a user's own tests.
 //
+// The snippets below test the README's quick start types (package billing,
+// with Invoices{Seen}, and events.OrderPlaced). Importing this package adds
+// an embedded Redis (miniredis) to go.mod: run go mod tidy once.
+//
 // Unit tests use NewBroker, an in-process broker (runtime.InlineBroker)
 // with the handlers registered: every message runs synchronously inside
 // Publish, encoded and decoded as on the wire, a keyed handler's or a
 // sequential pm's message with a lease in its context (so a handler that
 // fences its effects with runtime.LeaseFromContext runs as in
-// production; b.UseRedis(client) also writes each lease in that Redis, for
-// handlers whose fenced script checks GET(LeaseKey) == Token), retried at once up to its MaxRetries, and, when it still
-// fails, halting its partition: the handler's later messages of that key
-// are held until the test calls Skip or Retry, as an operator would.
+// production; b.UseRedis(client) also writes each lease in that Redis,
+// for handlers whose fenced script checks GET(LeaseKey) == Token), retried
+// at once up to its MaxRetries, and, when it still fails, halting its
+// partition: the handler's later messages of that key are held until the
+// test calls Skip or Retry, as an operator would.
 //
 //	func TestInvoices(t *testing.T) {
-//		h := &handlers.Invoices{}
+//		seen := make(chan string, 10) // buffered: the handler sends inside Publish
+//		h := &billing.Invoices{Seen: seen}
 //		b := seqbytest.NewBroker(t, h.SeqbyRegistration())
-//		if err := b.Publish(ctx, &events.OrderPlaced{ClientID: "c-1"}); err != nil {
-//			t.Fatal(err) // the handler's error, or the key's
+//		if err := b.Publish(context.Background(), events.OrderPlaced{ClientID: "c-1", OrderID: "o-1"}); err != nil {
+//			t.Fatal(err) // the handler's error, or a *runtime.KeyError for a bad key
 //		}
-//		// assert on h, and on b.Halts()
+//		if got := <-seen; got != "c-1: placed o-1" {
+//			t.Fatalf("saw %q", got)
+//		}
+//		// and b.Halts() after a failing handler
 //	}
 //
 // NewBroker encodes as JSON, the engine's default; a service whose
@@ -33,10 +42,11 @@
 // your own:
 //
 //	func TestBilling(t *testing.T) {
-//		e := seqbytest.StartEngine(t, []runtime.Registration{billing.SeqbyRegistration()})
-//		e.Publish(&events.Deposited{Account: "a-1", Amount: 10})
+//		seen := make(chan string, 10)
+//		e := seqbytest.StartEngine(t, []runtime.Registration{(&billing.Invoices{Seen: seen}).SeqbyRegistration()})
+//		e.Publish(events.OrderPlaced{ClientID: "a-1", OrderID: "o-1"})
 //		e.WaitDrained()
-//		// assert on the effects
+//		// assert on the effects: here, <-seen is "a-1: placed o-1"
 //	}
 //
 // The engine's warnings and errors go to the test's output (shown when
