@@ -44,7 +44,7 @@ type Def struct {
 	Targets Target
 	Value   ValueRule
 	Arg     string // what the value is, for messages ("CATEGORY", "FIELD")
-	Help    string // one line, for -h and the README
+	Help    string // one line, for seqgen -h (docs/markers.md says it at length)
 }
 
 // The markers, in the order they are documented.

@@ -15,11 +15,11 @@ type Queryer interface {
 
 // AbandonedRecord is a record the relay could never publish.
 type AbandonedRecord struct {
-	Seq       int64
-	MessageID string
-	Category  string
-	Key       string
-	Type      string
+	Seq       int64  // the record's seq column: its insertion order
+	MessageID string // the message's id, the idempotency key downstream
+	Category  string // the category it was to be published to
+	Key       string // its partition key ("" when the category is not partitioned)
+	Type      string // its message type name (the type field of its stream entry)
 	// Reason is the error that made the record unpublishable.
 	Reason string
 	// CreatedAt is when Add (or whoever) inserted it; AbandonedAt when

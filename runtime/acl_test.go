@@ -56,7 +56,7 @@ func aclRules(t *testing.T, user, password string, categories ...string) []strin
 type syncBuffer = logsink.Buffer
 
 // The engine and seqbyctl's operations run under the least-privilege ACL
-// users the README documents, on a single Redis and on a cluster: every
+// users docs/operating.md documents, on a single Redis and on a cluster: every
 // path (keyed, unkeyed, pm, a halt and its resolution) works, and nothing
 // is refused: no NOPERM in the engine's logs or results, and an empty ACL
 // LOG on every server (go-redis's own calls, such as a cluster client's

@@ -14,6 +14,10 @@
 //	pub := runtime.NewPublisher(client)
 //	err := pub.Publish(ctx, events.OrderPlaced{ClientID: "client-123", OrderID: "o-1"})
 //
+// Connect(ctx, url) builds the client from one redis:// or rediss:// URL
+// instead, and returns a cluster client when the server is a cluster
+// node, so one setting (REDIS_URL) serves a single Redis and a cluster.
+//
 // The partition key is checked before anything is written: a bad key
 // fails with a *KeyError matching ErrInvalidKey and one rule (ErrNullKey,
 // ErrEmptyKey, ErrKeyColon, ErrReservedKey, ErrSentinelKey). Other

@@ -47,11 +47,11 @@ const FaultBench = time.Minute
 // Options.OnFault (called on its own goroutine) and Status.Faults while it
 // lasts.
 type Fault struct {
-	Kind     FaultKind
-	Handler  string // Registration.Name
-	Category string // for a pm, its categories joined by ","
-	Key      string // partition key, or a pm's correlation value
-	Stream   string // the partition stream (for a pm, its first stream)
+	Kind     FaultKind // FaultReleased or FaultUnowned: which fields below are set
+	Handler  string    // Registration.Name
+	Category string    // for a pm, its categories joined by ","
+	Key      string    // partition key, or a pm's correlation value
+	Stream   string    // the partition stream (for a pm, its first stream)
 	// Err is the last Redis error (FaultReleased).
 	Err error
 	// Since is when the partition was released (FaultReleased) or first

@@ -21,8 +21,8 @@ import (
 // (Redis down, say) needs no restart: it recovers by itself, and its
 // leases are taken over by others meanwhile if it stays cut off.
 type Health struct {
-	Ready bool `json:"ready"`
-	Live  bool `json:"live"`
+	Ready bool `json:"ready"` // "Ready" above: live, started, Redis and the leases healthy
+	Live  bool `json:"live"`  // "Live" above: Run and its lease heartbeat running
 	// Reasons say what is wrong, one line each; empty when ready.
 	Reasons []string `json:"reasons"`
 	// LastRenew is when the last successful renewal of this instance's

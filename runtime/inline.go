@@ -276,9 +276,9 @@ func (b *InlineBroker) halt(id inlineID, m inlineMsg, err error) {
 
 // UseRedis makes the broker write each partition's lease in c (its
 // LeaseKey set to its Token) before the partition's message runs, so a
-// handler that fences its effects in Redis, as the README advises (a
-// script that checks GET(LeaseKey) == Token before it writes), runs as on
-// the engine. Without it the lease is only in the context. Call it before
+// handler that fences its effects in Redis, as docs/runtime.md ("Status,
+// halts and the lease in a handler") advises (a script that checks
+// GET(LeaseKey) == Token before it writes), runs as on the engine. Without it the lease is only in the context. Call it before
 // the first Publish.
 func (b *InlineBroker) UseRedis(c redis.UniversalClient) {
 	b.mu.Lock()

@@ -14,10 +14,12 @@ import (
 // order: publishing the others again, in order, keeps the partition's
 // order.
 type BatchError struct {
-	Published []bool
-	Err       error
+	Published []bool // Published[i]: msgs[i] was stored
+	Err       error  // why the rest was not (wraps ErrPublish)
 }
 
+// Error says how many messages were stored, so a log line tells a partial
+// batch from a failed one.
 func (e *BatchError) Error() string {
 	n := 0
 	for _, ok := range e.Published {
@@ -28,6 +30,8 @@ func (e *BatchError) Error() string {
 	return fmt.Sprintf("publish batch: %d of %d messages stored: %v", n, len(e.Published), e.Err)
 }
 
+// Unwrap returns Err, so errors.Is(err, ErrPublish) and checks for the
+// Redis error hold for a partial batch as for a failed publish.
 func (e *BatchError) Unwrap() error { return e.Err }
 
 // PublishBatch publishes msgs in a few round trips: one MULTI/EXEC on a

@@ -39,10 +39,10 @@ type PartitionStatus struct {
 	Category   string // for a pm, its categories joined by ","
 	Key        string // partition key, or a pm's correlation value
 	Stream     string // the partition stream (for a pm, its first stream)
-	Token      string // lease token, the consumer name: <owner_id>:<generation>
-	Generation int64
-	Halted     bool
-	Halt       *Halt // set when Halted
+	Token      string // lease token, the consumer name: <owner_id>~<incarnation>:<generation>
+	Generation int64  // the lease's generation, larger for every later owner (see LeaseInfo.Generation)
+	Halted     bool   // the partition's head failed for good: nothing later of its key runs until resolved
+	Halt       *Halt  // set when Halted
 }
 
 // Status is a snapshot of an engine instance.
@@ -65,7 +65,7 @@ type Status struct {
 	LargeCategories map[string]int
 	// Faults lists the partitions this instance released after permanent
 	// Redis errors (while benched) and those it found without an owner for
-	// longer than UnownedAfter, sorted by kind, handler, stream.
+	// longer than Engine.UnownedAfter(), sorted by kind, handler, stream.
 	Faults []Fault
 }
 
@@ -86,7 +86,7 @@ type LeaseInfo struct {
 	Handler  string // Registration.Name (for a pm, its name)
 	Category string // the partition's category (for a pm, its categories joined by ",")
 	Key      string // the partition key (for a pm, the correlation value)
-	Token    string // <owner_id>:<generation>
+	Token    string // <owner_id>~<incarnation>:<generation> (the incarnation is random per engine)
 	// Generation is larger for every later owner of the partition: each
 	// acquire takes max(stored + 1, Redis time in microseconds), so it
 	// keeps increasing across a Redis restart without persistence, from an

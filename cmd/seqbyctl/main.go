@@ -27,10 +27,10 @@
 //	seqbyctl partitions -handler NAME [-backfill SUFFIX]
 //	    One row per partition of every category the handler reads (an
 //	    unpartitioned category's stream is one row, key "-"): key, stream,
-//	    owner and generation (from the lease token "<owner>:<generation>";
-//	    "-" when the lease is free; a pm's lease is its correlation
-//	    value's), pending (entries delivered to the handler and not acked),
-//	    lag (entries not delivered to it yet; a stream its group has not
+//	    owner and generation (from the lease token
+//	    "<owner_id>~<incarnation>:<generation>"; "-" when the lease is
+//	    free; a pm's lease is its correlation value's), pending (entries
+//	    delivered to the handler and not acked), lag (entries not delivered to it yet; a stream its group has not
 //	    read yet counts whole), halted (a halt record exists) and idle (time
 //	    since the newest entry was appended, from its entry id, on Redis's
 //	    clock; "-" when none ever was). Pending and lag add up the partition

@@ -92,7 +92,7 @@ Flags:
 	}
 	fmt.Fprint(w, `
 FIELD is a direct field of the message struct, by JSON name, else Go name.
-CATEGORY is non-empty, without ':' or white space, and not of the __name__ form.
+CATEGORY is non-empty, without ':', '{', '}' or white space, and not of the __name__ form.
 NAME (a handler's consumer group; default import/path.Type) uses letters,
 digits and '.', '_', '-', '/', and starts with a letter or digit.
 Markers in _test.go files and comments such as "// seqby:key=x" are refused, as

@@ -8,7 +8,7 @@ import (
 	"github.com/seqby/seqby"
 )
 
-// TestExitCodes pins the exit statuses the README promises for flags and
+// TestExitCodes pins the exit statuses docs/markers.md promises for flags and
 // load failures (the testscripts cover 0 and 1 on real modules).
 func TestExitCodes(t *testing.T) {
 	tests := []struct {

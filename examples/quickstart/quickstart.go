@@ -1,5 +1,5 @@
-// Package quickstart is a small user package, as the README's quick start
-// builds one: two events of the category "account", partitioned by
+// Package quickstart is a small user package, like the one the README's
+// quick start builds: two events of the category "account", partitioned by
 // account, and Ledger, a handler sequential by account, all declared with
 // //seqby: markers; seqby_gen.go is what seqgen wrote for them. The
 // runnable examples of runtime, runtime/seqbytest and runtime/inspect use

@@ -11,7 +11,7 @@ import (
 // halted wrote it. The partition stays stuck on that entry until it is
 // resolved.
 type HaltRecord struct {
-	Handler string `json:"handler"`
+	Handler string `json:"handler"` // Registration.Name (a pm's name), its consumer group
 	// PM is true for a sequential process manager's correlation value.
 	PM bool `json:"pm,omitempty"`
 	// Partition names the partition: a keyed handler's partition stream
@@ -23,15 +23,15 @@ type HaltRecord struct {
 	// the lease (primary streams first, then backfill lanes).
 	Stream      string    `json:"stream"`
 	Streams     []string  `json:"streams"`
-	EntryID     string    `json:"entry_id"`
-	MessageType string    `json:"type,omitempty"`
-	MessageID   string    `json:"message_id,omitempty"`
-	Reason      string    `json:"reason"`
-	Error       string    `json:"error,omitempty"`
-	Owner       string    `json:"owner"`
-	Token       string    `json:"token"` // lease token of the halting owner
-	LeaseKey    string    `json:"lease_key"`
-	At          time.Time `json:"at"`
+	EntryID     string    `json:"entry_id"`             // the head's entry id in Stream: what skip and dlq take as -id
+	MessageType string    `json:"type,omitempty"`       // the head's message type ("" when its fields are gone)
+	MessageID   string    `json:"message_id,omitempty"` // the head's message id
+	Reason      string    `json:"reason"`               // why it halted ("handler failed 4 times", "handler failed permanently", ...)
+	Error       string    `json:"error,omitempty"`      // the last error's text
+	Owner       string    `json:"owner"`                // OwnerID of the instance that halted it
+	Token       string    `json:"token"`                // lease token of the halting owner
+	LeaseKey    string    `json:"lease_key"`            // the partition's (or pm value's) lease key
+	At          time.Time `json:"at"`                   // when it halted
 }
 
 // The conversion breaks the build if the wire record and this view drift
@@ -52,10 +52,16 @@ type Entry struct {
 // PendingEntry is one entry of a consumer group's pending list. In JSON,
 // Idle is a Go duration string ("idle": "1.5s").
 type PendingEntry struct {
-	ID         string        `json:"id"`
-	Consumer   string        `json:"consumer"` // the lease token of the owner holding it
-	Idle       time.Duration `json:"-"`
-	Deliveries int64         `json:"deliveries"`
+	ID       string        `json:"id"`       // stream entry id
+	Consumer string        `json:"consumer"` // the lease token of the owner holding it
+	Idle     time.Duration `json:"-"`        // time since it was last delivered
+	// Deliveries is the group's delivery count of the entry: how many
+	// owners read it (the runtime's Options.MaxDeliveries halts past
+	// that). A graceful release (a handover, a shutdown) gives the count
+	// back for the entries it hands on, so owners that crashed or stalled
+	// count and handovers do not: a head retried across handovers can show
+	// fewer deliveries than it had attempts.
+	Deliveries int64 `json:"deliveries"`
 }
 
 // MarshalJSON encodes Idle as a duration string.
@@ -72,16 +78,16 @@ func durationText(d time.Duration) string { return d.Round(time.Millisecond).Str
 
 // LaneInfo is one stream of a partition as the group sees it.
 type LaneInfo struct {
-	Stream  string         `json:"stream"`
-	Exists  bool           `json:"exists"`
-	Length  int64          `json:"length"`
+	Stream  string         `json:"stream"`  // the stream's name
+	Exists  bool           `json:"exists"`  // false when the stream is not in Redis (never written, or reaped)
+	Length  int64          `json:"length"`  // entries in the stream (XLEN)
 	Pending []PendingEntry `json:"pending"` // the group's pending entries, oldest first (at most 100); never nil
 }
 
 // Inspection is what an operator looks at before resolving a head. In
 // JSON, LeaseTTL is a Go duration string ("lease_ttl": "850ms").
 type Inspection struct {
-	Handler string `json:"handler"`
+	Handler string `json:"handler"` // Registration.Name (a pm's name)
 	// Partition names the partition as a halt record does: a keyed
 	// handler's partition stream, or a pm's correlation value.
 	Partition string `json:"partition"`
@@ -92,9 +98,9 @@ type Inspection struct {
 	// lease (LeaseKey, {value}:__pmlease__:pm) covers the value's streams
 	// in every category the pm reads, all listed in Lanes.
 	PM       bool          `json:"pm,omitempty"`
-	LeaseKey string        `json:"lease_key"`
-	Lease    string        `json:"lease"` // current lease token, "" when free
-	LeaseTTL time.Duration `json:"-"`     // remaining, 0 when free
+	LeaseKey string        `json:"lease_key"` // the key holding the lease (a pm's: its correlation value's)
+	Lease    string        `json:"lease"`     // current lease token, "" when free
+	LeaseTTL time.Duration `json:"-"`         // remaining, 0 when free
 	Lanes    []LaneInfo    `json:"streams"`
 	Head     *Entry        `json:"head"` // the halted head, else the first pending entry; nil when none
 	// Stale reports a halt record whose head was no longer pending: the
@@ -131,7 +137,7 @@ type HandlerInfo struct {
 // JSON, Idle is a Go duration string ("idle": "4m2.5s"), or null when
 // no entry was ever appended to the partition's streams.
 type PartitionInfo struct {
-	Category string `json:"category"`
+	Category string `json:"category"` // the category of the partition's streams
 	// Key is the partition key; "" for an unpartitioned category, whose
 	// one stream is listed as a row of its own.
 	Key string `json:"key"`
@@ -139,8 +145,9 @@ type PartitionInfo struct {
 	// unpartitioned category's stream.
 	Stream string `json:"stream"`
 	// Owner and Generation are the lease holder's, from its token
-	// "<owner>:<generation>"; "" and 0 when the lease is free. For a pm
-	// the lease is the correlation value's (a key of its categories).
+	// "<owner_id>~<incarnation>:<generation>" (Owner is the owner id, without
+	// the incarnation); "" and 0 when the lease is free. For a pm the lease
+	// is the correlation value's (a key of its categories).
 	Owner      string `json:"owner"`
 	Generation int64  `json:"generation"`
 	// Pending counts entries delivered to the handler's group and not
@@ -181,15 +188,15 @@ type DLQEntry struct {
 	ID      string    `json:"id"`       // the entry's id in it
 	MovedAt time.Time `json:"moved_at"` // from ID: when it was moved
 	// From the dlq_* fields: where the head was and why it halted.
-	Stream    string `json:"stream"`   // dlq_stream: the lane holding the head
-	EntryID   string `json:"entry_id"` // dlq_entry_id: its id there
-	Handler   string `json:"handler"`  // dlq_handler
-	Partition string `json:"partition"`
-	Reason    string `json:"reason"`
-	Error     string `json:"error"`
+	Stream    string `json:"stream"`    // dlq_stream: the lane holding the head
+	EntryID   string `json:"entry_id"`  // dlq_entry_id: its id there
+	Handler   string `json:"handler"`   // dlq_handler
+	Partition string `json:"partition"` // dlq_partition: as HaltRecord.Partition
+	Reason    string `json:"reason"`    // dlq_reason: the halt's reason
+	Error     string `json:"error"`     // dlq_error: the halt's last error
 	// From the message's fields.
-	MessageType string `json:"type"`
-	MessageID   string `json:"message_id"`
+	MessageType string `json:"type"`       // the message's type field
+	MessageID   string `json:"message_id"` // the message's id field
 	// Fields are the message's own fields (type, id, payload,
 	// published_at, a trace context): what a replay publishes, before
 	// the replay_* fields it adds. A head that was itself a replay also
@@ -202,7 +209,7 @@ type DLQEntry struct {
 // Replay reports a DLQ entry re-published to its partition (or, from
 // CheckReplayDLQ, one that would be).
 type Replay struct {
-	Entry DLQEntry `json:"entry"`
+	Entry DLQEntry `json:"entry"` // the dead-letter entry replayed
 	// Stream is the partition stream the message was appended to, at its
 	// end: category:{key} of the DLQ category:{key}:dlq.
 	Stream string `json:"stream"`
@@ -214,13 +221,13 @@ type Replay struct {
 // AuditEntry is an operator action recorded in the audit stream
 // (seqby:__audit__). Who, Command and Result are free text.
 type AuditEntry struct {
-	ID        string    `json:"id"`   // its id in the audit stream ("" until recorded)
-	Who       string    `json:"who"`  // the operator, as given ("alice@host")
-	When      time.Time `json:"when"` // RFC 3339 in the stream
-	Command   string    `json:"command"`
-	Handler   string    `json:"handler"`
-	Partition string    `json:"partition"`
-	Stream    string    `json:"stream"`   // the stream the entry was on
-	EntryID   string    `json:"entry_id"` // the entry acted on
-	Result    string    `json:"result"`   // what was done
+	ID        string    `json:"id"`        // its id in the audit stream ("" until recorded)
+	Who       string    `json:"who"`       // the operator, as given ("alice@host")
+	When      time.Time `json:"when"`      // RFC 3339 in the stream
+	Command   string    `json:"command"`   // the seqbyctl command ("skip", "dlq replay", ...)
+	Handler   string    `json:"handler"`   // the handler it was for ("" when none)
+	Partition string    `json:"partition"` // the partition, as HaltRecord.Partition
+	Stream    string    `json:"stream"`    // the stream the entry was on
+	EntryID   string    `json:"entry_id"`  // the entry acted on
+	Result    string    `json:"result"`    // what was done
 }

@@ -37,8 +37,8 @@ func (d *deposited) PartitionKey() (string, error) {
 }
 
 // ledger is a handler that applies deposits only under a lease, fenced
-// in Redis when it has one (the README's advice for effects that must not
-// land late).
+// in Redis when it has one (docs/runtime.md's advice for effects that must
+// not land late).
 type ledger struct {
 	mu      sync.Mutex
 	applied map[string][]int

@@ -12,8 +12,9 @@ import (
 	"github.com/seqby/seqby/runtime"
 )
 
-// RedisJournal is a Journal in Redis, written the way the README advises
-// for effects that must not land late: one script checks that the lease is
+// RedisJournal is a Journal in Redis, written the way docs/runtime.md
+// ("Status, halts and the lease in a handler") advises for effects that
+// must not land late: one script checks that the lease is
 // still the caller's (GET of its LeaseKey equals its token) before it
 // writes, and skips an event whose sequence number was already applied. Its
 // keys share the client's hash tag with the lease, so it runs on a cluster.

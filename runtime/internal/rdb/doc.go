@@ -26,7 +26,7 @@
 //	{category}:__signal__                stream      wake-up signals: field k = partition key (capped, approximate)
 //	{category}:__groups__                hash        the category's handlers (consumer groups) and where each new one starts
 //	{category}:__reaping__               set         keys being reaped, read with the index (reap.go)
-//	{category}:__reaper__                string      the category reaper's lease, <owner_id>:<generation>
+//	{category}:__reaper__                string      the category reaper's lease, <owner_id>~<incarnation>:<generation>
 //	{category}:__reapergen__             string      its generation counter
 //	{value}:__pmlease__:pm               string      a sequential pm's lease on correlation value <value>
 //	{value}:__pmgen__:pm                 string      its generation counter: max(stored + 1, Redis time in µs) per acquire; reaped

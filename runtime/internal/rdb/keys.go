@@ -69,8 +69,9 @@ func ReaperLease(category string) LeaseRef {
 // partitions: "{category}:__signal__".
 func SignalKey(category string) string { return "{" + category + "}:__signal__" }
 
-// LeaseKey holds "<owner_id>:<generation>" while group's partition stream
-// is owned: "category:{key}:__lease__:group", in the stream's slot.
+// LeaseKey holds "<owner_id>~<incarnation>:<generation>" while group's
+// partition stream is owned: "category:{key}:__lease__:group", in the
+// stream's slot.
 func LeaseKey(stream, group string) string { return SubStream(stream, "__lease__:"+group) }
 
 // AttemptKey marks, while it holds the owner's token, that the owner of
@@ -127,8 +128,8 @@ func OwnedKey(group, owner string) string { return "seqby:__owned__:" + group + 
 // other. Their hash tag is the correlation value, so the lease, counter
 // and state of one value share a Redis Cluster slot.
 
-// PMLeaseKey holds "<owner_id>:<generation>" while a sequential pm's
-// correlation value is owned.
+// PMLeaseKey holds "<owner_id>~<incarnation>:<generation>" while a
+// sequential pm's correlation value is owned.
 func PMLeaseKey(pm, correlation string) string { return "{" + correlation + "}:__pmlease__:" + pm }
 
 // PMGenerationKey is the generation counter of a pm correlation value's

@@ -14,7 +14,7 @@ import (
 // covers whatever its owner reads under it: one partition's lanes for a
 // keyed handler, every stream of a correlation value for a pm.
 type LeaseRef struct {
-	Key        string // holds "<owner_id>:<generation>" while owned
+	Key        string // holds "<owner_id>~<incarnation>:<generation>" while owned
 	Generation string // the last generation (see acquire.lua)
 }
 
@@ -40,7 +40,8 @@ type Lease struct {
 
 // Token is "<owner>:<generation>": the value of the lease key and the
 // owner's consumer name in the group. An engine's owner is its
-// incarnation, "<owner id>~<random>" (ParseToken).
+// incarnation, "<owner_id>~<random>" (ParseToken), so its tokens are
+// "<owner_id>~<incarnation>:<generation>", as docs/runtime.md writes them.
 func (l Lease) Token() string { return l.Owner + ":" + strconv.FormatInt(l.Generation, 10) }
 
 // Acquire takes ref for owner with a TTL (SET NX PX in one script with the
