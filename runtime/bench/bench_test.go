@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
@@ -103,30 +104,36 @@ func benchPublish(b *testing.B, c redis.UniversalClient) {
 }
 
 // plainConsumers runs the plain group's two consumers on stream until ctx
-// ends: XREADGROUP COUNT 100 (blocking up to 100ms), each message to
-// each, then one XACK of the batch.
+// ends (plainConsumer each).
 func plainConsumers(ctx context.Context, c *redis.Client, stream, group string, each func(redis.XMessage)) *sync.WaitGroup {
 	var wg sync.WaitGroup
 	for i := range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ctx.Err() == nil {
-				res, err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: fmt.Sprint(i),
-					Streams: []string{stream, ">"}, Count: 100, Block: 100 * time.Millisecond}).Result()
-				if err != nil {
-					continue
-				}
-				ids := make([]string, 0, len(res[0].Messages))
-				for _, m := range res[0].Messages {
-					each(m)
-					ids = append(ids, m.ID)
-				}
-				c.XAck(ctx, stream, group, ids...)
-			}
+			plainConsumer(ctx, c, stream, group, fmt.Sprint(i), each)
 		}()
 	}
 	return &wg
+}
+
+// plainConsumer is one consumer of the plain group on stream until ctx
+// ends: XREADGROUP COUNT 100 (blocking up to 100ms), each message to
+// each, then one XACK of the batch.
+func plainConsumer(ctx context.Context, c *redis.Client, stream, group, name string, each func(redis.XMessage)) {
+	for ctx.Err() == nil {
+		res, err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: name,
+			Streams: []string{stream, ">"}, Count: 100, Block: 100 * time.Millisecond}).Result()
+		if err != nil {
+			continue
+		}
+		ids := make([]string, 0, len(res[0].Messages))
+		for _, m := range res[0].Messages {
+			each(m)
+			ids = append(ids, m.ID)
+		}
+		c.XAck(ctx, stream, group, ids...)
+	}
 }
 
 // plainXAdd is the XADD of a plain producer: the same payload, one stream.
@@ -135,8 +142,51 @@ func plainXAdd(i int) *redis.XAddArgs {
 	return &redis.XAddArgs{Stream: "plain", Values: []any{"type", "ItemAdded", "payload", ev}}
 }
 
-// counter is a keyed handler that counts what it applies.
-type counter struct{ n, first, last atomic.Int64 }
+// span is a count of applied events and when the first and the last of
+// them were applied (Unix nanoseconds; zero before the first).
+type span struct{ n, first, last int64 }
+
+// merge is the span of s's and o's events together.
+func (s span) merge(o span) span {
+	if s.first == 0 || (o.first != 0 && o.first < s.first) {
+		s.first = o.first
+	}
+	s.n, s.last = s.n+o.n, max(s.last, o.last)
+	return s
+}
+
+// rate is events per second between the first and the last applied, so
+// that a run's rate excludes the engines' start (discovery, claiming);
+// zero before two events.
+func (s span) rate() float64 {
+	if s.last <= s.first {
+		return 0
+	}
+	return float64(s.n) / time.Duration(s.last-s.first).Seconds()
+}
+
+// tally is a span counted as events are applied.
+type tally struct{ n, first, last atomic.Int64 }
+
+// add counts an event applied at now (Unix nanoseconds). The count goes
+// last: whoever sees it has the times of the events it counts.
+func (t *tally) add(now int64) {
+	t.first.CompareAndSwap(0, now)
+	t.last.Store(now)
+	t.n.Add(1)
+}
+
+func (t *tally) span() span { return span{t.n.Load(), t.first.Load(), t.last.Load()} }
+
+// counter is a keyed handler that counts what it applies, apart for its
+// hotKey too, and, with lat set, records publish → handler start of the
+// events with Seq >= 0 (the lower ones warm up).
+type counter struct {
+	tally
+	hot    tally
+	hotKey string
+	lat    *latencies
+}
 
 func (h *counter) registration() runtime.Registration {
 	return runtime.Registration{
@@ -148,78 +198,116 @@ func (h *counter) registration() runtime.Registration {
 				return m, c.Unmarshal(p, &m)
 			},
 			PartitionKey: func(m any) (string, error) { return m.(events.ItemAdded).PartitionKey() },
-			Invoke:       func(context.Context, any, any) error { h.apply(); return nil },
+			Invoke: func(ctx context.Context, _ any, m any) error {
+				e := m.(events.ItemAdded)
+				if h.lat != nil && e.Seq >= 0 {
+					if mi, ok := runtime.MessageFromContext(ctx); ok {
+						h.lat.add(time.Since(mi.PublishedAt))
+					}
+				}
+				h.apply(e.ClientID)
+				return nil
+			},
 		}},
 	}
 }
 
-// counter also records when it applied its first and last event, so a
-// run's rate excludes the engines' start (discovery, claiming).
-func (h *counter) apply() {
-	now := time.Now().UnixNano()
-	h.first.CompareAndSwap(0, now)
-	h.last.Store(now)
-	h.n.Add(1)
+// plainMessage is the counter as the plain group's handler: it decodes
+// the payload, as a handler would, and takes the publish time from the
+// message's "t" field (the publisher's clock).
+func (h *counter) plainMessage(m redis.XMessage) {
+	now := time.Now()
+	var e events.ItemAdded
+	s, _ := m.Values["payload"].(string)
+	if runtime.JSON.Unmarshal([]byte(s), &e) != nil {
+		return
+	}
+	if h.lat != nil && e.Seq >= 0 {
+		t, _ := m.Values["t"].(string)
+		at, _ := strconv.ParseInt(t, 10, 64)
+		h.lat.add(now.Sub(time.Unix(0, at)))
+	}
+	h.apply(e.ClientID)
 }
 
-// rate is events per second between the first and the last applied.
-func (h *counter) rate() float64 {
-	d := time.Duration(h.last.Load() - h.first.Load())
-	return float64(h.n.Load()) / d.Seconds()
+// apply counts an event of key. The hot tally goes first: whoever sees
+// the total has the hot key's events in it.
+func (h *counter) apply(key string) {
+	now := time.Now().UnixNano()
+	if key == h.hotKey {
+		h.hot.add(now)
+	}
+	h.add(now)
 }
 
 // BenchmarkThroughput is the side-by-side run of issue #12: b.N events
-// (100,000 in make bench) published over 1, 8, 64 or 1,000 keys, then
-// applied either by two seqby engines, each its own OS process (keyed,
-// sequential: the guarantee on; process_test.go), or by two consumers of
-// a plain consumer group on one stream (XREADGROUP COUNT 100, then XACK of
-// the batch), on the same private redis-server, one after the other. The rate runs from the first event
-// applied to the last, so it excludes start-up; compare seqby's with the
-// plain group's of the same -count round.
+// (100,000 in make bench) published over 1, 8, 64 or 1,000 keys (in
+// turn), or over 1,000 keys drawn from a Zipf distribution (zipfKeys, the
+// same events in the same order for both), then applied either by two
+// seqby engines, each its own OS process (keyed, sequential: the
+// guarantee on; process_test.go), or by two consumers of a plain consumer
+// group on one stream (XREADGROUP COUNT 100, then XACK of the batch), on
+// the same private redis-server, one after the other. The rate runs from
+// the first event applied to the last, so it excludes start-up; compare
+// seqby's with the plain group's of the same -count round.
+//
+// Besides msg/s and CPU use as a share of a core, each run reports its
+// costs per event (issue #27): Redis CPU (INFO cpu), the consumers' CPU,
+// the commands Redis ran (INFO commandstats, the commands scripts call
+// included) and the script calls among them, all from after publishing
+// to the last event applied. With one key and with Zipf keys it also
+// reports the hottest key's share of the events and its own drain rate
+// (its events per second from its first applied to its last), so the
+// hot key among 999 others compares with the hot key alone.
 func BenchmarkThroughput(b *testing.B) {
-	for _, keys := range []int{1, 8, 64, 1000} {
-		b.Run(fmt.Sprintf("seqby/keys=%d", keys), func(b *testing.B) {
+	for _, ks := range keySets {
+		b.Run("seqby/"+ks.name, func(b *testing.B) {
+			keys := ks.keys(b.N)
+			hot, share := hottest(keys)
 			c := newClient(b)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			publishAll(ctx, b, c, keys)
+			publishKeys(ctx, b, c, keys)
 			if err := c.ConfigResetStat(ctx).Err(); err != nil {
 				b.Fatal(err)
 			}
 			cpu0, t0 := redisCPU(ctx, b, c), time.Now()
 			b.ResetTimer()
-			ep := startEngineProcs(b, c.Options().Addr, 2)
-			for {
-				if n, _ := ep.applied(); n >= int64(b.N) {
-					break
-				}
-				time.Sleep(time.Millisecond)
-			}
+			ep := startProcs(b, c.Options().Addr, 2, procSpec{hotKey: clientID(hot)})
+			waitUntil(b, throughputLimit, "events applied", func() bool { n, _ := ep.applied(); return n >= int64(b.N) })
 			b.StopTimer()
-			_, rate := ep.applied()
+			all, hotSpan, _ := ep.status()
+			rate := all.rate()
 			b.ReportMetric(rate, "msg/s")
 			// b.N is 1 in the run that sizes the benchmark: no rate there.
-			if keys == 64 && b.N >= 1000 && rate > float64frombits(maxRate64.Load()) {
+			if ks.name == "keys=64" && b.N >= 1000 && rate > float64frombits(maxRate64.Load()) {
 				maxRate64.Store(math.Float64bits(rate))
 			}
-			b.ReportMetric(100*(redisCPU(ctx, b, c)-cpu0)/time.Since(t0).Seconds(), "redis-cpu-%")
-			if os.Getenv("SEQBY_BENCH_STATS") != "" {
-				fmt.Fprintln(os.Stderr, c.Info(ctx, "commandstats").Val())
+			redisSecs := redisCPU(ctx, b, c) - cpu0
+			b.ReportMetric(100*redisSecs/time.Since(t0).Seconds(), "redis-cpu-%")
+			reportCommands(ctx, b, c, redisSecs, b.N)
+			if ks.hot {
+				b.ReportMetric(100*share, "hot-share-%")
+				b.ReportMetric(hotSpan.rate(), "hot-msg/s")
 			}
 			// Over the processes' whole life, start and stop included.
-			b.ReportMetric(100*ep.stop(b).Seconds()/time.Since(t0).Seconds(), "engines-cpu-%")
+			cpu := ep.stop(b)
+			b.ReportMetric(100*cpu.Seconds()/time.Since(t0).Seconds(), "engines-cpu-%")
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "engine-cpu-us/ev")
 		})
-		b.Run(fmt.Sprintf("plain/keys=%d", keys), func(b *testing.B) {
+		b.Run("plain/"+ks.name, func(b *testing.B) {
+			keys := ks.keys(b.N)
+			hot, share := hottest(keys)
 			c := newClient(b)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			const stream, group = "plain", "g"
 			var batch []any
 			pipe := c.Pipeline()
-			for i := 0; i < b.N; i++ {
-				ev, _ := runtime.JSON.Marshal(events.ItemAdded{ClientID: fmt.Sprintf("c-%d", i%keys), Seq: i})
+			for i, k := range keys {
+				ev, _ := runtime.JSON.Marshal(events.ItemAdded{ClientID: clientID(k), Seq: i})
 				batch = append(batch, pipe.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"type", "ItemAdded", "payload", ev}}))
-				if len(batch) == 1000 || i == b.N-1 {
+				if len(batch) == 1000 || i == len(keys)-1 {
 					if _, err := pipe.Exec(ctx); err != nil {
 						b.Fatal(err)
 					}
@@ -229,25 +317,144 @@ func BenchmarkThroughput(b *testing.B) {
 			if err := c.XGroupCreate(ctx, stream, group, "0").Err(); err != nil {
 				b.Fatal(err)
 			}
-			h := &counter{}
-			cpu0, t0 := redisCPU(ctx, b, c), time.Now()
-			b.ResetTimer()
-			wg := plainConsumers(ctx, c, stream, group, func(m redis.XMessage) {
-				var e events.ItemAdded
-				if runtime.JSON.Unmarshal([]byte(m.Values["payload"].(string)), &e) == nil {
-					h.apply()
-				}
-			})
-			for h.n.Load() < int64(b.N) {
-				time.Sleep(time.Millisecond)
+			if err := c.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
 			}
+			h := &counter{hotKey: clientID(hot)}
+			cpu0, t0 := redisCPU(ctx, b, c), time.Now()
+			// The consumers run in this process, so their CPU time is
+			// this process's over the consumer phase: it includes the
+			// benchmark's own overhead (the progress polling, the Redis
+			// INFO calls, collecting what publishing left behind), so it
+			// overstates the plain group's cost a little.
+			self0 := selfCPU()
+			b.ResetTimer()
+			wg := plainConsumers(ctx, c, stream, group, h.plainMessage)
+			waitUntil(b, throughputLimit, "events applied", func() bool { return h.n.Load() >= int64(b.N) })
 			b.StopTimer()
-			b.ReportMetric(h.rate(), "msg/s")
-			b.ReportMetric(100*(redisCPU(ctx, b, c)-cpu0)/time.Since(t0).Seconds(), "redis-cpu-%")
+			self := time.Duration(selfCPU() - self0)
+			b.ReportMetric(h.span().rate(), "msg/s")
+			redisSecs := redisCPU(ctx, b, c) - cpu0
+			b.ReportMetric(100*redisSecs/time.Since(t0).Seconds(), "redis-cpu-%")
+			reportCommands(ctx, b, c, redisSecs, b.N)
+			if ks.hot {
+				b.ReportMetric(100*share, "hot-share-%")
+				b.ReportMetric(h.hot.span().rate(), "hot-msg/s")
+			}
+			b.ReportMetric(float64(self.Microseconds())/float64(b.N), "engine-cpu-us/ev")
 			cancel()
 			wg.Wait()
 		})
 	}
+}
+
+// keySets are BenchmarkThroughput's spreads of events over keys: keys(n)
+// is the key numbers of n events (clientID names them); hot is whether
+// the run reports its hottest key.
+var keySets = []struct {
+	name string
+	keys func(n int) []int
+	hot  bool
+}{
+	{"keys=1", uniformKeys(1), true},
+	{"keys=8", uniformKeys(8), false},
+	{"keys=64", uniformKeys(64), false},
+	{"keys=1000", uniformKeys(1000), false},
+	{"keys=1000-zipf", zipfKeys, true},
+}
+
+// uniformKeys spreads events round-robin over keys.
+func uniformKeys(keys int) func(n int) []int {
+	return func(n int) []int {
+		ks := make([]int, n)
+		for i := range ks {
+			ks[i] = i % keys
+		}
+		return ks
+	}
+}
+
+// zipfKeys draws n keys out of 1,000 whose ranks follow Zipf's law with
+// s = 1.1: NewZipf's values k in [0, 999] have P(k) ∝ (v+k)^-s, so v = 1
+// makes key k the rank k+1 (key 0, "c-0", the hottest, about 18% of the
+// events). The seed is fixed: every run, seqby's and the plain group's,
+// publishes the same events in the same order.
+func zipfKeys(n int) []int {
+	z := rand.NewZipf(rand.New(rand.NewPCG(27, 1000)), 1.1, 1, 999)
+	ks := make([]int, n)
+	for i := range ks {
+		ks[i] = int(z.Uint64())
+	}
+	return ks
+}
+
+// hottest is the key with the most events and its share of them.
+func hottest(keys []int) (key int, share float64) {
+	count := map[int]int{}
+	for _, k := range keys {
+		count[k]++
+		if count[k] > count[key] || (count[k] == count[key] && k < key) {
+			key = k
+		}
+	}
+	return key, float64(count[key]) / float64(len(keys))
+}
+
+// clientID is key k's partition key.
+func clientID(k int) string { return fmt.Sprintf("c-%d", k) }
+
+// throughputLimit bounds a throughput run's wait for its events: far
+// longer than 100,000 events take, so reaching it means events are lost
+// or the consumers stuck, not slow.
+const throughputLimit = 10 * time.Minute
+
+// waitUntil polls done every millisecond until it holds; after limit, the
+// benchmark fails rather than hang.
+func waitUntil(b *testing.B, limit time.Duration, what string, done func() bool) {
+	deadline := time.Now().Add(limit)
+	for !done() {
+		if time.Now().After(deadline) {
+			b.Fatalf("%s: not done after %v", what, limit)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// reportCommands reports, per event over n, Redis's CPU time (redisSecs)
+// and, from INFO commandstats since the last CONFIG RESETSTAT, the
+// commands Redis ran and the script calls among them.
+func reportCommands(ctx context.Context, b *testing.B, c *redis.Client, redisSecs float64, n int) {
+	stats, cmds, scripts := commandStats(ctx, b, c)
+	if os.Getenv("SEQBY_BENCH_STATS") != "" {
+		fmt.Fprintln(os.Stderr, stats)
+	}
+	b.ReportMetric(1e6*redisSecs/float64(n), "redis-cpu-us/ev")
+	b.ReportMetric(float64(cmds)/float64(n), "redis-cmds/ev")
+	b.ReportMetric(float64(scripts)/float64(n), "script-calls/ev")
+}
+
+// commandStats is INFO commandstats, the calls of every command in it
+// (those scripts made included) but the benchmark's own (INFO, CONFIG
+// RESETSTAT), and the script calls (EVAL, EVALSHA, FCALL and their
+// read-only forms) among them.
+func commandStats(ctx context.Context, b testing.TB, c redis.UniversalClient) (stats string, commands, scripts int64) {
+	stats, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(stats, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
+		if !ok || name == "cmdstat_config|resetstat" || name == "cmdstat_info" {
+			continue
+		}
+		n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+		commands += n
+		switch strings.TrimPrefix(name, "cmdstat_") {
+		case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
+			scripts += n
+		}
+	}
+	return stats, commands, scripts
 }
 
 // BenchmarkClaim measures how long two engines with the default options
@@ -330,19 +537,7 @@ func BenchmarkIdle(b *testing.B) {
 	time.Sleep(idleWindow)
 	b.StopTimer()
 	cpu := redisCPU(ctx, b, c) - cpu0
-	stats, err := c.Info(ctx, "commandstats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
-	var commands int64
-	for _, line := range strings.Split(stats, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":calls=")
-		if !ok || name == "cmdstat_config|resetstat" || name == "cmdstat_info" {
-			continue
-		}
-		n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-		commands += n
-	}
+	stats, commands, _ := commandStats(ctx, b, c)
 	if os.Getenv("SEQBY_BENCH_STATS") != "" {
 		fmt.Fprintln(os.Stderr, stats)
 	}
@@ -440,11 +635,17 @@ func redisCPU(ctx context.Context, b testing.TB, c redis.UniversalClient) float6
 
 // publishAll publishes b.N keyed events over keys in batches.
 func publishAll(ctx context.Context, b *testing.B, c redis.UniversalClient, keys int) {
+	publishKeys(ctx, b, c, uniformKeys(keys)(b.N))
+}
+
+// publishKeys publishes an event of each key in keys, in order, in
+// batches.
+func publishKeys(ctx context.Context, b *testing.B, c redis.UniversalClient, keys []int) {
 	pub := runtime.NewPublisher(c, runtime.PublisherOptions{})
 	var msgs []runtime.Message
-	for i := 0; i < b.N; i++ {
-		msgs = append(msgs, events.ItemAdded{ClientID: fmt.Sprintf("c-%d", i%keys), Seq: i})
-		if len(msgs) == 1000 || i == b.N-1 {
+	for i, k := range keys {
+		msgs = append(msgs, events.ItemAdded{ClientID: clientID(k), Seq: i})
+		if len(msgs) == 1000 || i == len(keys)-1 {
 			if err := pub.PublishBatch(ctx, msgs); err != nil {
 				b.Fatal(err)
 			}
