@@ -1,5 +1,7 @@
 // Package bench measures the runtime against a private redis-server:
-// publish throughput and end-to-end keyed throughput. Run with make bench;
+// publish throughput, end-to-end keyed throughput and its costs per
+// event, latency at steady rates, claiming, idle cost and storage, seqby
+// next to a plain consumer group where one compares. Run with make bench;
 // results are written down in docs/benchmarks.md, never asserted in tests.
 package bench
 

@@ -36,7 +36,8 @@ import (
 // every few milliseconds, until its stdin closes, when it stops
 // gracefully: cpu is its own user and system time so far, and the hot
 // fields count the events of the key named by SEQBY_BENCH_HOTKEY (zero
-// without it). With SEQBY_BENCH_LATENCY set to a directory, it records
+// without it). With SEQBY_BENCH_DEFAULTS set, an engine runs with the
+// default Options rather than fastDiscovery. With SEQBY_BENCH_LATENCY set to a directory, it records
 // publish → handler start of every event with Seq >= 0 (lower ones warm
 // up) and writes them there on exit as <owner id>.lat, little-endian
 // int64 nanoseconds. With SEQBY_BENCH_PROFILE set to a directory, each
@@ -76,6 +77,9 @@ func childProcess(spec string, plain bool) int {
 		}
 	} else {
 		opts := fastDiscovery
+		if os.Getenv("SEQBY_BENCH_DEFAULTS") != "" {
+			opts = runtime.Options{}
+		}
 		opts.OwnerID, opts.Logger = owner, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		eng, err := runtime.NewEngine(c, opts)
 		if err == nil {
@@ -142,6 +146,7 @@ type procSpec struct {
 	plain      bool   // plain group consumers instead of seqby engines
 	hotKey     string // the key whose events the processes count apart
 	latencyDir string // where the processes write their latencies
+	defaults   bool   // engines with the default Options, not fastDiscovery
 }
 
 // procStatus is one process's last status line.
@@ -185,8 +190,14 @@ func startProcs(b *testing.B, addr string, n int, spec procSpec) *engineProcs {
 	}
 	for i := range n {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		defaults := ""
+		if spec.defaults {
+			defaults = "1"
+		}
+		// Set even when empty: the last of a duplicate key wins, so the
+		// benchmark's own environment cannot leak into a process.
 		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s-%d", env, addr, name, i),
-			"SEQBY_BENCH_HOTKEY="+spec.hotKey, "SEQBY_BENCH_LATENCY="+spec.latencyDir)
+			"SEQBY_BENCH_HOTKEY="+spec.hotKey, "SEQBY_BENCH_LATENCY="+spec.latencyDir, "SEQBY_BENCH_DEFAULTS="+defaults)
 		cmd.Stderr = os.Stderr
 		in, err := cmd.StdinPipe()
 		if err != nil {
@@ -273,7 +284,6 @@ func (ep *engineProcs) latencies(b *testing.B) *latencies {
 			l.d = append(l.d, time.Duration(binary.LittleEndian.Uint64(p)))
 		}
 	}
-	l.n.Store(int64(len(l.d)))
 	return l
 }
 
