@@ -15,6 +15,11 @@
 //	REDIS_URL=redis://127.0.0.1:7001 go run ./examples/orders   # any node of a cluster
 //	go run ./examples/orders -metrics-addr 127.0.0.1:9464      # engine B's Prometheus metrics while it runs
 //
+// The first run compiles 381 packages (pure-Go SQLite, go-redis, pgx,
+// Prometheus and OpenTelemetry, an embedded Redis): about 155 CPU seconds,
+// a minute and a half on an idle 2-core machine (docs/benchmarks.md);
+// later runs start in a few seconds.
+//
 // Use a Redis (or database) of its own: the demo writes its keys there.
 // It exits 0 when the story's facts hold (the takeover happened, every
 // client's events were applied once and in publish order, the halt was
