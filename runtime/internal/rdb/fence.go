@@ -90,22 +90,35 @@ func fencedRead(ctx context.Context, script *redis.Script, run runner, l Lease, 
 	if err != nil {
 		return nil, false, fmt.Errorf("fenced read of %v: %w", lanes, fenced(err, l))
 	}
+	es, more, err := parseRead(lanes, res)
+	if err != nil {
+		return nil, false, fmt.Errorf("fenced read of %v: %w", lanes, err)
+	}
+	return es, more, nil
+}
+
+// parseRead reads the reply of a fenced read over lanes (read.lua,
+// read_oldest.lua, or a round's read slice: see fencedRead).
+func parseRead(lanes []string, res []any) ([]Entry, bool, error) {
+	if len(res) == 0 {
+		return nil, false, fmt.Errorf("unexpected reply %v", res)
+	}
 	lane, _ := res[0].(int64)
 	if lane == 0 {
 		return nil, false, nil
 	}
 	if lane < 1 || int(lane) > len(lanes) || len(res) < 2 {
-		return nil, false, fmt.Errorf("fenced read of %v: unexpected reply %v", lanes, res)
+		return nil, false, fmt.Errorf("unexpected reply %v", res)
 	}
 	raw, _ := res[1].([]any)
 	if len(raw) == 0 {
-		return nil, false, fmt.Errorf("fenced read of %v: unexpected reply %v", lanes, res)
+		return nil, false, fmt.Errorf("unexpected reply %v", res)
 	}
 	es := make([]Entry, len(raw))
 	for i, v := range raw {
 		e, err := parseEntry(v)
 		if err != nil {
-			return nil, false, fmt.Errorf("fenced read of %v: %w", lanes, err)
+			return nil, false, err
 		}
 		// Entries after the first are new ones read ahead: when they run
 		// it is their first time.

@@ -1,0 +1,116 @@
+package rdb
+
+import (
+	"fmt"
+	"math/rand"
+	"os"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The reads moved into lib/read.lua and lib/oldest.lua (to be shared with
+// round.lua) reply and change Redis exactly as before: testdata holds
+// read.lua and read_oldest.lua as they were assembled before the move,
+// and both versions run on identical copies of random states, call after
+// call (each acking what the previous call returned, or a random id),
+// comparing every reply byte for byte and the copies' state after each.
+func TestRoundSingleScriptsUnchanged(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	for _, tc := range []struct {
+		op     byte
+		before string
+		now    *redis.Script
+		arg    func(rng *rand.Rand) int
+		trials int
+	}{
+		{'R', "testdata/read_before_round.lua", scriptRead, func(rng *rand.Rand) int { return 1 + rng.Intn(3) }, 150},
+		{'O', "testdata/read_oldest_before_round.lua", scriptReadOldest, func(*rand.Rand) int { return 2 }, 150},
+	} {
+		src, err := os.ReadFile(tc.before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := redis.NewScript(string(src))
+		seen := map[string]int{}
+		for trial := range tc.trials {
+			rng := rand.New(rand.NewSource(int64(trial)))
+			group := "g"
+			a := newRoundCopy(fmt.Sprintf("u%c%d", tc.op, trial), tc.op == 'O', group)
+			b := newRoundCopy(fmt.Sprintf("v%c%d", tc.op, trial), tc.op == 'O', group)
+			steps, ids := genRoundState(rng, len(a.lanes), group)
+			a.apply(ctx, t, c, steps)
+			b.apply(ctx, t, c, steps)
+			token := roundToken
+			if rng.Intn(10) == 0 {
+				token = "o~x:6" // a past generation: fenced
+			}
+			if rng.Intn(12) > 0 { // else the lease is missing: fenced
+				c.Set(ctx, a.lease, roundToken, 0)
+				c.Set(ctx, b.lease, roundToken, 0)
+			}
+			var last []any
+			for call := range 6 {
+				arg := tc.arg(rng)
+				ackLane, ackID := 0, ""
+				if l, es := lastEntry(last); l > 0 && rng.Intn(4) > 0 {
+					ackLane, ackID = l, es
+				} else if l := rng.Intn(len(a.lanes)); rng.Intn(3) == 0 && len(ids[l]) > 0 {
+					ackLane, ackID = l+1, ids[l][rng.Intn(len(ids[l]))]
+				}
+				ra, erra := before.Run(ctx, c, a.keys(), token, group, arg, ackLane, ackID).Result()
+				rb, errb := tc.now.Run(ctx, c, b.keys(), token, group, arg, ackLane, ackID).Result()
+				if ga, gb := normalize([]any{ra, fmt.Sprint(erra)}, a.tag), normalize([]any{rb, fmt.Sprint(errb)}, b.tag); ga != gb {
+					t.Fatalf("%c trial %d call %d: before the move\n %s\nnow\n %s", tc.op, trial, call, ga, gb)
+				}
+				if sa, sb := a.state(ctx, t, c), b.state(ctx, t, c); sa != sb {
+					t.Fatalf("%c trial %d call %d: state before the move\n%s\nnow\n%s", tc.op, trial, call, sa, sb)
+				}
+				last, _ = ra.([]any)
+				seen[replyKind(last, erra)]++
+			}
+		}
+		// The random states reached every kind of reply.
+		for _, k := range []string{"fenced", "drained", "pending", "new", "deleted"} {
+			if seen[k] == 0 {
+				t.Errorf("%c: no %s reply among %v", tc.op, k, seen)
+			}
+		}
+	}
+}
+
+// replyKind classifies a single read script's reply: fenced, drained,
+// deleted (an entry XDEL'd while pending), pending (from the pending
+// pass: deliveries above 1), or new.
+func replyKind(reply []any, err error) string {
+	if err != nil {
+		return "fenced"
+	}
+	if lane, _ := reply[0].(int64); lane == 0 {
+		return "drained"
+	}
+	es, _ := reply[1].([]any)
+	if e, _ := es[0].([]any); len(e) == 2 && e[1] == nil {
+		return "deleted"
+	}
+	if d, _ := reply[2].(int64); d > 1 {
+		return "pending"
+	}
+	return "new"
+}
+
+// lastEntry is the lane (1-based) and id of the last entry a read reply
+// returned, 0 when none.
+func lastEntry(reply []any) (int, string) {
+	if len(reply) < 2 {
+		return 0, ""
+	}
+	lane, _ := reply[0].(int64)
+	es, _ := reply[1].([]any)
+	if lane == 0 || len(es) == 0 {
+		return 0, ""
+	}
+	e, _ := es[len(es)-1].([]any)
+	id, _ := e[0].(string)
+	return int(lane), id
+}
