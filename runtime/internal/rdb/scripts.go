@@ -17,6 +17,29 @@ var luaFiles embed.FS
 // The files are embedded, so a missing one is a build defect and panics at
 // package init, never at run time.
 func script(name string, libs ...string) *redis.Script {
+	s := redis.NewScript(source(name, libs...))
+	allScripts = append(allScripts, s)
+	return s
+}
+
+// crossSlotScript is script with the shebang line that lets it touch keys
+// of several hash slots of one Redis Cluster node (Redis 7.0+): for a call
+// carrying many partitions, whose keys share a node but not a slot. It is
+// a separate script (another SHA) because a single Redis needs no flag and
+// an embedded one (miniredis) may not parse the line; LoadScripts loads it
+// on cluster clients only.
+func crossSlotScript(name string, libs ...string) *redis.Script {
+	s := redis.NewScript(crossSlotShebang + source(name, libs...))
+	clusterScripts = append(clusterScripts, s)
+	return s
+}
+
+// crossSlotShebang must be the script's first line: Redis reads the flags
+// only there.
+const crossSlotShebang = "#!lua flags=allow-cross-slot-keys\n"
+
+// source is the text of lua/<name>.lua after its helpers (see script).
+func source(name string, libs ...string) string {
 	var src []byte
 	for _, f := range append(prefixed("lib/", libs), name) {
 		b, err := luaFiles.ReadFile("lua/" + f + ".lua")
@@ -25,9 +48,7 @@ func script(name string, libs ...string) *redis.Script {
 		}
 		src = append(src, b...)
 	}
-	s := redis.NewScript(string(src))
-	allScripts = append(allScripts, s)
-	return s
+	return string(src)
 }
 
 func prefixed(dir string, names []string) []string {
@@ -40,6 +61,10 @@ func prefixed(dir string, names []string) []string {
 
 // allScripts is every script, for LoadScripts; filled by script.
 var allScripts []*redis.Script
+
+// clusterScripts are the scripts LoadScripts loads on a cluster client
+// only; filled by crossSlotScript.
+var clusterScripts []*redis.Script
 
 var (
 	scriptAcquire         = script("acquire", "cold")
@@ -55,6 +80,8 @@ var (
 	scriptAppendOnce      = script("append_once")
 	scriptRead            = script("read", "pel", "read")
 	scriptReadOldest      = script("read_oldest", "ids", "pel", "oldest")
+	scriptRound           = script("round", "ids", "pel", "read", "oldest")
+	scriptRoundCrossSlot  = crossSlotScript("round", "ids", "pel", "read", "oldest")
 	scriptAck             = script("ack")
 	scriptReclaim         = script("reclaim")
 	scriptMember          = script("member")
@@ -74,7 +101,11 @@ var (
 // call it at start; a single call (Script.Run) also falls back to EVAL on
 // NOSCRIPT, and the pipelined calls reload and retry.
 func LoadScripts(ctx context.Context, c redis.UniversalClient) error {
-	for _, s := range allScripts {
+	scripts := allScripts
+	if _, ok := c.(*redis.ClusterClient); ok {
+		scripts = append(scripts[:len(scripts):len(scripts)], clusterScripts...)
+	}
+	for _, s := range scripts {
 		if err := s.Load(ctx, c).Err(); err != nil {
 			return fmt.Errorf("load seqby scripts: %w", err)
 		}

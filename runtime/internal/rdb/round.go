@@ -1,0 +1,295 @@
+package rdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RoundOp is what a slice of a round does under its lease.
+type RoundOp byte
+
+// The ops of a round's slice (round.lua). Each checks the slice's lease
+// first and does nothing else when it does not hold the token.
+const (
+	// RoundAck acks the slice's ack ids: ack.lua for many ids.
+	RoundAck RoundOp = 'A'
+	// RoundRead acks, then reads as FencedReadAhead (read.lua).
+	RoundRead RoundOp = 'R'
+	// RoundReadOldest acks, then reads as FencedReadOldest
+	// (read_oldest.lua).
+	RoundReadOldest RoundOp = 'O'
+	// RoundVerify only checks the lease, as Lease.Verify.
+	RoundVerify RoundOp = 'V'
+)
+
+// RoundMaxSlices and RoundMaxKeys bound one round call. A script blocks
+// Redis while it runs, so a round must stay short next to the other
+// clients' commands; on a cluster a call is refused whole when one of its
+// slots has moved (MOVED, ASK, TRYAGAIN), so a larger call loses more
+// work to one migration; and the reply, which carries every slice's
+// entries, is built whole in Redis's memory before it is sent. The
+// caller splits a larger round into several calls (which a pipeline can
+// still carry in one round trip).
+const (
+	RoundMaxSlices = 32
+	RoundMaxKeys   = 128
+)
+
+// RoundMaxAckIDs bounds the ack ids of one round call: round.lua passes a
+// slice's ids to XACK with unpack, which Lua refuses beyond its C stack
+// (a few thousand values), and every id is one more argument to parse.
+const RoundMaxAckIDs = 1024
+
+// roundHeader is how many ARGV values precede a slice's ack ids.
+const roundHeader = 7
+
+// RoundSlice is one partition's part of a round: its lease, lanes and
+// group, what to do (Op), and the ids to ack first. A slice's keys must
+// share a node with every other slice's of the call on a cluster (they
+// share a slot within a slice by the key layout).
+type RoundSlice struct {
+	Op    RoundOp
+	Lease Lease    // the lease key and the token it must hold (its consumer name)
+	Group string   // the consumer group
+	Lanes []string // RoundRead: priority order; RoundReadOldest: primaries first
+	// N is, for RoundRead, how many new entries of the first lane to read
+	// at most (FencedReadAhead's count; at least 1), and for
+	// RoundReadOldest the number of primary lanes (FencedReadOldest's
+	// primaries); other ops ignore it.
+	N int
+	// AckLane is the lane (1-based index into Lanes) AckIDs are on, 0 when
+	// the slice acks nothing; RoundVerify acks nothing.
+	AckLane int
+	// AckIDs are acked, in one XACK after the fence check and before the
+	// read, as the ack riding on FencedRead is.
+	AckIDs []string
+}
+
+// RoundResult is one slice's outcome.
+type RoundResult struct {
+	// Err is nil, or wraps ErrFenced when the lease did not hold the
+	// token (the slice did nothing), or ErrNotLocal (on a cluster: the
+	// slice did nothing), or the slice's own failure: an error reply of
+	// Redis (a redis.Error, so Permanent classifies it), after which what
+	// the slice did before it (its acks) stays done.
+	Err error
+	// Entries and More are what FencedReadAhead (RoundRead) returns for
+	// the same state, or FencedReadOldest's entry (RoundReadOldest: at
+	// most one, and More is true whenever there is one, as read_oldest.lua
+	// does not say); nil when every lane is drained.
+	Entries []Entry
+	More    bool
+	// Acked is XACK's count for RoundAck.
+	Acked int64
+}
+
+// Fenced reports whether the slice's lease did not hold its token.
+func (r RoundResult) Fenced() bool { return errors.Is(r.Err, ErrFenced) }
+
+// BuildRound returns the KEYS and ARGV of one round.lua call carrying
+// slices, in their order. On a single Redis (cluster false) every key is
+// declared in KEYS. On a cluster, Redis refuses KEYS of several slots
+// even to a script flagged allow-cross-slot-keys (it measured so on
+// 7.0.15), so only the first slice's keys are declared (they route the
+// call and are checked by Redis with the call) and the others travel at
+// the end of ARGV, for RoundScript's cross-slot variant (see round.lua).
+//
+// It refuses a round beyond RoundMaxSlices, RoundMaxKeys or
+// RoundMaxAckIDs (ErrRoundTooLarge: the caller splits it) and a malformed
+// slice, so the script's own checks of the header only guard against a
+// defect.
+func BuildRound(slices []RoundSlice, cluster bool) (keys []string, args []any, err error) {
+	nk, nids := 0, 0
+	for i, s := range slices {
+		if err := s.check(); err != nil {
+			return nil, nil, fmt.Errorf("round slice %d (%s): %w", i, s.Lease.Ref.Key, err)
+		}
+		nk += 1 + len(s.Lanes)
+		nids += len(s.AckIDs)
+	}
+	if len(slices) > RoundMaxSlices || nk > RoundMaxKeys || nids > RoundMaxAckIDs {
+		return nil, nil, fmt.Errorf("round of %d slices, %d keys, %d ack ids (at most %d, %d, %d): %w",
+			len(slices), nk, nids, RoundMaxSlices, RoundMaxKeys, RoundMaxAckIDs, ErrRoundTooLarge)
+	}
+	declared := nk
+	if cluster && len(slices) > 0 {
+		declared = 1 + len(slices[0].Lanes)
+	}
+	keys = make([]string, 0, declared)
+	args = make([]any, 0, 2+roundHeader*len(slices)+nids+nk-declared)
+	args = append(args, len(slices), nk-declared)
+	for i, s := range slices {
+		if i == 0 || !cluster {
+			keys = append(append(keys, s.Lease.Ref.Key), s.Lanes...)
+		}
+		args = append(args, string(s.Op), 1+len(s.Lanes), s.Lease.Token(), s.Group, s.N, s.AckLane, len(s.AckIDs))
+		for _, id := range s.AckIDs {
+			args = append(args, id)
+		}
+	}
+	if declared < nk {
+		for _, s := range slices[1:] {
+			args = append(args, s.Lease.Ref.Key)
+			for _, l := range s.Lanes {
+				args = append(args, l)
+			}
+		}
+	}
+	return keys, args, nil
+}
+
+// ErrNotLocal is a round slice whose keys were not all on the node the
+// round ran on (another node serves its slot, or the slot is migrating
+// and a key already left): nothing of the slice was done, so it can go
+// again, to the node that now serves the slot.
+var ErrNotLocal = errors.New("the slice's keys are not on the node the round ran on; nothing of it was done")
+
+// ErrRoundTooLarge is BuildRound's refusal of a round beyond the caps:
+// split it into several calls.
+var ErrRoundTooLarge = errors.New("round too large for one call; split it")
+
+// check refuses a slice round.lua would refuse or misread.
+func (s RoundSlice) check() error {
+	switch {
+	case s.Op != RoundAck && s.Op != RoundRead && s.Op != RoundReadOldest && s.Op != RoundVerify:
+		return fmt.Errorf("unknown op %q", s.Op)
+	case s.Lease.Ref.Key == "":
+		return errors.New("no lease key")
+	case s.AckLane < 0 || s.AckLane > len(s.Lanes):
+		return fmt.Errorf("ack lane %d of %d lanes", s.AckLane, len(s.Lanes))
+	case (s.AckLane == 0) != (len(s.AckIDs) == 0):
+		return fmt.Errorf("ack lane %d with %d ack ids", s.AckLane, len(s.AckIDs))
+	case s.Op == RoundVerify && len(s.AckIDs) > 0:
+		return errors.New("a verify acks nothing")
+	case s.Op == RoundRead && (s.N < 1 || len(s.Lanes) == 0):
+		return fmt.Errorf("a read of %d entries over %d lanes", s.N, len(s.Lanes))
+	case s.Op == RoundReadOldest && (s.N < 0 || s.N > len(s.Lanes)):
+		return fmt.Errorf("%d primaries of %d lanes", s.N, len(s.Lanes))
+	}
+	return nil
+}
+
+// ParseRound reads round.lua's reply to the call BuildRound made of
+// slices: one RoundResult per slice. The error is for a reply that does
+// not match the call (a defect), never for one slice's outcome.
+func ParseRound(slices []RoundSlice, reply any) ([]RoundResult, error) {
+	res, _ := reply.([]any)
+	if len(res) != len(slices) {
+		return nil, fmt.Errorf("round of %d slices: unexpected reply %v", len(slices), reply)
+	}
+	out := make([]RoundResult, len(slices))
+	for i, s := range slices {
+		r, _ := res[i].([]any)
+		status := int64(-2)
+		if len(r) > 0 {
+			status, _ = r[0].(int64)
+		}
+		switch {
+		case status == 0 && len(r) == 1:
+			out[i].Err = fmt.Errorf("round slice %d: %s as %s: %w", i, s.Lease.Ref.Key, s.Lease.Token(), ErrFenced)
+		case status == -1 && len(r) == 2:
+			msg, _ := r[1].(string)
+			out[i].Err = fmt.Errorf("round slice %d (%s): %w", i, s.Lease.Ref.Key, replyError(msg))
+		case status == -2 && len(r) == 2:
+			// Not a redis.Error: Permanent must not read the server's
+			// "ERR Script attempted to access a non local key" as a
+			// defect; the slot moves, and the slice goes again.
+			msg, _ := r[1].(string)
+			out[i].Err = fmt.Errorf("round slice %d (%s): %s: %w", i, s.Lease.Ref.Key, msg, ErrNotLocal)
+		case status == 1 && len(r) == 2:
+			out[i] = parseRoundSlice(i, s, r[1])
+		default:
+			out[i].Err = fmt.Errorf("round slice %d (%s): unexpected reply %v", i, s.Lease.Ref.Key, res[i])
+		}
+	}
+	return out, nil
+}
+
+// parseRoundSlice reads the reply of a slice whose lease held: the reply
+// of the single script the op stands for, read by that script's parser.
+func parseRoundSlice(i int, s RoundSlice, v any) RoundResult {
+	var r RoundResult
+	switch s.Op {
+	case RoundAck:
+		r.Acked, _ = v.(int64)
+	case RoundRead, RoundReadOldest:
+		raw, _ := v.([]any)
+		es, more, err := parseRead(s.Lanes, raw)
+		if err != nil {
+			r.Err = fmt.Errorf("round slice %d: fenced read of %v: %w", i, s.Lanes, err)
+			break
+		}
+		r.Entries, r.More = es, more
+	}
+	return r
+}
+
+// replyError is an error reply of Redis that round.lua caught in a slice,
+// carried as the error of that slice alone. It is a redis.Error, so
+// Permanent and the Is* helpers classify it as they would the reply of a
+// single script.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+
+// RedisError marks replyError as an error reply of the server.
+func (replyError) RedisError() {}
+
+// Round runs one round.lua call carrying slices and returns one result per
+// slice. On a cluster client it runs the allow-cross-slot-keys variant,
+// routed by the first slice's lease key: when that slot is not served by
+// the node the client sends to, or is moving, Redis refuses the whole
+// call (nothing is applied) and err says so (IsMoved; go-redis follows a
+// MOVED or ASK itself first); another slice whose keys are not on that
+// node fails alone with ErrNotLocal. err is also a call that could not
+// run at all (too large, a network error); a slice's own outcome is in
+// its result.
+func Round(ctx context.Context, c redis.UniversalClient, slices []RoundSlice) ([]RoundResult, error) {
+	_, cluster := c.(*redis.ClusterClient)
+	keys, args, err := BuildRound(slices, cluster)
+	if err != nil {
+		return nil, err
+	}
+	if len(slices) == 0 {
+		return nil, nil
+	}
+	res, err := RoundScript(c).Run(ctx, c, keys, args...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("round of %d slices from %s: %w", len(slices), slices[0].Lease.Ref.Key, err)
+	}
+	return ParseRound(slices, res)
+}
+
+// RoundScript is the round script for c: on a cluster client the variant
+// flagged allow-cross-slot-keys (a round's slices are on one node, not in
+// one slot), else the plain one, which every Redis (and miniredis) runs.
+func RoundScript(c redis.UniversalClient) *redis.Script {
+	if _, ok := c.(*redis.ClusterClient); ok {
+		return scriptRoundCrossSlot
+	}
+	return scriptRound
+}
+
+// IsMoved reports a call refused because a slot it names is served by
+// another node or is moving (MOVED, ASK, TRYAGAIN): on a round, nothing
+// was applied, and the slices are worth sending again, grouped by their
+// node as the cluster now maps them.
+func IsMoved(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "MOVED ") || strings.HasPrefix(msg, "ASK ") || strings.HasPrefix(msg, "TRYAGAIN")
+}
+
+// IsCrossSlot reports a call refused for naming keys of several slots
+// where they may not be (CROSSSLOT): nothing was applied.
+func IsCrossSlot(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "CROSSSLOT")
+}
