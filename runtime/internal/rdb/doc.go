@@ -59,4 +59,15 @@
 // that acts for a lease holder checks the lease first and fails with the
 // error prefix SEQBY_FENCED when the token no longer holds; the Go side
 // maps it to ErrFenced.
+//
+// One script breaks the KEYS rule, for a reason: round.lua (round.go)
+// carries many partitions' fenced acks and reads in one call, each
+// partition a slice replying on its own (applied, fenced, failed), since
+// invoking a script costs more Redis time than a fenced read's commands.
+// Redis 7.0 refuses a call whose KEYS span several slots even when the
+// script is flagged allow-cross-slot-keys (the flag only lets it touch
+// undeclared keys of other slots on its node), so on a cluster only the
+// first slice's keys are declared and the others travel in ARGV; a slice
+// whose keys are not on the node replies so (ErrNotLocal) before doing
+// anything.
 package rdb
