@@ -28,12 +28,13 @@ const (
 
 // RoundMaxSlices and RoundMaxKeys bound one round call. A script blocks
 // Redis while it runs, so a round must stay short next to the other
-// clients' commands; on a cluster a call is refused whole when one of its
-// slots has moved (MOVED, ASK, TRYAGAIN), so a larger call loses more
-// work to one migration; and the reply, which carries every slice's
-// entries, is built whole in Redis's memory before it is sent. The
-// caller splits a larger round into several calls (which a pipeline can
-// still carry in one round trip).
+// clients' commands; on a cluster a call is refused whole when its first
+// slice's slot has moved or is moving (MOVED, ASK, TRYAGAIN), and every
+// slice of a call that reached the wrong node fails (ErrNotLocal), so a
+// larger call loses more work to one migration; and the reply, which
+// carries every slice's entries, is built whole in Redis's memory before
+// it is sent. The caller splits a larger round into several calls (which
+// a pipeline can still carry in one round trip).
 const (
 	RoundMaxSlices = 32
 	RoundMaxKeys   = 128
@@ -48,9 +49,10 @@ const RoundMaxAckIDs = 1024
 const roundHeader = 7
 
 // RoundSlice is one partition's part of a round: its lease, lanes and
-// group, what to do (Op), and the ids to ack first. A slice's keys must
-// share a node with every other slice's of the call on a cluster (they
-// share a slot within a slice by the key layout).
+// group, what to do (Op), and the ids to ack first. A slice's keys share
+// one slot (the key layout sees to it); on a cluster the slices of one
+// call should share a node, or those not on the first slice's node fail
+// with ErrNotLocal.
 type RoundSlice struct {
 	Op    RoundOp
 	Lease Lease    // the lease key and the token it must hold (its consumer name)
@@ -184,7 +186,7 @@ func ParseRound(slices []RoundSlice, reply any) ([]RoundResult, error) {
 	out := make([]RoundResult, len(slices))
 	for i, s := range slices {
 		r, _ := res[i].([]any)
-		status := int64(-2)
+		status := int64(-99) // no status: an unexpected reply
 		if len(r) > 0 {
 			status, _ = r[0].(int64)
 		}
