@@ -76,8 +76,16 @@ type RoundResult struct {
 	// Err is nil, or wraps ErrFenced when the lease did not hold the
 	// token (the slice did nothing), or ErrNotLocal (on a cluster: the
 	// slice did nothing), or the slice's own failure: an error reply of
-	// Redis (a redis.Error, so Permanent classifies it), after which what
-	// the slice did before it (its acks) stays done.
+	// Redis or a Lua error (a redis.Error beginning with the reply's own
+	// prefix, ERR for a Lua error, so Permanent classifies it as the
+	// single script's same error), after which what the slice did before
+	// it (its acks) stays done.
+	//
+	// ErrFenced is as sure as the single scripts' fence on a cluster too:
+	// a slice whose lease is missing where the round ran is probed again
+	// (round.lua), so a lease still on the source node of a slot
+	// importing where go-redis sent the call after an ASK gives
+	// ErrNotLocal, not ErrFenced.
 	Err error
 	// Entries and More are what FencedReadAhead (RoundRead) returns for
 	// the same state, or FencedReadOldest's entry (RoundReadOldest: at
@@ -102,12 +110,18 @@ func (r RoundResult) Fenced() bool { return errors.Is(r.Err, ErrFenced) }
 //
 // It refuses a round beyond RoundMaxSlices, RoundMaxKeys or
 // RoundMaxAckIDs (ErrRoundTooLarge: the caller splits it) and a malformed
-// slice, so the script's own checks of the header only guard against a
-// defect.
+// slice (on a cluster, also one whose keys do not share a slot, which
+// round.lua could not tell from keys served by another node, or whose
+// lease key round.lua cannot name a key of the same slot for), so the
+// script's own checks of the header only guard against a defect.
 func BuildRound(slices []RoundSlice, cluster bool) (keys []string, args []any, err error) {
 	nk, nids := 0, 0
 	for i, s := range slices {
-		if err := s.check(); err != nil {
+		err := s.check()
+		if err == nil && cluster {
+			err = s.checkSlot()
+		}
+		if err != nil {
 			return nil, nil, fmt.Errorf("round slice %d (%s): %w", i, s.Lease.Ref.Key, err)
 		}
 		nk += 1 + len(s.Lanes)
@@ -144,10 +158,15 @@ func BuildRound(slices []RoundSlice, cluster bool) (keys []string, args []any, e
 	return keys, args, nil
 }
 
-// ErrNotLocal is a round slice whose keys were not all on the node the
-// round ran on (another node serves its slot, or the slot is migrating
-// and a key already left): nothing of the slice was done, so it can go
-// again, to the node that now serves the slot.
+// ErrNotLocal is a round slice whose keys were not all served by the
+// node the round ran on (another node serves its slot; the slot is
+// migrating and a key is missing, maybe gone; the slot is importing and
+// a key is missing, maybe still on the source; the cluster is down):
+// nothing of the slice was done, so it can go again, to the node that
+// now serves the slot, after a backoff (a key that is only missing keeps
+// a slice of a migrating slot ErrNotLocal until the migration ends).
+// Any other refusal of the slice's keys (an ACL one) is the slice's own
+// error, not ErrNotLocal.
 var ErrNotLocal = errors.New("the slice's keys are not on the node the round ran on; nothing of it was done")
 
 // ErrRoundTooLarge is BuildRound's refusal of a round beyond the caps:
@@ -171,6 +190,26 @@ func (s RoundSlice) check() error {
 		return fmt.Errorf("a read of %d entries over %d lanes", s.N, len(s.Lanes))
 	case s.Op == RoundReadOldest && (s.N < 0 || s.N > len(s.Lanes)):
 		return fmt.Errorf("%d primaries of %d lanes", s.N, len(s.Lanes))
+	}
+	return nil
+}
+
+// checkSlot refuses, for a cluster round, a slice whose keys do not share
+// one hash slot, and one whose lease key has no hash tag but holds a '}'
+// (round.lua's probe of a missing lease needs a second key of its slot:
+// the lease key with a suffix, or wrapped in braces).
+func (s RoundSlice) checkSlot() error {
+	k := s.Lease.Ref.Key
+	for _, l := range s.Lanes {
+		if slot(l) != slot(k) {
+			return fmt.Errorf("lane %s is in slot %d, the lease in %d", l, slot(l), slot(k))
+		}
+	}
+	if i := strings.IndexByte(k, '{'); i >= 0 && strings.IndexByte(k[i+1:], '}') > 0 {
+		return nil
+	}
+	if strings.IndexByte(k, '}') >= 0 {
+		return errors.New("a lease key without a hash tag holding '}'")
 	}
 	return nil
 }
@@ -249,7 +288,9 @@ func (replyError) RedisError() {}
 // MOVED or ASK itself first); another slice whose keys are not on that
 // node fails alone with ErrNotLocal. err is also a call that could not
 // run at all (too large, a network error); a slice's own outcome is in
-// its result.
+// its result. At maxmemory both variants run as the single scripts do
+// (the cluster one is flagged allow-oom: see crossSlotShebang), so an OOM
+// error is not a round's to handle.
 func Round(ctx context.Context, c redis.UniversalClient, slices []RoundSlice) ([]RoundResult, error) {
 	_, cluster := c.(*redis.ClusterClient)
 	keys, args, err := BuildRound(slices, cluster)

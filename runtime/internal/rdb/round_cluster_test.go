@@ -83,6 +83,15 @@ func TestRoundCluster(t *testing.T) {
 	if after := states(as[0], as[1]); after != before {
 		t.Fatalf("a refused call changed state:\n%s\nnow\n%s", before, after)
 	}
+	// The flagged script too: allow-cross-slot-keys lets a script touch
+	// undeclared keys of other slots, not declare them. This is why a
+	// cluster round passes the other slices' keys in ARGV.
+	if err := scriptRoundCrossSlot.Run(ctx, cc, keys, args...).Err(); !IsCrossSlot(err) {
+		t.Fatalf("the flagged round declaring two slots: %v, want CROSSSLOT", err)
+	}
+	if after := states(as[0], as[1]); after != before {
+		t.Fatalf("a refused call changed state:\n%s\nnow\n%s", before, after)
+	}
 
 	// Three slots of one node in one call.
 	res, err := Round(ctx, cc, []RoundSlice{readSlice(as[0], aids[0][0]), readSlice(as[1], aids[1][0]), readSlice(as[2], aids[2][0])})
@@ -210,4 +219,144 @@ func TestRoundMiniredis(t *testing.T) {
 		t.Fatalf("a round on miniredis: %+v %v", res, err)
 	}
 	t.Logf("the cross-slot variant on miniredis: %v", scriptRoundCrossSlot.Load(ctx, c).Err())
+}
+
+// roundClusterTags returns n hash tags of distinct slots served by node
+// 0 of cl.
+func roundClusterTags(ctx context.Context, t *testing.T, cc *redis.ClusterClient, cl *redistest.Cluster, prefix string, n int) []string {
+	t.Helper()
+	nodeOf := clusterNodes(ctx, t, cc, cl)
+	var tags []string
+	used := map[int]bool{}
+	for i := 0; len(tags) < n; i++ {
+		tag := fmt.Sprint(prefix, i)
+		if s := slot(tag); !used[s] && nodeOf(s) == 0 {
+			used[s] = true
+			tags = append(tags, tag)
+		}
+	}
+	return tags
+}
+
+func newRoundCluster(t *testing.T) (*redistest.Cluster, *redis.ClusterClient) {
+	t.Helper()
+	cl := redistest.NewCluster(t, 3)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { cc.Close() })
+	return cl, cc
+}
+
+// At maxmemory, the cluster round runs its acks and reads as the
+// unflagged single scripts do (a flags line makes Redis refuse a script
+// at start when memory is over the limit, unless allow-oom).
+func TestRoundClusterAtMaxmemory(t *testing.T) {
+	ctx := ctxT(t)
+	cl, cc := newRoundCluster(t)
+	tags := roundClusterTags(ctx, t, cc, cl, "m", 2)
+	var slices []RoundSlice
+	var rcs []roundCopy
+	var ids [][]string
+	for _, tag := range tags {
+		rc, id := roundPartition(ctx, t, cc, tag, 2)
+		if err := cc.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: roundToken, Streams: []string{rc.lanes[0], ">"}, Count: 1, Block: -1}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		rcs, ids = append(rcs, rc), append(ids, id)
+		slices = append(slices, readSlice(rc, id[0]))
+	}
+	if _, err := cl.Nodes[0].Do("CONFIG", "SET", "maxmemory", "1"); err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Nodes[0].Do("CONFIG", "SET", "maxmemory", "0")
+	if err := cc.Set(ctx, rcs[0].lease, roundToken, 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "OOM") {
+		t.Fatalf("a SET at maxmemory: %v, want OOM", err)
+	}
+	// The single script runs its ack and read.
+	single, err := scriptRead.Run(ctx, cc, rcs[0].keys(), roundToken, "g", 1, 1, ids[0][0]).Result()
+	if err != nil {
+		t.Fatalf("read.lua at maxmemory: %v", err)
+	}
+	t.Logf("read.lua at maxmemory: %v", single)
+	res, err := Round(ctx, cc, slices[1:])
+	if err != nil {
+		t.Fatalf("the cluster round at maxmemory: %v, want it run as read.lua is", err)
+	}
+	if r := res[0]; r.Err != nil || len(r.Entries) != 1 || r.Entries[0].ID != ids[1][1] {
+		t.Fatalf("the cluster round at maxmemory: %+v, want the ack and the read applied", r)
+	}
+}
+
+// A slice refused for a reason other than where its keys are served (here
+// an ACL user without access to them) fails with that error, Permanent,
+// not ErrNotLocal (which the caller would retry forever).
+func TestRoundClusterNoPerm(t *testing.T) {
+	ctx := ctxT(t)
+	cl, cc := newRoundCluster(t)
+	tags := roundClusterTags(ctx, t, cc, cl, "p", 2)
+	a, aids := roundPartition(ctx, t, cc, tags[0], 1)
+	b, _ := roundPartition(ctx, t, cc, tags[1], 1)
+	for _, n := range cl.Nodes {
+		if _, err := n.Do("ACL", "SETUSER", "lim", "on", ">pw", "~order:{"+tags[0]+"}*", "+@all"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), Username: "lim", Password: "pw", ContextTimeoutEnabled: true})
+	t.Cleanup(func() { lc.Close() })
+	res, err := Round(ctx, lc, []RoundSlice{readSlice(a), readSlice(b)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res[0]; r.Err != nil || len(r.Entries) != 1 || r.Entries[0].ID != aids[0] {
+		t.Fatalf("the permitted slice: %+v", r)
+	}
+	if e := res[1].Err; e == nil || errors.Is(e, ErrNotLocal) || !Permanent(e) {
+		t.Fatalf("a slice the user may not touch: %v, want its ACL refusal, Permanent", e)
+	}
+	t.Logf("a slice the user may not touch: %v", res[1].Err)
+}
+
+// A call go-redis sent with ASKING to the node a slot is importing to
+// (the first slice's lease had moved there) must not read another
+// importing slot's lease, still on the source node, as missing: that
+// slice is ErrNotLocal, not fenced.
+func TestRoundClusterImportingSlice(t *testing.T) {
+	ctx := ctxT(t)
+	cl, cc := newRoundCluster(t)
+	tags := roundClusterTags(ctx, t, cc, cl, "i", 2)
+	var slices []RoundSlice
+	for _, tag := range tags {
+		rc := newRoundCopy(tag, false, "g")
+		if err := cc.Set(ctx, rc.lease, roundToken, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		slices = append(slices, RoundSlice{Op: RoundVerify, Lease: roundLease(rc), Group: "g"})
+	}
+	src, dst := cl.Nodes[0], cl.Nodes[2]
+	srcID, _ := src.Do("CLUSTER", "MYID")
+	dstID, _ := dst.Do("CLUSTER", "MYID")
+	for _, tag := range tags {
+		s := strconv.Itoa(slot(tag))
+		if _, err := dst.Do("CLUSTER", "SETSLOT", s, "IMPORTING", srcID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := src.Do("CLUSTER", "SETSLOT", s, "MIGRATING", dstID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first slice's lease moves; the second's stays on the source.
+	host, port, _ := strings.Cut(dst.Addr, ":")
+	if _, err := src.Do("MIGRATE", host, port, slices[0].Lease.Ref.Key, "0", "5000"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Round(ctx, cc, slices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Err != nil {
+		t.Fatalf("the first slice, its lease moved: %v", res[0].Err)
+	}
+	if e := res[1].Err; !errors.Is(e, ErrNotLocal) || res[1].Fenced() {
+		t.Fatalf("a slice whose lease is still on the source: %v, want ErrNotLocal, not fenced", e)
+	}
+	t.Logf("a slice whose lease is still on the source: %v", res[1].Err)
 }

@@ -470,3 +470,119 @@ func TestRoundCaps(t *testing.T) {
 		t.Fatalf("a malformed call applied an ack: %d pending", n)
 	}
 }
+
+// rawRound builds the call of slices as BuildRound does, with no checks
+// of its own, so a test can hand round.lua what BuildRound refuses.
+func rawRound(t *testing.T, slices []RoundSlice) ([]string, []any) {
+	t.Helper()
+	var keys []string
+	args := []any{len(slices), 0}
+	for _, s := range slices {
+		keys = append(append(keys, s.Lease.Ref.Key), s.Lanes...)
+		args = append(args, string(s.Op), 1+len(s.Lanes), s.Lease.Token(), s.Group, s.N, s.AckLane, len(s.AckIDs))
+		for _, id := range s.AckIDs {
+			args = append(args, id)
+		}
+	}
+	return keys, args
+}
+
+// A Lua error inside a slice (here: more ack ids than Lua's unpack
+// takes, which only a call BuildRound refuses can carry) comes back as an
+// ERR reply, as the single script's same error would: Permanent, not a
+// transient failure to retry forever.
+func TestRoundLuaErrorIsPermanent(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	rc, ids := roundPartition(ctx, t, c, "lua", 1)
+	s := RoundSlice{Op: RoundAck, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, AckLane: 1}
+	for range 9000 {
+		s.AckIDs = append(s.AckIDs, ids[0])
+	}
+	keys, args := rawRound(t, []RoundSlice{s})
+	raw, err := scriptRound.Run(ctx, c, keys, args...).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := ParseRound([]RoundSlice{s}, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := res[0].Err
+	var re redis.Error
+	if !errors.As(e, &re) || !strings.HasPrefix(re.Error(), "ERR ") || !Permanent(e) || errors.Is(e, ErrNotLocal) {
+		t.Fatalf("a Lua error in a slice: %v, want an ERR reply (Permanent)", e)
+	}
+	t.Logf("the slice's error: %v", e)
+}
+
+// round.lua refuses a header that BuildRound would refuse, whole and
+// before any slice runs: a verify with ack ids, ack ids on lane 0, a read
+// of a non-numeric, zero or fractional count, a fractional key count or
+// ack lane, primaries beyond the lanes.
+func TestRoundHeaderRefused(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	// Every case has a partition of its own, two entries pending; rc and
+	// ids name the one cases are written with, renamed per case.
+	rc, ids := newRoundCopy("h", false, "g"), []string{"1-1", "2-1"}
+	at := 2 + roundHeader + 1 // the second slice's header
+	for i, tc := range []struct {
+		name  string
+		s     RoundSlice
+		patch map[int]any // header offset: value
+	}{
+		{"a verify with ack ids", RoundSlice{Op: RoundVerify, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, AckLane: 1, AckIDs: ids[1:]}, nil},
+		{"ack ids on lane 0", RoundSlice{Op: RoundAck, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, AckIDs: ids[1:]}, nil},
+		{"a read of x entries", readSlice(rc, ids[1]), map[int]any{4: "x"}},
+		{"a read of 0 entries", readSlice(rc, ids[1]), map[int]any{4: 0}},
+		{"a read of 1.5 entries", readSlice(rc, ids[1]), map[int]any{4: "1.5"}},
+		{"a read of no lanes", RoundSlice{Op: RoundRead, Lease: roundLease(rc), Group: "g", N: 1}, nil},
+		{"3 primaries of 2 lanes", RoundSlice{Op: RoundReadOldest, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 3}, nil},
+		{"1.5 keys", RoundSlice{Op: RoundVerify, Lease: roundLease(rc), Group: "g"}, map[int]any{1: "1.5"}},
+		{"ack lane 1.5", readSlice(rc, ids[1]), map[int]any{5: "1.5"}},
+		{"ack lane 0x1", readSlice(rc, ids[1]), map[int]any{5: "0x1"}},
+	} {
+		p, pids := roundPartition(ctx, t, c, fmt.Sprint("h", i), 2)
+		if err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: roundToken, Streams: []string{p.lanes[0], ">"}, Count: 2, Block: -1}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		ack := RoundSlice{Op: RoundAck, Lease: roundLease(p), Group: "g", Lanes: p.lanes, AckLane: 1, AckIDs: pids[:1]}
+		s := tc.s
+		s.Lease, s.Lanes = roundLease(p), p.lanes[:len(s.Lanes)]
+		if len(s.AckIDs) > 0 {
+			s.AckIDs = pids[1:]
+		}
+		keys, args := rawRound(t, []RoundSlice{ack, s})
+		for off, v := range tc.patch {
+			args[at+len(ack.AckIDs)-1+off] = v
+		}
+		err := scriptRound.Run(ctx, c, keys, args...).Err()
+		if err == nil || !strings.Contains(err.Error(), "round: malformed header of slice 2") {
+			t.Errorf("%s: %v, want the call refused whole", tc.name, err)
+		}
+		if n := c.XPending(ctx, p.lanes[0], "g").Val().Count; n != 2 {
+			t.Errorf("%s: the call applied acks: %d pending, want 2", tc.name, n)
+		}
+	}
+}
+
+// The plain round (unflagged, as the single scripts) runs at maxmemory as
+// they do: its acks and reads run (Redis checks memory per command in an
+// unflagged script, and XACK and XREADGROUP are not refused for memory).
+func TestRoundPlainAtMaxmemory(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	rc, ids := roundPartition(ctx, t, c, "oom", 2)
+	if err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: roundToken, Streams: []string{rc.lanes[0], ">"}, Count: 1, Block: -1}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.ConfigSet(ctx, "maxmemory", "0")
+	if err := c.Set(ctx, "x", "1", 0).Err(); err == nil || !strings.HasPrefix(err.Error(), "OOM") {
+		t.Fatalf("a SET at maxmemory: %v, want OOM", err)
+	}
+	res, err := Round(ctx, c, []RoundSlice{readSlice(rc, ids[0])})
+	if err != nil || res[0].Err != nil || len(res[0].Entries) != 1 || res[0].Entries[0].ID != ids[1] {
+		t.Fatalf("the plain round at maxmemory: %+v %v, want the ack and the read applied", res, err)
+	}
+}

@@ -34,11 +34,24 @@
 -- which routes the call to their node and lets Redis refuse it whole
 -- (MOVED, ASK, TRYAGAIN) while that slot is elsewhere or moving, and the
 -- other slices' keys come undeclared, run by the variant of this script
--- whose first line sets the flag. A slice with undeclared keys first
--- touches all of them at once (EXISTS): Redis refuses a key that is not
--- on this node (another node's slot, or a key already migrated out of a
--- moving slot) before the slice does anything, and the slice replies
--- {-2, msg}.
+-- whose first line sets the flag (and allow-oom, so that at maxmemory the
+-- call runs as the unflagged single scripts do). A slice with undeclared
+-- keys first probes them (EXISTS, which changes nothing): Redis refuses
+-- a key that is not served here now (another node's slot; a key missing
+-- in a slot migrating out, as it may have left; with ASKING, a command of
+-- several keys, some missing, in a slot importing here) before the slice
+-- does anything, and the slice replies {-2, msg}. Inside a script Redis
+-- 7.0.15 words all of these "ERR Script attempted to access a non local
+-- key in a cluster node" (and a down cluster "ERR Script attempted to
+-- execute a command while the cluster is down"); any other refusal of
+-- the probe (an ACL one, "ERR The user executing the script can't access
+-- at least one of the keys mentioned in the command arguments") is the
+-- slice's failure, {-1, msg}. A slice's keys must share a slot
+-- (BuildRound checks it), as Redis words a probe across slots the same
+-- non local key way. A key that is merely missing (a backfill lane not
+-- created yet) in a slot that is migrating makes the slice reply {-2}
+-- until the migration ends, though it may be served here: liveness only,
+-- the caller backs off and sends it again.
 --
 -- Returns one element per slice, in slice order:
 --   {1, reply}  the lease held the token: reply is XACK's count for A,
@@ -46,17 +59,26 @@
 --               (O) reply for the same state;
 --   {0}         fenced: the lease does not hold the token; nothing of
 --               the slice was done;
---   {-1, msg}   the slice failed (a key of the wrong type, say). Redis
---               does not roll back a script: what the slice did before
---               the error (its acks) stays done, as it would in the
---               single scripts. Other slices are not affected;
---   {-2, msg}   the slice's keys are not all on this node: nothing of
---               the slice was done; send it again to the node that now
---               serves its slot.
--- A malformed call (the header does not match KEYS and ARGV) is refused
--- whole, with an error, before any slice runs.
-local S, U = tonumber(ARGV[1]), tonumber(ARGV[2])
-if not S or S < 0 or not U or U < 0 or U > #ARGV - 2 then
+--   {-1, msg}   the slice failed (a key of the wrong type, say; msg is
+--               Redis's error reply, or a Lua error prefixed "ERR ", as
+--               the single script would reply). Redis does not roll back
+--               a script: what the slice did before the error (its acks)
+--               stays done, as it would in the single scripts. Other
+--               slices are not affected;
+--   {-2, msg}   the slice's keys are not all served by this node now:
+--               nothing of the slice was done; send it again to the node
+--               that now serves its slot.
+-- A malformed call (ARGV[1..2] or a header that is not as above, or
+-- headers that do not match KEYS and ARGV) is refused whole, with an
+-- error, before any slice runs: nothing of it is done.
+-- count is a header value that is a whole number written in decimal
+-- digits, else nil (tonumber alone takes 1.5, 0x1, ' 1' and 1e3).
+local function count(v)
+  if type(v) == 'string' and string.match(v, '^%d+$') then return tonumber(v) end
+  return nil
+end
+local S, U = count(ARGV[1]), count(ARGV[2])
+if not S or not U or U > #ARGV - 2 then
   return redis.error_reply('ERR round: ARGV[1..2] are not a slice and a key count')
 end
 local nargv = #ARGV - U
@@ -65,13 +87,20 @@ local function key(i)
   if i <= #KEYS then return KEYS[i] end
   return ARGV[nargv + i - #KEYS]
 end
--- Parse every header first, so a malformed call changes nothing.
+-- Parse every header first, so a malformed call changes nothing. The
+-- header is refused where BuildRound refuses the slice: an unknown op;
+-- counts that are not whole numbers; an ack lane beyond the lanes; ack
+-- ids without an ack lane or an ack lane without ids; a verify that acks;
+-- a read of fewer than one entry or of no lane; more primaries than
+-- lanes.
 local slices = {}
 local a, k = 3, 1
 for s = 1, S do
-  local op, nk, lane, nack = ARGV[a], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 5]), tonumber(ARGV[a + 6])
+  local op, nk, n, lane, nack = ARGV[a], count(ARGV[a + 1]), count(ARGV[a + 4]), count(ARGV[a + 5]), count(ARGV[a + 6])
   if not (op == 'A' or op == 'R' or op == 'O' or op == 'V') or not nk or nk < 1 or
-      not lane or lane < 0 or lane > nk - 1 or not nack or nack < 0 then
+      not lane or lane > nk - 1 or not nack or (lane == 0) ~= (nack == 0) or
+      (op == 'V' and nack > 0) or (op == 'R' and (not n or n < 1 or nk < 2)) or
+      (op == 'O' and (not n or n > nk - 1)) then
     return redis.error_reply('ERR round: malformed header of slice ' .. s)
   end
   slices[s] = {op, k, nk, a, lane, nack}
@@ -98,23 +127,84 @@ local function slice(op, k, nk, a, lane, nack)
   if op == 'A' then return {1, acked} end
   return {1, 1}
 end
--- caught is the reply of an error a slice raised: redis.call raises a
--- table with the error reply in err, Lua itself raises a string.
+-- caught is the reply of an error a slice raised. A redis.call error
+-- comes to pcall as its reply text, beginning with its code (ERR,
+-- WRONGTYPE, NOGROUP...: a string on 7.0.15, a table with err in other
+-- versions); a Lua error is a string such as "user_script:12: too many
+-- results to unpack", which gets the ERR prefix a script's Lua error has
+-- in the single scripts' reply, so the caller classifies both alike.
 local function caught(status, r)
-  if type(r) == 'table' and r.err then return {status, r.err} end
-  return {status, tostring(r)}
+  if type(r) == 'table' and r.err then r = r.err end
+  r = tostring(r)
+  if not string.match(r, '^%u[%u_-]* ') then r = 'ERR ' .. r end
+  return {status, r}
+end
+-- moving reports an error raised by touching keys that means "not served
+-- by this node now" (another node's slot, a slot migrating or importing,
+-- the cluster down), as Redis 7.0 words it inside a script; or, should
+-- a Redis raise them there, its own redirections. Anything else (an ACL
+-- refusal, say) is the slice's failure.
+local function moving(r)
+  local msg = r
+  if type(r) == 'table' then msg = r.err end
+  msg = tostring(msg)
+  return string.find(msg, 'Script attempted to access a non local key', 1, true) ~= nil or
+      string.find(msg, 'while the cluster is down', 1, true) ~= nil or
+      string.match(msg, '^MOVED ') ~= nil or string.match(msg, '^ASK ') ~= nil or
+      string.match(msg, '^TRYAGAIN') ~= nil or string.match(msg, '^CLUSTERDOWN') ~= nil
+end
+-- companion is a key of the same slot as key that differs from it: key
+-- with a suffix when key has a hash tag, else key as the tag. nil when
+-- neither keeps the slot (a '}' in a key without a tag).
+local function companion(key)
+  local i = string.find(key, '{', 1, true)
+  if i then
+    local j = string.find(key, '}', i + 1, true)
+    if j and j > i + 1 then return key .. ':__round_probe__' end
+  end
+  if not string.find(key, '}', 1, true) then return '{' .. key .. '}' end
+  return nil
+end
+-- probe touches an undeclared slice's keys (EXISTS: it changes nothing)
+-- and returns nil when they are all served here, else the error.
+local function probe(ks)
+  local ok, r = pcall(redis.call, 'EXISTS', unpack(ks))
+  if not ok then return r end
+  if r < #ks then
+    -- A key is missing. On the node a slot is migrating from, Redis
+    -- refused that already (the key may have left). On the node it is
+    -- importing to, when the call came with ASKING (go-redis followed an
+    -- ASK for the first slice), Redis serves a missing key as if it were
+    -- here, though it may still be on the source: a lease read as
+    -- missing there would fence a slice whose lease is held. Touching
+    -- the keys again with another key of their slot makes it a command
+    -- of several keys, some missing, which Redis refuses (TRYAGAIN,
+    -- reported as a non local key) in an importing or migrating slot and
+    -- serves in a stable one.
+    local c = companion(ks[1])
+    if c then
+      local ks2 = {c}
+      for i = 1, #ks do ks2[i + 1] = ks[i] end
+      ok, r = pcall(redis.call, 'EXISTS', unpack(ks2))
+      if not ok then return r end
+    end
+  end
+  return nil
 end
 local out = {}
 for s = 1, S do
   local sl = slices[s]
   local ok, r = true, nil
   if sl[2] + sl[3] - 1 > #KEYS then
-    -- Undeclared keys: Redis checked none of them. Touching them all in
-    -- one command either finds them all here or changes nothing.
+    -- Undeclared keys: Redis checked none of them. Probing them changes
+    -- nothing, so a slice refused here did nothing at all.
     local ks = {}
     for i = 1, sl[3] do ks[i] = key(sl[2] + i - 1) end
-    ok, r = pcall(redis.call, 'EXISTS', unpack(ks))
-    if not ok then out[s] = caught(-2, r) end
+    local e = probe(ks)
+    if e then
+      ok = false
+      if moving(e) then out[s] = caught(-2, e) else out[s] = caught(-1, e) end
+    end
   end
   if ok then
     ok, r = pcall(slice, unpack(sl))
