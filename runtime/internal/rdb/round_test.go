@@ -586,3 +586,31 @@ func TestRoundPlainAtMaxmemory(t *testing.T) {
 		t.Fatalf("the plain round at maxmemory: %+v %v, want the ack and the read applied", res, err)
 	}
 }
+
+// For a cluster, BuildRound refuses a slice whose keys are in several
+// slots (round.lua would take them for keys of another node) and one
+// whose lease key has no hash tag but holds a '}' (round.lua cannot name
+// a second key of its slot to probe with); a single Redis takes both.
+func TestRoundClusterSliceSlots(t *testing.T) {
+	l := func(key string) Lease { return Lease{Ref: LeaseRef{Key: key}, Owner: "o", Generation: 1} }
+	for _, tc := range []struct {
+		name string
+		s    RoundSlice
+	}{
+		{"lanes of two slots", RoundSlice{Op: RoundRead, Lease: l("order:{a}:__lease__:g"), Lanes: []string{"order:{a}", "order:{b}"}, N: 1}},
+		{"a lease of another slot", RoundSlice{Op: RoundRead, Lease: l("order:{b}:__lease__:g"), Lanes: []string{"order:{a}"}, N: 1}},
+		{"a '}' without a tag", RoundSlice{Op: RoundVerify, Lease: l("lease}x")}},
+	} {
+		if _, _, err := BuildRound([]RoundSlice{tc.s}, true); err == nil {
+			t.Errorf("%s: a cluster round took it", tc.name)
+		}
+		if _, _, err := BuildRound([]RoundSlice{tc.s}, false); err != nil {
+			t.Errorf("%s: a single Redis round refused it: %v", tc.name, err)
+		}
+	}
+	for _, key := range []string{"order:{a}:__lease__:g", "{a}:__pmlease__:p", "lease"} {
+		if _, _, err := BuildRound([]RoundSlice{{Op: RoundVerify, Lease: l(key)}}, true); err != nil {
+			t.Errorf("lease %s: %v", key, err)
+		}
+	}
+}
