@@ -68,6 +68,9 @@
 // script is flagged allow-cross-slot-keys (the flag only lets it touch
 // undeclared keys of other slots on its node), so on a cluster only the
 // first slice's keys are declared and the others travel in ARGV; a slice
-// whose keys are not on the node replies so (ErrNotLocal) before doing
-// anything.
+// whose keys are not served by the node now (another node's slot, or a
+// key missing in a slot migrating or importing) replies so (ErrNotLocal)
+// before doing anything. The cluster variant is also flagged allow-oom,
+// as a flagged script is refused whole at maxmemory where the unflagged
+// single scripts still ack and read.
 package rdb

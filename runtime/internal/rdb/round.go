@@ -50,7 +50,8 @@ const roundHeader = 7
 
 // RoundSlice is one partition's part of a round: its lease, lanes and
 // group, what to do (Op), and the ids to ack first. A slice's keys share
-// one slot (the key layout sees to it); on a cluster the slices of one
+// one slot (the key layout sees to it; BuildRound refuses a cluster
+// round's slice that breaks it); on a cluster the slices of one
 // call should share a node, or those not on the first slice's node fail
 // with ErrNotLocal.
 type RoundSlice struct {
