@@ -322,7 +322,7 @@ func TestRoundClusterNoPerm(t *testing.T) {
 func TestRoundClusterImportingSlice(t *testing.T) {
 	ctx := ctxT(t)
 	cl, cc := newRoundCluster(t)
-	tags := roundClusterTags(ctx, t, cc, cl, "i", 2)
+	tags := roundClusterTags(ctx, t, cc, cl, "i", 3)
 	var slices []RoundSlice
 	for _, tag := range tags {
 		rc := newRoundCopy(tag, false, "g")
@@ -331,6 +331,14 @@ func TestRoundClusterImportingSlice(t *testing.T) {
 		}
 		slices = append(slices, RoundSlice{Op: RoundVerify, Lease: roundLease(rc), Group: "g"})
 	}
+	// Before any slot moves, a later slice whose lease is gone is fenced
+	// (probed again, its slot stable: truly missing).
+	cc.Del(ctx, slices[2].Lease.Ref.Key)
+	res, err := Round(ctx, cc, slices)
+	if err != nil || res[0].Err != nil || res[1].Err != nil || !res[2].Fenced() {
+		t.Fatalf("slots stable, the third lease gone: %+v %v, want the third fenced only", res, err)
+	}
+	slices = slices[:2]
 	src, dst := cl.Nodes[0], cl.Nodes[2]
 	srcID, _ := src.Do("CLUSTER", "MYID")
 	dstID, _ := dst.Do("CLUSTER", "MYID")
@@ -348,7 +356,7 @@ func TestRoundClusterImportingSlice(t *testing.T) {
 	if _, err := src.Do("MIGRATE", host, port, slices[0].Lease.Ref.Key, "0", "5000"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Round(ctx, cc, slices)
+	res, err = Round(ctx, cc, slices)
 	if err != nil {
 		t.Fatal(err)
 	}
