@@ -129,8 +129,8 @@ local function slice(op, k, nk, a, lane, nack)
 end
 -- caught is the reply of an error a slice raised. A redis.call error
 -- comes to pcall as its reply text, beginning with its code (ERR,
--- WRONGTYPE, NOGROUP...: a string on 7.0.15, a table with err in other
--- versions); a Lua error is a string such as "user_script:12: too many
+-- WRONGTYPE, NOGROUP...: a string, as measured on 7.0.15; read from err
+-- should a version raise a table); a Lua error is a string such as "user_script:12: too many
 -- results to unpack", which gets the ERR prefix a script's Lua error has
 -- in the single scripts' reply, so the caller classifies both alike.
 local function caught(status, r)
