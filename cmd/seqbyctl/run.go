@@ -69,9 +69,9 @@ halt (0 when none), so a script or a check can run "seqbyctl -q halted".`,
 		about: `Lists one row per partition of every category NAME reads (an unpartitioned
 category's stream is one row with key "-"): key, stream, owner and generation
 (from the lease token "<owner_id>~<incarnation>:<generation>"; "-" when free),
-pending (entries delivered to the handler and not acked), lag (entries not
-delivered to it yet), halted (a halt record exists) and idle (time since the newest entry was
-appended, from its id, on Redis's clock). Pending and lag add up the partition
+pending (entries delivered to the handler and not acked),
+lag (entries not delivered to it yet), halted (a halt record exists) and
+idle (time since the newest entry was appended, from its id, on Redis's clock). Pending and lag add up the partition
 stream and its backfill lane (-backfill: the engines' BackfillSuffix, when
 they set one).`,
 		do: partitions},
