@@ -72,17 +72,14 @@ func TestHealthUnreadyWhenRedisStops(t *testing.T) {
 }
 
 // The health JSON has no zero times: last_renew and last_discovery are
-// left out until there is one, and a ready engine has both (its first
-// heartbeat beats as Run starts; before issue #26 a ready engine showed
-// last_renew 0001-01-01 until its first HeartbeatInterval passed). The
+// left out until there is one (before issue #26 a ready engine showed
+// last_renew 0001-01-01 until its first heartbeat), and once renewed both
+// are there. The
 // "?live" body says nothing of readiness or Redis, which it did not ask
 // (it read "ready": false for a live engine).
 func TestHealthJSON(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	opts := fastOptions("health-json")
-	// A first heartbeat long after the engine is ready: only one at
-	// Run's start gives a ready engine its last renewal.
-	opts.LeaseTTL, opts.HeartbeatInterval = 30*time.Second, 10*time.Second
 	e, err := NewEngine(c, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +139,9 @@ func TestHealthJSON(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	}()
-	eventually(t, 10*time.Second, "ready", func() bool { return e.Health(ctx).Ready })
+	// last_renew appears with the first heartbeat's renewal, one
+	// HeartbeatInterval after Run starts; never as a zero time.
+	eventually(t, 10*time.Second, "ready and renewed", func() bool { h := e.Health(ctx); return h.Ready && !h.LastRenew.IsZero() })
 	check("ready", map[string]want{
 		"":      {http.StatusOK, "last_discovery last_renew live ready reasons redis"},
 		"?live": {http.StatusOK, "last_discovery last_renew live reasons"},

@@ -14,22 +14,24 @@ import (
 // pipeline, from its own goroutine, so renewals never wait behind a
 // handler. A renew that finds the lease gone cancels the partition at once;
 // one that fails on the network leaves the deadline timer to cancel it.
-// The first beat is at once, as Run starts (nothing owned yet: it
-// renews the OwnerID only), so Health has a last renewal from the start
-// rather than a ready instance without one for a HeartbeatInterval.
+// The first beat is one HeartbeatInterval after Run starts (Run has just
+// claimed the OwnerID): Health leaves last_renew out until then. A beat
+// at Run's start was tried and undone: it announced a quickly stopped
+// instance after leaveMembers had taken it out, which kept it counted as
+// live (and its deploy record) for LeaseTTL.
 func (e *Engine) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(e.o.HeartbeatInterval)
 	defer t.Stop()
 	for {
-		storeTime(&e.beatAt, time.Now())
-		e.renewAll(ctx)
-		e.renewOwner(ctx)
-		e.announce(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		storeTime(&e.beatAt, time.Now())
+		e.renewAll(ctx)
+		e.renewOwner(ctx)
+		e.announce(ctx)
 	}
 }
 
