@@ -244,9 +244,13 @@ func (e *Engine) claim(ctx context.Context, wg *sync.WaitGroup, handler string, 
 }
 
 // leaveMembers removes this instance from the member sets so the others'
-// fair share grows at once.
+// fair share grows at once. It sets leaving under announceMu: a heartbeat
+// announcement in flight lands first (announceOnce), and none is sent
+// after, so none puts the instance back.
 func (e *Engine) leaveMembers(ctx context.Context, leased []consumer) {
+	e.announceMu.Lock()
 	e.leaving.Store(true)
+	e.announceMu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	for _, c := range leased {

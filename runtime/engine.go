@@ -62,6 +62,16 @@ type Engine struct {
 	starts    map[string]string        // each group's start id by category (retention.go)
 	handlers  []string                 // keyed handlers, announced as members
 	leaving   atomic.Bool              // stop announcing: graceful stop began
+	// announceMu makes announce's check of leaving and its send atomic
+	// with respect to leaveMembers, which sets leaving under it: else an
+	// announcement that read leaving false could land after leaveMembers
+	// took the instance out, and keep it live (and its deploy record) for
+	// LeaseTTL. Run resets leaving without it: the last Run's heartbeat
+	// ended before that Run returned, so no announcement is in flight.
+	announceMu sync.Mutex
+	// announceHook, nil but in tests, runs in announce between the check
+	// of leaving and the send, to hold an announcement in flight.
+	announceHook func()
 	// acquireLogs rate-limits the failed-acquire warning per handler.
 	acquireLogs map[string]*acquireLog
 	// cold holds the partitions an acquire found cold lately (reaper.go).

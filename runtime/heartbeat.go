@@ -37,29 +37,53 @@ func (e *Engine) heartbeatLoop(ctx context.Context) {
 
 // announce refreshes this instance in the member sets of the keyed
 // handlers where it makes progress (liveness.go), so it stays counted
-// while discovery is slow or busy.
+// while discovery is slow or busy. Once leaveMembers has begun, it sends
+// nothing more (announceOnce).
 func (e *Engine) announce(ctx context.Context) {
 	handlers := e.liveHandlers()
-	if e.leaving.Load() || len(handlers) == 0 {
+	if len(handlers) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.o.HeartbeatInterval)
 	defer cancel()
 	for try := 0; try < 2; try++ {
-		err := rdb.AnnounceAll(ctx, e.c, handlers, e.ownedCounts(handlers), e.o.OwnerID, e.memberTTL())
-		if err == nil || e.leaving.Load() {
-			return
+		sent, err := e.announceOnce(ctx, handlers)
+		if !sent || err == nil || e.leaving.Load() {
+			return // a failure while stopping is no news
 		}
 		if !rdb.IsNoScript(err) || try > 0 {
 			e.log.Debug("seqby: member announcement failed", "err", err)
 			return
 		}
 		// Redis lost its script cache (restart, SCRIPT FLUSH): reload, redo.
+		// Not under announceMu, so a graceful stop waits for one round trip
+		// at most; the redo checks leaving again.
 		if err := rdb.LoadScripts(ctx, e.c); err != nil {
 			e.log.Warn("seqby: reloading scripts failed; the member announcement retries next heartbeat", "err", err)
 			return
 		}
 	}
+}
+
+// announceOnce sends one announcement of handlers unless leaveMembers has
+// begun; sent says whether it did. The check and the send hold
+// announceMu, which leaveMembers takes to set leaving: an announcement
+// that saw leaving false has landed before leaveMembers takes the
+// instance out, so none puts a stopping instance back in the member sets
+// (where it would count as live, deploy record and all, for LeaseTTL).
+// The send is bounded by ctx (announce's HeartbeatInterval) and the
+// client's timeouts, so leaveMembers waits that long at most.
+func (e *Engine) announceOnce(ctx context.Context, handlers []string) (sent bool, err error) {
+	owned := e.ownedCounts(handlers) // takes e.mu: not under announceMu
+	e.announceMu.Lock()
+	defer e.announceMu.Unlock()
+	if e.leaving.Load() {
+		return false, nil
+	}
+	if e.announceHook != nil {
+		e.announceHook()
+	}
+	return true, rdb.AnnounceAll(ctx, e.c, handlers, owned, e.o.OwnerID, e.memberTTL())
 }
 
 // ownedCounts is how many partitions this instance owns per handler, not
