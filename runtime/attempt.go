@@ -77,8 +77,19 @@ func (p *partition) gate(en rdb.Entry, confirmed time.Time) *gate {
 // ended or the lease is lost, and nothing is held. A Redis error while
 // confirming is retried with backoff, without the slot, while ctx lasts:
 // the attempt waits rather than starts unconfirmed.
+//
+// A confirmation the fence rule needs is sent without the slot, in the
+// Batcher's rounds: holding a slot through a round trip would make the
+// other partitions wait longer for theirs, and past the bound they would
+// need a confirmation of their own (the verify lock-in: one more script
+// call per event once more partitions have work than Concurrency). Only
+// when the wait for a slot after a fresh confirmation outlasted the bound
+// (handlers slower than the bound, more partitions with work than slots)
+// is the next confirmation sent holding the slot, so the attempt cannot
+// chase a confirmation that every slot wait makes stale again.
 func (g *gate) enter(ctx context.Context) bool {
 	backoff := g.e.o.RetryBackoff
+	begun, holdToConfirm := false, false
 	for {
 		select {
 		case g.e.sem <- struct{}{}:
@@ -98,15 +109,24 @@ func (g *gate) enter(ctx context.Context) bool {
 			return false
 		}
 		bound := g.e.o.VerifyBound
-		if !g.head && time.Since(g.confirmed) <= bound {
+		if (!g.head || begun) && time.Since(g.confirmed) <= bound {
 			return true
+		}
+		if !holdToConfirm {
+			g.release()
 		}
 		sent := time.Now()
 		err := g.p.confirm(ctx, g.head)
 		if err == nil {
-			g.confirmed = sent
+			g.confirmed, begun = sent, true
 			if rtt := time.Since(sent); rtt > bound {
 				g.e.warnSlowConfirm(rtt)
+			}
+			if !holdToConfirm {
+				// Wait for the slot again; if that wait outlasts the
+				// bound, confirm holding the next one.
+				holdToConfirm = true
+				continue
 			}
 			if time.Now().Before(g.p.deadline()) {
 				return true
@@ -115,7 +135,9 @@ func (g *gate) enter(ctx context.Context) bool {
 			g.p.lost(errors.New("lease not renewed before its deadline"))
 			return false
 		}
-		g.release()
+		if holdToConfirm {
+			g.release()
+		}
 		if errors.Is(err, ErrFenced) || ctx.Err() != nil {
 			return false
 		}
@@ -140,15 +162,17 @@ func (g *gate) leave(ok bool) {
 // release frees the concurrency slot.
 func (g *gate) release() { <-g.e.sem }
 
-// confirm checks p's lease in Redis before an attempt, marking the
-// attempt when head (begin_attempt.lua); a lost lease ends the partition.
+// confirm checks p's lease in Redis before an attempt, in the Batcher's
+// next round, or marking the attempt when head (begin_attempt.lua, a
+// call of its own: a halted head's attempts are rare); a lost lease ends
+// the partition.
 func (p *partition) confirm(ctx context.Context, head bool) error {
 	var err error
 	if head {
 		p.marked.Store(true)
 		err = p.lease.BeginAttempt(ctx, p.e.c, p.e.o.LeaseTTL)
 	} else {
-		err = p.lease.Verify(ctx, p.e.c)
+		err = p.e.batch.Verify(ctx, p.lease)
 	}
 	if errors.Is(err, ErrFenced) {
 		p.lost(err)

@@ -79,6 +79,11 @@ type partition struct {
 	// read. Only the partition's own goroutine touches them.
 	drained  bool
 	readMark uint64
+	// deep: the last read was full and saw more after it, a backlog
+	// deeper than one read: its calls go first in the Batcher's rounds,
+	// so a hot key's round trip does not wait behind every cold
+	// partition's. Only the partition's own goroutine touches it.
+	deep bool
 
 	// What the metrics see of the partition's work (metrics.go): the
 	// Unix milliseconds of the oldest entry read and not handled (0:
@@ -341,16 +346,17 @@ func (p *partition) work() (asleep bool) {
 func (p *partition) next(seq uint64) (en rdb.Entry, ok bool, confirmed time.Time, err error) {
 	e := p.e
 	if len(p.ahead) == 0 && p.drained && p.unacked != nil {
-		err := e.batch.Ack(p.ctx, p.lease, p.reg.Name, p.unacked.Stream, p.unacked.ID)
+		err := e.batch.Ack(p.ctx, p.lease, p.reg.Name, p.unacked.Stream, p.unacked.ID, false)
 		return rdb.Entry{}, false, time.Time{}, err
 	}
 	if len(p.ahead) == 0 {
 		sent := time.Now()
-		es, more, err := e.batch.ReadAhead(p.ctx, p.lease, p.reg.Name, p.lanes, e.o.ReadAhead, p.unacked)
+		es, more, err := e.batch.ReadAhead(p.ctx, p.lease, p.reg.Name, p.lanes, e.o.ReadAhead, p.unacked, p.deep)
 		if err != nil {
 			return rdb.Entry{}, false, time.Time{}, err
 		}
 		p.readMark, p.drained = seq, !more
+		p.deep = more && len(es) >= e.o.ReadAhead
 		if len(es) == 0 {
 			return rdb.Entry{}, false, time.Time{}, nil
 		}
@@ -359,7 +365,7 @@ func (p *partition) next(seq uint64) (en rdb.Entry, ok bool, confirmed time.Time
 	}
 	if p.unacked != nil {
 		confirmed = time.Now()
-		if err := e.batch.Ack(p.ctx, p.lease, p.reg.Name, p.unacked.Stream, p.unacked.ID); err != nil {
+		if err := e.batch.Ack(p.ctx, p.lease, p.reg.Name, p.unacked.Stream, p.unacked.ID, p.deep); err != nil {
 			return rdb.Entry{}, false, time.Time{}, err
 		}
 	}

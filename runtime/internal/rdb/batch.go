@@ -2,64 +2,100 @@ package rdb
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Batcher sends the fenced reads and acks of many partitions in shared
-// round trips, as a Kafka fetch serves many partitions in one request.
-// Each call is still its own script checking its own lease, so a
+// Batcher carries the fenced reads, acks and lease checks of many
+// partitions in rounds: one round.lua call holds up to RoundMaxSlices
+// partitions' calls, each a slice checked against its own lease, so Redis
+// pays a script invocation per round instead of one per event, and the
+// engine a command to encode and a reply to decode per round. A
 // partition's promise does not change: its worker waits for the reply of
-// its ack before it runs the next entry. What changes is that the calls of
-// every worker waiting at the same moment travel in one pipeline (go-redis
-// splits a pipeline by node on a cluster), which saves Redis the cost of a
-// round trip per call.
+// its ack before it runs the next entry, and a slice whose lease fails is
+// fenced alone (the others in the round go on). The rounds of every worker
+// waiting at the same moment travel in one pipeline.
+//
+// On a Redis Cluster a round holds slices of one node (round.lua's
+// allow-cross-slot-keys variant) and is sent to that node's client
+// directly; a round refused because its routing slot moved (MOVED, ASK,
+// TRYAGAIN, CROSSSLOT, CLUSTERDOWN) and a slice whose keys are not on that
+// node (ErrNotLocal) go again one slice per call through the cluster
+// client, which follows the redirection, as the single scripts do.
 //
 // No goroutine lives longer than the calls: a call that finds fewer than
 // maxFlushers pipelines in flight starts one more flusher, which sends the
 // queue, and what queued meanwhile, and ends when the queue is empty. So
-// calls never wait for a timer, the Batcher needs no start or stop, and
-// a caller whose context ends stops waiting at once.
+// calls never wait for a timer, the Batcher needs no start or stop, and a
+// caller whose context ends stops waiting at once.
 type Batcher struct {
-	c redis.UniversalClient
+	c       redis.UniversalClient
+	cluster *redis.ClusterClient // nil on a single Redis
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// urgent is served before queue: the calls of partitions with a
+	// backlog deeper than one read (see Urgent), so a hot key's round
+	// trip does not wait behind every cold partition's.
+	urgent   []*batchCall
 	queue    []*batchCall
 	flushers int
+
+	// beforeSend, when set (tests), is called by a flusher with each
+	// batch before sending it.
+	beforeSend func(batch []*batchCall)
 }
 
 // NewBatcher returns a Batcher sending on c.
-func NewBatcher(c redis.UniversalClient) *Batcher { return &Batcher{c: c} }
+func NewBatcher(c redis.UniversalClient) *Batcher {
+	cc, _ := c.(*redis.ClusterClient)
+	return &Batcher{c: c, cluster: cc}
+}
 
 // maxFlushers bounds the pipelines one Batcher has in flight: more than
 // one keeps the server busy while a reply travels back; a few are enough,
-// since every call waiting meanwhile joins the next pipeline.
+// since every call waiting meanwhile joins the next pipeline (measured on
+// 2 cores: 2 in flight made fuller rounds but a slower 64-key run than 4).
 const maxFlushers = 4
 
-// maxBatch bounds the calls in one pipeline, so a reply is parsed and a
-// worker released before the whole queue of a large instance is through.
-const maxBatch = 512
+// maxBatch bounds the slices one pipeline carries (RoundMaxSlices per
+// round), so the Redis time of one pipeline, which every call of the next
+// one waits for, stays a fraction of a millisecond, and a reply is parsed
+// and its workers released before the whole queue of a large instance is
+// through.
+const maxBatch = 4 * RoundMaxSlices
 
 // batchTimeout bounds one pipeline, whatever the client's own timeouts:
 // a caller whose context ends first stops waiting, but the pipeline is
 // sent on a goroutine that must end too.
 const batchTimeout = 30 * time.Second
 
+// batchCall is one partition's call waiting for its round.
 type batchCall struct {
-	s    *redis.Script
-	keys []string
-	args []any
-	cmd  *redis.Cmd
+	s    RoundSlice
+	res  RoundResult
+	err  error // the round's own failure (network, a refused call)
 	done chan struct{}
 }
 
-// run is Script.Run through the shared pipelines.
-func (b *Batcher) run(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
-	cl := &batchCall{s: s, keys: keys, args: args, done: make(chan struct{})}
+var callPool = sync.Pool{New: func() any { return &batchCall{done: make(chan struct{}, 1)} }}
+
+// run sends s in the next round and returns its result. urgent: the
+// partition has more waiting than one read returns, so its call goes
+// before the others queued.
+func (b *Batcher) run(ctx context.Context, s RoundSlice, urgent bool) (RoundResult, error) {
+	cl := callPool.Get().(*batchCall)
+	cl.s = s
 	b.mu.Lock()
-	b.queue = append(b.queue, cl)
+	if urgent {
+		b.urgent = append(b.urgent, cl)
+	} else {
+		b.queue = append(b.queue, cl)
+	}
 	lead := b.flushers < maxFlushers
 	if lead {
 		b.flushers++
@@ -70,51 +106,230 @@ func (b *Batcher) run(ctx context.Context, s *redis.Script, keys []string, args 
 	}
 	select {
 	case <-cl.done:
-		return cl.cmd
+		r, err := cl.res, cl.err
+		*cl = batchCall{done: cl.done}
+		callPool.Put(cl)
+		return r, err
 	case <-ctx.Done():
 		// The call may still run (as a call whose reply was lost may):
-		// the callers' protocol already copes with that.
-		cmd := redis.NewCmd(ctx)
-		cmd.SetErr(ctx.Err())
-		return cmd
+		// the callers' protocol already copes with that. cl is not put
+		// back: the flusher still answers it.
+		return RoundResult{}, ctx.Err()
 	}
 }
 
 // flush sends queued calls until the queue is empty.
 func (b *Batcher) flush() {
+	var batch []*batchCall
 	for {
 		b.mu.Lock()
-		n := min(len(b.queue), maxBatch)
-		if n == 0 {
+		batch = b.take(batch[:0])
+		if len(batch) == 0 {
 			b.flushers--
 			b.mu.Unlock()
 			return
 		}
-		batch := b.queue[:n:n]
-		b.queue = b.queue[n:]
-		if len(b.queue) == 0 {
-			b.queue = nil // let the backing array go
-		}
 		b.mu.Unlock()
+		if b.beforeSend != nil {
+			b.beforeSend(batch)
+		}
 		b.send(batch)
+		clear(batch)
 	}
 }
 
+// take moves up to maxBatch calls, urgent ones first, from the queues to
+// batch. b.mu is held.
+func (b *Batcher) take(batch []*batchCall) []*batchCall {
+	for _, q := range []*[]*batchCall{&b.urgent, &b.queue} {
+		n := min(len(*q), maxBatch-len(batch))
+		batch = append(batch, (*q)[:n]...)
+		rest := (*q)[n:]
+		if len(rest) == 0 {
+			rest = (*q)[:0]
+			if cap(rest) > 4*maxBatch {
+				rest = nil // let a backlog's large array go
+			}
+		} else {
+			// Keep the queue's head at the array's start, so appends
+			// reuse it instead of growing a new one.
+			rest = (*q)[:copy(*q, rest)]
+			clear((*q)[len(rest) : len(rest)+n])
+		}
+		*q = rest
+	}
+	return batch
+}
+
+// send runs batch as rounds in one pipeline per node and answers every
+// call.
 func (b *Batcher) send(batch []*batchCall) {
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
-	pipe := b.c.Pipeline()
-	for _, cl := range batch {
-		cl.cmd = cl.s.EvalSha(ctx, pipe, cl.keys, cl.args...)
+	if b.cluster == nil {
+		b.sendNode(ctx, b.c, scriptRound, batch)
+	} else {
+		b.sendCluster(ctx, batch)
 	}
-	_, _ = pipe.Exec(ctx) // each call's error is on its own command
 	for _, cl := range batch {
-		// A pipeline has no EVAL fallback: a script cache the server lost
-		// (a restart, SCRIPT FLUSH) costs these calls one direct round
-		// trip, which loads the script again.
-		if IsNoScript(cl.cmd.Err()) {
-			cl.cmd = cl.s.Run(ctx, b.c, cl.keys, cl.args...)
+		cl.done <- struct{}{}
+	}
+}
+
+// sendCluster groups batch by the node serving each slice's slot, as the
+// cluster client last mapped them, and sends each group to its node.
+func (b *Batcher) sendCluster(ctx context.Context, batch []*batchCall) {
+	type group struct {
+		node  *redis.Client
+		calls []*batchCall
+	}
+	var groups []group
+	var retry []*batchCall
+	for _, cl := range batch {
+		node, err := b.cluster.MasterForKey(ctx, cl.s.Lease.Ref.Key)
+		if err != nil {
+			retry = append(retry, cl)
+			continue
 		}
-		close(cl.done)
+		i := 0
+		for i < len(groups) && groups[i].node != node {
+			i++
+		}
+		if i == len(groups) {
+			groups = append(groups, group{node: node})
+		}
+		groups[i].calls = append(groups[i].calls, cl)
 	}
+	var wg sync.WaitGroup
+	for i, g := range groups {
+		if i == len(groups)-1 {
+			b.sendNode(ctx, g.node, scriptRoundCrossSlot, g.calls)
+			continue
+		}
+		wg.Go(func() { b.sendNode(ctx, g.node, scriptRoundCrossSlot, g.calls) })
+	}
+	wg.Wait()
+	for _, g := range groups {
+		for _, cl := range g.calls {
+			if movedAway(cl) {
+				retry = append(retry, cl)
+			}
+		}
+	}
+	// One slice per call through the cluster client: it routes each by
+	// its slot and follows MOVED and ASK, as for the single scripts.
+	for _, cl := range retry {
+		cl.res, cl.err = RoundResult{}, nil
+		b.sendOne(ctx, cl)
+	}
+}
+
+// movedAway reports a cluster call that reached a node that does not
+// serve its slice now: nothing of it was done, it can go again.
+func movedAway(cl *batchCall) bool {
+	if cl.err != nil {
+		return IsMoved(cl.err) || IsCrossSlot(cl.err) || isClusterDown(cl.err)
+	}
+	return errors.Is(cl.res.Err, ErrNotLocal)
+}
+
+func isClusterDown(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "CLUSTERDOWN")
+}
+
+// sendOne runs one call's slice alone through the cluster client.
+func (b *Batcher) sendOne(ctx context.Context, cl *batchCall) {
+	rs, err := Round(ctx, b.c, []RoundSlice{cl.s})
+	if err != nil {
+		cl.err = err
+		return
+	}
+	cl.res = rs[0]
+}
+
+// sendNode runs calls as rounds of script, in one pipeline on c (a
+// single Redis, or one cluster node's client), and stores each call's
+// result or its round's error.
+func (b *Batcher) sendNode(ctx context.Context, c redis.Cmdable, script *redis.Script, calls []*batchCall) {
+	type round struct {
+		calls  []*batchCall
+		slices []RoundSlice
+		keys   []string
+		args   []any
+		cmd    *redis.Cmd
+	}
+	var rounds []round
+	for len(calls) > 0 {
+		n := roundSize(calls)
+		r := round{calls: calls[:n], slices: make([]RoundSlice, n)}
+		for i, cl := range r.calls {
+			r.slices[i] = cl.s
+		}
+		calls = calls[n:]
+		keys, args, err := BuildRound(r.slices, b.cluster != nil)
+		if err != nil {
+			// A defect in a slice (roundSize kept within the caps): fail
+			// each call alone, so one malformed slice does not fail the
+			// others.
+			for _, cl := range r.calls {
+				if _, _, err := BuildRound([]RoundSlice{cl.s}, b.cluster != nil); err != nil {
+					cl.err = err
+					continue
+				}
+				rounds = append(rounds, round{calls: []*batchCall{cl}, slices: []RoundSlice{cl.s}})
+			}
+			continue
+		}
+		r.keys, r.args = keys, args
+		rounds = append(rounds, r)
+	}
+	pipe := c.Pipeline()
+	for i := range rounds {
+		r := &rounds[i]
+		if r.keys == nil {
+			r.keys, r.args, _ = BuildRound(r.slices, b.cluster != nil)
+		}
+		r.cmd = script.EvalSha(ctx, pipe, r.keys, r.args...)
+	}
+	_, _ = pipe.Exec(ctx) // each round's error is on its own command
+	for i := range rounds {
+		r := &rounds[i]
+		res, err := r.cmd.Result()
+		// A pipeline has no EVAL fallback: a script cache the server
+		// lost (a restart, SCRIPT FLUSH) costs this round one direct
+		// round trip, which loads the script again.
+		if IsNoScript(err) {
+			res, err = script.Run(ctx, c, r.keys, r.args...).Result()
+		}
+		if err != nil {
+			err = fmt.Errorf("round of %d slices from %s: %w", len(r.slices), r.slices[0].Lease.Ref.Key, err)
+			for _, cl := range r.calls {
+				cl.err = err
+			}
+			continue
+		}
+		out, err := ParseRound(r.slices, res)
+		for j, cl := range r.calls {
+			if err != nil {
+				cl.err = err
+			} else {
+				cl.res = out[j]
+			}
+		}
+	}
+}
+
+// roundSize is how many of calls, from the first, fit one round within
+// the caps (at least one: BuildRound refuses a slice beyond them alone).
+func roundSize(calls []*batchCall) int {
+	nk, nids := 0, 0
+	for i, cl := range calls {
+		nk += 1 + len(cl.s.Lanes)
+		nids += len(cl.s.AckIDs)
+		if i > 0 && (i == RoundMaxSlices || nk > RoundMaxKeys || nids > RoundMaxAckIDs) {
+			return i
+		}
+	}
+	return len(calls)
 }

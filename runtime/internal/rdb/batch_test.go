@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -49,7 +52,7 @@ func TestBatcherSharesRoundTrips(t *testing.T) {
 				var ack *Entry
 				next := 0
 				for {
-					es, _, err := b.ReadAhead(ctx, leases[w], "h", lanes, 4, ack)
+					es, _, err := b.ReadAhead(ctx, leases[w], "h", lanes, 4, ack, w%2 == 0)
 					if err != nil {
 						errs <- err
 						return
@@ -64,7 +67,7 @@ func TestBatcherSharesRoundTrips(t *testing.T) {
 						}
 						next++
 						if i < len(es)-1 {
-							if err := b.Ack(ctx, leases[w], "h", e.Stream, e.ID); err != nil {
+							if err := b.Ack(ctx, leases[w], "h", e.Stream, e.ID, w%3 == 0); err != nil {
 								errs <- err
 								return
 							}
@@ -82,7 +85,7 @@ func TestBatcherSharesRoundTrips(t *testing.T) {
 					}
 				}
 				if ack != nil {
-					if err := b.Ack(ctx, leases[w], "h", ack.Stream, ack.ID); err != nil {
+					if err := b.Ack(ctx, leases[w], "h", ack.Stream, ack.ID, false); err != nil {
 						errs <- err
 						return
 					}
@@ -100,7 +103,7 @@ func TestBatcherSharesRoundTrips(t *testing.T) {
 		// Each call is fenced by its own lease.
 		stale := leases[0]
 		stale.Generation--
-		if err := b.Ack(ctx, stale, "h", PartitionStream("order", "k0"), "1-0"); !errors.Is(err, ErrFenced) {
+		if err := b.Ack(ctx, stale, "h", PartitionStream("order", "k0"), "1-0", false); !errors.Is(err, ErrFenced) {
 			t.Errorf("a stale ack through the Batcher: %v, want ErrFenced", err)
 		}
 	})
@@ -140,7 +143,7 @@ func TestBatcherCallerContext(t *testing.T) {
 	})
 	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
-	if err := b.Ack(cctx, l, "h", "order:{k}", "1-0"); !errors.Is(err, context.DeadlineExceeded) {
+	if err := b.Ack(cctx, l, "h", "order:{k}", "1-0", false); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("ack with an ended context: %v, want context.DeadlineExceeded", err)
 	}
 	select {
@@ -149,4 +152,143 @@ func TestBatcherCallerContext(t *testing.T) {
 	default:
 	}
 	<-busy
+}
+
+// Calls that queue while the pipelines are in flight go as rounds: many
+// partitions' calls share one script call, each slice still fenced by its
+// own lease (a stale one fails alone).
+func TestBatcherRoundsShareScriptCalls(t *testing.T) {
+	c := newRedis(t)
+	ctx := ctxT(t)
+	if err := LoadScripts(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	b := NewBatcher(c)
+	const calls = 80
+	leases := make([]Lease, calls)
+	for i := range calls {
+		stream := PartitionStream("order", fmt.Sprint("r", i))
+		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"n", i}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		l, err := Acquire(ctx, c, PartitionLease(stream, "h"), "o", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Reclaim(ctx, c, l, "h", []string{stream}); err != nil {
+			t.Fatal(err)
+		}
+		leases[i] = l
+	}
+	stale := map[int]bool{7: true, 40: true, 79: true}
+	for i := range stale {
+		leases[i].Generation++ // a token the lease does not hold
+	}
+	if err := c.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The first pipelines wait until every other call is queued.
+	queued := make(chan struct{})
+	var held atomic.Int64
+	b.beforeSend = func(batch []*batchCall) {
+		held.Add(int64(len(batch)))
+		<-queued
+	}
+	type result struct {
+		i   int
+		es  []Entry
+		err error
+	}
+	results := make(chan result, calls)
+	for i := range calls {
+		go func() {
+			stream := PartitionStream("order", fmt.Sprint("r", i))
+			es, _, err := b.ReadAhead(ctx, leases[i], "h", []string{stream}, 4, nil, i%5 == 0)
+			results <- result{i, es, err}
+		}()
+	}
+	eventually(t, 10*time.Second, "every call queued", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return held.Load()+int64(len(b.urgent)+len(b.queue)) == calls
+	})
+	close(queued)
+	for range calls {
+		r := <-results
+		switch {
+		case stale[r.i] && !errors.Is(r.err, ErrFenced):
+			t.Errorf("call %d under a stale lease: %v, want ErrFenced", r.i, r.err)
+		case !stale[r.i] && (r.err != nil || len(r.es) != 1 || r.es[0].Fields["n"] != fmt.Sprint(r.i)):
+			t.Errorf("call %d: %+v %v, want its own entry", r.i, r.es, r.err)
+		}
+	}
+	// Each of the flushers' first batches went in rounds of up to
+	// RoundMaxSlices, and the rest, queued meanwhile, too.
+	want := maxFlushers + (calls+RoundMaxSlices-1)/RoundMaxSlices
+	if n := scriptCalls(ctx, t, c); n > int64(want) {
+		t.Errorf("%d script calls for %d reads, want at most %d", n, calls, want)
+	}
+}
+
+// scriptCalls is how many EVALSHA and EVAL calls c's server ran since its
+// statistics were reset.
+func scriptCalls(ctx context.Context, t *testing.T, c *redis.Client) int64 {
+	t.Helper()
+	info, err := c.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, line := range strings.Split(info, "\n") {
+		for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
+				v, _, _ := strings.Cut(rest, ",")
+				m, _ := strconv.ParseInt(v, 10, 64)
+				n += m
+			}
+		}
+	}
+	return n
+}
+
+// On a cluster a round goes to the node the client maps its slices to.
+// When a slot has moved since, the call comes back MOVED (its first
+// slice moved: nothing was done) or the moved slice alone ErrNotLocal,
+// and the calls go again one slice each through the cluster client: every
+// call gets its own answer.
+func TestBatcherClusterSlotMoved(t *testing.T) {
+	ctx := ctxT(t)
+	cl := redistest.NewCluster(t, 3)
+	for _, movedFirst := range []bool{true, false} {
+		t.Run(fmt.Sprint("moved first ", movedFirst), func(t *testing.T) {
+			cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true})
+			t.Cleanup(func() { cc.Close() })
+			prefix := "s"
+			if movedFirst {
+				prefix = "m"
+			}
+			tags := roundClusterTags(ctx, t, cc, cl, prefix, 3)
+			var calls []*batchCall
+			for _, tag := range tags {
+				rc, _ := roundPartition(ctx, t, cc, tag, 2)
+				calls = append(calls, &batchCall{s: readSlice(rc), done: make(chan struct{}, 1)})
+			}
+			// The client has mapped every slot (node 0 serves all three);
+			// then one slot moves behind its back.
+			moved := 0
+			if !movedFirst {
+				moved = 2
+			}
+			if _, err := cl.MoveSlot(ctx, calls[moved].s.Lease.Ref.Key, 1); err != nil {
+				t.Fatal(err)
+			}
+			b := NewBatcher(cc)
+			b.send(calls)
+			for i, call := range calls {
+				if call.err != nil || call.res.Err != nil || len(call.res.Entries) != 1 || call.res.Entries[0].Fields["n"] != "0" {
+					t.Errorf("call %d: %+v %v, want its partition's first entry", i, call.res, call.err)
+				}
+			}
+		})
+	}
 }

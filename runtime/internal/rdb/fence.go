@@ -32,7 +32,7 @@ type Entry struct {
 // same script: the fenced ack of one entry and the read of the next in one
 // call.
 func FencedRead(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string, ack *Entry) (e Entry, ok bool, err error) {
-	return first(fencedRead(ctx, scriptRead, direct(c), l, group, lanes, 1, ack))
+	return first(fencedRead(ctx, scriptRead, c, l, group, lanes, 1, ack))
 }
 
 // first is the first entry of a read (ok false: none).
@@ -57,7 +57,7 @@ func first(es []Entry, _ bool, err error) (Entry, bool, error) {
 // caller may ack its last entry alone and wait for a signal instead of
 // reading again.
 func FencedReadAhead(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string, count int, ack *Entry) (es []Entry, more bool, err error) {
-	return fencedRead(ctx, scriptRead, direct(c), l, group, lanes, count, ack)
+	return fencedRead(ctx, scriptRead, c, l, group, lanes, count, ack)
 }
 
 // FencedReadOldest reads the next entry for a pm's owner across the lanes
@@ -70,14 +70,14 @@ func FencedReadAhead(ctx context.Context, c redis.UniversalClient, l Lease, grou
 // entry is pending only while it is in flight.
 // ack is acked first, as in FencedRead.
 func FencedReadOldest(ctx context.Context, c redis.UniversalClient, l Lease, group string, lanes []string, primaries int, ack *Entry) (e Entry, ok bool, err error) {
-	return first(fencedRead(ctx, scriptReadOldest, direct(c), l, group, lanes, primaries, ack))
+	return first(fencedRead(ctx, scriptReadOldest, c, l, group, lanes, primaries, ack))
 }
 
 // fencedRead runs a fenced read script, whose reply is {0} when every
 // lane is drained or {lane (1-based), entries, deliveries of the first,
 // 1 when the first came from the pending pass, 0 when nothing more was
 // there} (more is true when the reply does not say).
-func fencedRead(ctx context.Context, script *redis.Script, run runner, l Lease, group string, lanes []string, arg int, ack *Entry) ([]Entry, bool, error) {
+func fencedRead(ctx context.Context, script *redis.Script, c redis.UniversalClient, l Lease, group string, lanes []string, arg int, ack *Entry) ([]Entry, bool, error) {
 	keys := append([]string{l.Ref.Key}, lanes...)
 	ackLane, ackID := 0, ""
 	if ack != nil {
@@ -86,7 +86,7 @@ func fencedRead(ctx context.Context, script *redis.Script, run runner, l Lease, 
 			return nil, false, fmt.Errorf("fenced read of %v: the entry to ack is on %s, not one of the lanes", lanes, ack.Stream)
 		}
 	}
-	res, err := run(ctx, script, keys, l.Token(), group, arg, ackLane, ackID).Slice()
+	res, err := script.Run(ctx, c, keys, l.Token(), group, arg, ackLane, ackID).Slice()
 	if err != nil {
 		return nil, false, fmt.Errorf("fenced read of %v: %w", lanes, fenced(err, l))
 	}
@@ -142,38 +142,85 @@ func parseRead(lanes []string, res []any) ([]Entry, bool, error) {
 
 // FencedAck acks id on stream in group if the lease still holds its token.
 func FencedAck(ctx context.Context, c redis.UniversalClient, l Lease, group, stream, id string) error {
-	return fencedAck(ctx, direct(c), l, group, stream, id)
-}
-
-func fencedAck(ctx context.Context, run runner, l Lease, group, stream, id string) error {
-	if err := run(ctx, scriptAck, []string{l.Ref.Key, stream}, l.Token(), group, id).Err(); err != nil {
+	if err := scriptAck.Run(ctx, c, []string{l.Ref.Key, stream}, l.Token(), group, id).Err(); err != nil {
 		return fmt.Errorf("fenced ack of %s %s: %w", stream, id, fenced(err, l))
 	}
 	return nil
 }
 
-// runner runs a script: directly on a client, or through a Batcher.
-type runner func(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd
-
-func direct(c redis.UniversalClient) runner {
-	return func(ctx context.Context, s *redis.Script, keys []string, args ...any) *redis.Cmd {
-		return s.Run(ctx, c, keys, args...)
+// ReadAhead is FencedReadAhead in the Batcher's next round. urgent: the
+// partition's last read was full (more is waiting than one read returns),
+// so its call goes before the others queued.
+func (b *Batcher) ReadAhead(ctx context.Context, l Lease, group string, lanes []string, count int, ack *Entry, urgent bool) ([]Entry, bool, error) {
+	s := RoundSlice{Op: RoundRead, Lease: l, Group: group, Lanes: lanes, N: count}
+	if err := s.ack(ack); err != nil {
+		return nil, false, fmt.Errorf("fenced read of %v: %w", lanes, err)
 	}
+	r, err := b.run(ctx, s, urgent)
+	if err == nil {
+		err = r.Err
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("fenced read of %v: %w", lanes, err)
+	}
+	return r.Entries, r.More, nil
 }
 
-// ReadAhead is FencedReadAhead through the shared pipelines.
-func (b *Batcher) ReadAhead(ctx context.Context, l Lease, group string, lanes []string, count int, ack *Entry) ([]Entry, bool, error) {
-	return fencedRead(ctx, scriptRead, b.run, l, group, lanes, count, ack)
-}
-
-// ReadOldest is FencedReadOldest through the shared pipelines.
+// ReadOldest is FencedReadOldest in the Batcher's next round.
 func (b *Batcher) ReadOldest(ctx context.Context, l Lease, group string, lanes []string, primaries int, ack *Entry) (Entry, bool, error) {
-	return first(fencedRead(ctx, scriptReadOldest, b.run, l, group, lanes, primaries, ack))
+	s := RoundSlice{Op: RoundReadOldest, Lease: l, Group: group, Lanes: lanes, N: primaries}
+	if err := s.ack(ack); err != nil {
+		return Entry{}, false, fmt.Errorf("fenced read of %v: %w", lanes, err)
+	}
+	r, err := b.run(ctx, s, false)
+	if err == nil {
+		err = r.Err
+	}
+	if err != nil {
+		return Entry{}, false, fmt.Errorf("fenced read of %v: %w", lanes, err)
+	}
+	if len(r.Entries) == 0 {
+		return Entry{}, false, nil
+	}
+	return r.Entries[0], true, nil
 }
 
-// Ack is FencedAck through the shared pipelines.
-func (b *Batcher) Ack(ctx context.Context, l Lease, group, stream, id string) error {
-	return fencedAck(ctx, b.run, l, group, stream, id)
+// Ack is FencedAck in the Batcher's next round. urgent as for ReadAhead.
+func (b *Batcher) Ack(ctx context.Context, l Lease, group, stream, id string, urgent bool) error {
+	s := RoundSlice{Op: RoundAck, Lease: l, Group: group, Lanes: []string{stream}, AckLane: 1, AckIDs: []string{id}}
+	r, err := b.run(ctx, s, urgent)
+	if err == nil {
+		err = r.Err
+	}
+	if err != nil {
+		return fmt.Errorf("fenced ack of %s %s: %w", stream, id, err)
+	}
+	return nil
+}
+
+// Verify is Lease.Verify in the Batcher's next round.
+func (b *Batcher) Verify(ctx context.Context, l Lease) error {
+	r, err := b.run(ctx, RoundSlice{Op: RoundVerify, Lease: l}, true)
+	if err == nil {
+		err = r.Err
+	}
+	if err != nil {
+		return fmt.Errorf("verify lease %s: %w", l.Ref.Key, err)
+	}
+	return nil
+}
+
+// ack sets s to ack en first (nil: nothing), en being on one of s's lanes.
+func (s *RoundSlice) ack(en *Entry) error {
+	if en == nil {
+		return nil
+	}
+	lane := slices.Index(s.Lanes, en.Stream) + 1
+	if lane == 0 {
+		return fmt.Errorf("the entry to ack is on %s, not one of the lanes", en.Stream)
+	}
+	s.AckLane, s.AckIDs = lane, []string{en.ID}
+	return nil
 }
 
 // Reclaim moves every pending entry of group on the lanes to the lease's
