@@ -23,10 +23,13 @@ import (
 // the entry was decoded, keeps every slow step in between (a slow reply,
 // decoding, removing a halt record) inside the bound; an entry held in
 // memory (a halted head between its retries) has no such call, so its
-// attempt always confirms first. A confirmation sent for the attempt is
-// the newest there can be: if its own round trip outlasts the bound (a
-// distant Redis), the attempt starts right after its reply rather than
-// never, and the engine warns to raise VerifyBound.
+// attempt always confirms first. A confirmation is sent without holding a
+// concurrency slot, in the Batcher's next round, and the slot is taken
+// after its reply; if that wait outlasted the bound, the next confirmation
+// is sent holding the slot. That one is the newest there can be: if its
+// own round trip outlasts the bound (a distant Redis), the attempt starts
+// right after its reply rather than never, and the engine warns to raise
+// VerifyBound.
 //
 // An attempt of a head that has a halt record (the partition halted on
 // it, or a predecessor's record names it) confirms with begin_attempt.lua,
@@ -89,42 +92,48 @@ func (p *partition) gate(en rdb.Entry, confirmed time.Time) *gate {
 // chase a confirmation that every slot wait makes stale again.
 func (g *gate) enter(ctx context.Context) bool {
 	backoff := g.e.o.RetryBackoff
+	bound := g.e.o.VerifyBound
+	// begun: a confirmation was sent for this attempt (a head's
+	// begin_attempt marks it). holdToConfirm: the next confirmation is
+	// sent holding the slot. An attempt that needs a confirmation before
+	// it even waits for a slot (an entry from memory, a head, a retry
+	// after its backoff) sends it first.
 	begun, holdToConfirm := false, false
+	needs := func() bool { return g.p != nil && ((g.head && !begun) || time.Since(g.confirmed) > bound) }
 	for {
-		select {
-		case g.e.sem <- struct{}{}:
-		case <-ctx.Done():
-			return false
+		if !needs() || holdToConfirm {
+			select {
+			case g.e.sem <- struct{}{}:
+			case <-ctx.Done():
+				return g.refuse(begun)
+			}
+			if ctx.Err() != nil {
+				g.release()
+				return g.refuse(begun)
+			}
+			if g.p == nil {
+				return true
+			}
+			if !time.Now().Before(g.p.deadline()) {
+				g.release()
+				g.p.lost(errors.New("lease not renewed before its deadline"))
+				return g.refuse(begun)
+			}
+			if !needs() {
+				return true
+			}
 		}
-		if ctx.Err() != nil {
-			g.release()
-			return false
-		}
-		if g.p == nil {
-			return true
-		}
-		if !time.Now().Before(g.p.deadline()) {
-			g.release()
-			g.p.lost(errors.New("lease not renewed before its deadline"))
-			return false
-		}
-		bound := g.e.o.VerifyBound
-		if (!g.head || begun) && time.Since(g.confirmed) <= bound {
-			return true
-		}
-		if !holdToConfirm {
-			g.release()
-		}
+		held := holdToConfirm
 		sent := time.Now()
-		err := g.p.confirm(ctx, g.head)
+		err := g.p.confirm(ctx, g.head && !begun)
 		if err == nil {
 			g.confirmed, begun = sent, true
 			if rtt := time.Since(sent); rtt > bound {
 				g.e.warnSlowConfirm(rtt)
 			}
-			if !holdToConfirm {
-				// Wait for the slot again; if that wait outlasts the
-				// bound, confirm holding the next one.
+			if !held {
+				// Wait for the slot now; if that wait outlasts the bound,
+				// confirm holding the next one.
 				holdToConfirm = true
 				continue
 			}
@@ -133,20 +142,29 @@ func (g *gate) enter(ctx context.Context) bool {
 			}
 			g.release()
 			g.p.lost(errors.New("lease not renewed before its deadline"))
-			return false
+			return g.refuse(begun)
 		}
-		if holdToConfirm {
+		if held {
 			g.release()
 		}
 		if errors.Is(err, ErrFenced) || ctx.Err() != nil {
-			return false
+			return g.refuse(begun)
 		}
 		g.e.log.Warn("seqby: cannot verify the lease before a handler attempt; waiting", "handler", g.p.reg.Name, "stream", g.p.lanes[0], "err", err, "backoff", backoff)
 		if !sleepCtx(ctx, backoff) {
-			return false
+			return g.refuse(begun)
 		}
 		backoff = min(2*backoff, g.e.o.MaxBackoff)
 	}
+}
+
+// refuse ends an attempt enter does not admit: a head's attempt marked
+// by a begin_attempt it sent is unmarked (no attempt runs), and false.
+func (g *gate) refuse(begun bool) bool {
+	if begun && g.head {
+		g.p.endAttempt()
+	}
+	return false
 }
 
 // leave ends an attempt enter admitted: it frees the slot and, after a

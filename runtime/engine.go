@@ -42,8 +42,9 @@ type Engine struct {
 	log           *slog.Logger
 	sem           chan struct{}
 	wake          *waiter
-	// batch carries the partitions' fenced reads and acks in shared
-	// round trips (rdb.Batcher).
+	// batch carries the partitions' fenced reads, acks and lease
+	// verifications in rounds, many partitions per script call
+	// (rdb.Batcher).
 	batch *rdb.Batcher
 	// index keeps the partition indexes between discovery cycles.
 	index *indexCache
@@ -125,6 +126,9 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seqby engine options: %w", err)
 	}
+	if _, ring := c.(*redis.Ring); ring {
+		return nil, fmt.Errorf("seqby engine: a *redis.Ring splits a partition's keys from the keys its calls share with other partitions; use a *redis.Client, a failover client or a *redis.ClusterClient: %w", ErrUnsupportedClient)
+	}
 	if o.StateStore == nil {
 		o.StateStore = NewRedisStateStore(c)
 	}
@@ -156,6 +160,10 @@ func (e *Engine) Name() string { return "redis" }
 
 // Capabilities advertises StreamPartitioning and ConsumerGroups.
 func (e *Engine) Capabilities() Capabilities { return StreamPartitioning | ConsumerGroups }
+
+// ErrUnsupportedClient is NewEngine's refusal of a client type the engine
+// cannot route its calls through (a *redis.Ring).
+var ErrUnsupportedClient = errors.New("unsupported Redis client")
 
 // ErrRunning is returned by Register after Run started, and by a second Run.
 var ErrRunning = errors.New("engine already running; register every handler before Run")

@@ -370,3 +370,13 @@ func TestEngineSlowHandlerKeepsLease(t *testing.T) {
 		t.Fatalf("partitions %+v, want still generation %d", ps, held)
 	}
 }
+
+// A *redis.Ring is refused at NewEngine: a round of many partitions' calls
+// would go to the shard of its first key only.
+func TestNewEngineRefusesRing(t *testing.T) {
+	r := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}})
+	defer r.Close()
+	if _, err := NewEngine(r, fastOptions("ring")); !errors.Is(err, ErrUnsupportedClient) {
+		t.Fatalf("NewEngine with a Ring: %v, want ErrUnsupportedClient", err)
+	}
+}

@@ -60,10 +60,19 @@ type partition struct {
 	done bool
 
 	trims trimmer // acks since the lanes were last trimmed (retention.go)
-	// unacked is the entry processed and not acked yet: its fenced ack is
-	// sent with the next read, before anything else of the partition
-	// runs. Only the partition's own goroutine touches it.
-	unacked *rdb.Entry
+	// unacked are the entries processed and not acked yet, in order, all
+	// from one read (so on one lane): their fenced ack is sent with the
+	// next read, or alone before the next entry runs. Under the default
+	// promise there is at most one, acked before anything else of the
+	// partition runs; with Registration.AckBatch N, up to N-1 wait while
+	// the next entry runs (batched: see next). Only the partition's own
+	// goroutine touches it.
+	unacked []rdb.Entry
+	// confirmedAt is when the last fenced call of the worker that
+	// succeeded was sent: what a batched entry that runs without an ack
+	// of its own counts from (the fence rule, attempt.go). Only the
+	// partition's own goroutine touches it.
+	confirmedAt time.Time
 	// active is when the worker last had work (its claim, or its last
 	// entry): once idle for ReapAfter it asks Redis whether the partition
 	// is cold (reaper.go). Only the partition's own goroutine touches it.
@@ -311,7 +320,6 @@ func (p *partition) work() (asleep bool) {
 			continue
 		}
 		p.redisOK()
-		p.ackedPrevious()
 		p.observeWork(en, ok, !p.drained)
 		if !ok {
 			p.trimIf(true)
@@ -336,43 +344,78 @@ func (p *partition) work() (asleep bool) {
 }
 
 // next returns the partition's next entry (ok false: drained): the
-// first entry read ahead, once the entry before it is acked (fenced), or
-// else the first of a fenced read that carries that ack (seq: the wake-up
-// mark taken before it). When the last read saw nothing more, the last
-// ack goes alone, a cheaper script, and the worker waits for a signal
+// first entry read ahead, once the entries before it are acked (fenced),
+// or else the first of a fenced read that carries those acks (seq: the
+// wake-up mark taken before it). When the last read saw nothing more, the
+// last acks go alone, a cheaper call, and the worker waits for a signal
 // counted after that read (an entry published since has one). confirmed
-// is when the fenced call that returned the entry was sent (zero: none
-// was, the entry came from memory), for the fence rule (attempt.go).
+// is when the fenced call that confirmed the lease for the entry was sent
+// (zero: none was, the entry came from memory), for the fence rule
+// (attempt.go).
+//
+// Batched (Registration.AckBatch N > 1): an entry read ahead runs without
+// waiting for the acks of those before it while fewer than N are
+// unanswered and the last confirmation is within Options.VerifyBound; it
+// counts from that confirmation. Else the unanswered acks go first, in
+// one fenced call, which confirms the lease anew. So at most N entries,
+// the one in flight included, can run again after a crash or a stall, in
+// order.
 func (p *partition) next(seq uint64) (en rdb.Entry, ok bool, confirmed time.Time, err error) {
 	e := p.e
-	if len(p.ahead) == 0 && p.drained && p.unacked != nil {
-		err := e.batch.Ack(p.ctx, p.lease, p.reg.Name, p.unacked.Stream, p.unacked.ID, false)
-		return rdb.Entry{}, false, time.Time{}, err
+	if len(p.ahead) == 0 && p.drained && len(p.unacked) > 0 {
+		sent := time.Now()
+		if err := p.ackUnacked(); err != nil {
+			return rdb.Entry{}, false, time.Time{}, err
+		}
+		p.confirmedAt = sent
+		return rdb.Entry{}, false, time.Time{}, nil
 	}
 	if len(p.ahead) == 0 {
 		sent := time.Now()
-		es, more, err := e.batch.ReadAhead(p.ctx, p.lease, p.reg.Name, p.lanes, e.o.ReadAhead, p.unacked, p.deep)
+		es, more, err := e.batch.ReadAhead(p.ctx, p.lease, p.reg.Name, p.lanes, p.readCount(), p.unacked, p.deep)
 		if err != nil {
 			return rdb.Entry{}, false, time.Time{}, err
 		}
+		p.confirmedAt = sent
+		p.ackedPrevious()
 		p.readMark, p.drained = seq, !more
-		p.deep = more && len(es) >= e.o.ReadAhead
+		p.deep = more && len(es) >= p.readCount()
 		if len(es) == 0 {
 			return rdb.Entry{}, false, time.Time{}, nil
 		}
 		p.ahead = es[1:]
 		return es[0], true, sent, nil
 	}
-	if p.unacked != nil {
+	confirmed = p.confirmedAt
+	if len(p.unacked) >= max(p.reg.AckBatch, 1) || time.Since(p.confirmedAt) > e.o.VerifyBound {
 		confirmed = time.Now()
-		if err := e.batch.Ack(p.ctx, p.lease, p.reg.Name, p.unacked.Stream, p.unacked.ID, p.deep); err != nil {
+		if err := p.ackUnacked(); err != nil {
 			return rdb.Entry{}, false, time.Time{}, err
 		}
+		p.confirmedAt = confirmed
 	}
 	en = p.ahead[0]
 	p.ahead = p.ahead[1:]
 	return en, true, confirmed, nil
 }
+
+// ackUnacked acks p.unacked in one fenced call of the Batcher's next
+// round, then does what follows (ackedPrevious).
+func (p *partition) ackUnacked() error {
+	if len(p.unacked) == 0 {
+		return nil
+	}
+	if err := p.e.batch.AckEntries(p.ctx, p.lease, p.reg.Name, p.unacked, p.deep); err != nil {
+		return err
+	}
+	p.ackedPrevious()
+	return nil
+}
+
+// readCount is how many new entries one read of p takes at most:
+// Options.ReadAhead, or the handler's AckBatch when larger, so a batched
+// partition has a batch to run.
+func (p *partition) readCount() int { return max(p.e.o.ReadAhead, p.reg.AckBatch) }
 
 // trimIf runs retention on p's lanes when it is due (drained: the last
 // read found them empty).
@@ -482,6 +525,9 @@ func (p *partition) settle(en rdb.Entry, out outcome, h *Halt) bool {
 		p.stopped = &en
 		return false
 	case outHalt:
+		if !p.ackBeforeHalt() {
+			return false
+		}
 		h.Key, h.Generation = p.key, p.lease.Generation
 		p.mu.Lock()
 		prev := p.halt
@@ -507,8 +553,8 @@ func (p *partition) settle(en rdb.Entry, out outcome, h *Halt) bool {
 		return p.recordHalt(h)
 	}
 	// The ack rides on the next read (ackedPrevious), or is sent alone
-	// when the worker ends (flushAck): one script call per entry.
-	p.unacked = &en
+	// before the next entry runs, or when the worker ends (flushAck).
+	p.unacked = append(p.unacked, en)
 	p.mu.Lock()
 	recovered := p.halt
 	p.halt = nil
@@ -517,6 +563,25 @@ func (p *partition) settle(en rdb.Entry, out outcome, h *Halt) bool {
 	if recovered != nil {
 		e.log.Info("seqby: the halted head succeeded on a retry; the partition resumes", "handler", p.reg.Name,
 			"stream", en.Stream, "entry", en.ID, "halted_at", recovered.At)
+	}
+	return true
+}
+
+// ackBeforeHalt acks the entries a batched partition ran before the one
+// it halts on, so the halted head is its oldest pending entry, as a
+// successor's halt record check and the operators' tools expect (under
+// the default promise they are acked already). False: the partition must
+// end.
+func (p *partition) ackBeforeHalt() bool {
+	for len(p.unacked) > 0 {
+		err := p.ackUnacked()
+		if err == nil {
+			p.redisOK()
+			return true
+		}
+		if !p.retryable(err) {
+			return false
+		}
 	}
 	return true
 }
@@ -576,43 +641,47 @@ func (p *partition) handing() []rdb.Entry {
 	return append(out, p.ahead...)
 }
 
-// ackedPrevious does what follows the ack of p.unacked, once a read that
+// ackedPrevious does what follows the ack of p.unacked, once a call that
 // carried it succeeded.
 func (p *partition) ackedPrevious() {
-	if p.unacked == nil {
+	if len(p.unacked) == 0 {
 		return
 	}
-	en := *p.unacked
-	p.unacked = nil
-	p.acked(en)
+	for _, en := range p.unacked {
+		p.acked(en)
+		p.trims.acked()
+		p.e.worked(p.reg.Name)
+	}
+	clear(p.unacked)
+	p.unacked = p.unacked[:0]
 	p.endAttempt() // the marked head, if it was one, is acked
-	p.trims.acked()
-	p.e.worked(p.reg.Name)
 }
 
-// flushAck sends the ack of p.unacked on its own as the worker ends,
+// flushAck sends the acks of p.unacked on their own as the worker ends,
 // unless Redis already said the lease is gone: fenced, so it is safe even
 // after the local deadline cancelled p.ctx. It retries for at most
-// releaseGrace; if it fails, the entry runs again on the next owner
-// (at-least-once), never out of order: the next owner reclaims it first.
+// releaseGrace; if it fails, the entries run again on the next owner
+// (at-least-once), never out of order: the next owner reclaims them
+// first.
 func (p *partition) flushAck() {
 	p.mu.Lock()
 	gone := p.gone
 	p.mu.Unlock()
-	if p.unacked == nil || gone {
+	if len(p.unacked) == 0 || gone {
 		return
 	}
-	e, en := p.e, *p.unacked
+	e := p.e
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), e.releaseGrace())
 	defer cancel()
 	for backoff := e.o.RetryBackoff; ; backoff = min(2*backoff, e.o.MaxBackoff) {
-		err := rdb.FencedAck(ctx, e.c, p.lease, p.reg.Name, en.Stream, en.ID)
+		err := rdb.FencedAckEntries(ctx, e.c, p.lease, p.reg.Name, p.unacked)
 		if err == nil {
 			p.ackedPrevious()
 			return
 		}
 		if errors.Is(err, ErrFenced) || rdb.Permanent(err) || !sleepCtx(ctx, backoff) {
-			e.log.Warn("seqby: the last entry was processed but not acked; its next owner runs it again", "handler", p.reg.Name, "stream", en.Stream, "entry", en.ID, "err", err)
+			last := p.unacked[len(p.unacked)-1]
+			e.log.Warn("seqby: processed entries were not acked; their next owner runs them again", "handler", p.reg.Name, "stream", last.Stream, "entries", len(p.unacked), "last_entry", last.ID, "err", err)
 			return
 		}
 	}

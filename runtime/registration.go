@@ -80,7 +80,27 @@ type Registration struct {
 	// Timeout overrides the engine's HandlerTimeout for this handler (0:
 	// the engine's; negative: none).
 	Timeout time.Duration
+	// AckBatch, above 1, puts a keyed handler in the batched mode: a
+	// partition runs up to AckBatch entries before their acks are
+	// answered. The entries read ahead (a read takes AckBatch when that is
+	// more than Options.ReadAhead) run one after another, and their acks
+	// go together, fenced, with the next read, or in one call once
+	// AckBatch are unanswered or the last call that confirmed the lease
+	// was sent more than Options.VerifyBound ago. Entries of a key still
+	// run one at a time and in publish order, each attempt under a lease
+	// confirmed within the verify bound; what changes is the re-run bound:
+	// after a crash or a stall up to AckBatch entries of a partition (the
+	// one in flight and those before it not acked yet), not one, run again
+	// on its next owner, in order, never reordered. Worth it for hot keys
+	// with idempotent handlers: one round trip per batch instead of one per
+	// entry. 0 or 1: the default promise. Keyed handlers only (a process
+	// manager acks each entry before the next); at most 1000.
+	AckBatch int
 }
+
+// maxAckBatch bounds Registration.AckBatch: the unanswered entries wait
+// in memory, and their acks go in one call.
+const maxAckBatch = 1000
 
 // Route is one handled message type of a Registration.
 type Route struct {

@@ -113,6 +113,12 @@ func (r *Registry) check(reg Registration, names map[string]bool, keys map[strin
 		return fmt.Errorf("handler %s is sequential by %q but broker %q does not advertise StreamPartitioning (it has %v); run it on the Redis engine, or the inline broker in unit tests: %w",
 			reg.Name, reg.Key, r.broker, r.caps, ErrCapability)
 	}
+	switch {
+	case reg.AckBatch < 0 || reg.AckBatch > maxAckBatch:
+		return fmt.Errorf("handler %s has AckBatch %d; use 0 or 1 for the default promise, or 2 to %d for the batched mode", reg.Name, reg.AckBatch, maxAckBatch)
+	case reg.AckBatch > 1 && (!keyed || reg.Kind == ProcessManager):
+		return fmt.Errorf("%s %s has AckBatch %d, but the batched mode is for keyed handlers (a process manager, and a handler that is not keyed, ack each entry on their own); leave AckBatch 0", reg.Kind, reg.Name, reg.AckBatch)
+	}
 	if reg.Kind == ProcessManager {
 		if err := checkPM(reg); err != nil {
 			return err

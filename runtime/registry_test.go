@@ -24,6 +24,7 @@ func TestRegistrationFailures(t *testing.T) {
 	unkeyed := Registration{Name: "audit", Kind: EventHandler, Routes: []Route{orderRoute("", noop)}}
 	noKeyRoute := keyedHandler("nokey", noop)
 	noKeyRoute.Routes[0].PartitionField, noKeyRoute.Routes[0].PartitionKey = "", nil
+	ackBatch := func(r Registration, n int) Registration { r.AckBatch = n; return r }
 
 	tests := []struct {
 		name   string
@@ -69,6 +70,18 @@ func TestRegistrationFailures(t *testing.T) {
 			[][]Registration{{paymentsBy("customer_id")}, {flowPM("pm", noHook)}}, ErrKeyConflict},
 		{"keyed handler agreeing with a sequential pm", func() Broker { return mustEngine(t) },
 			[][]Registration{{flowPM("pm", noHook)}, {paymentsBy("order_id")}}, nil},
+		{"batched keyed handler", func() Broker { return mustEngine(t) },
+			[][]Registration{{ackBatch(keyedHandler("h", noop), 1000)}}, nil},
+		{"AckBatch 1 is the default promise", func() Broker { return mustEngine(t) },
+			[][]Registration{{ackBatch(keyedHandler("h", noop), 1)}}, nil},
+		{"negative AckBatch", func() Broker { return mustEngine(t) },
+			[][]Registration{{ackBatch(keyedHandler("h", noop), -1)}}, ErrRegistration},
+		{"AckBatch above 1000", func() Broker { return mustEngine(t) },
+			[][]Registration{{ackBatch(keyedHandler("h", noop), 1001)}}, ErrRegistration},
+		{"batched unkeyed handler", func() Broker { return mustEngine(t) },
+			[][]Registration{{ackBatch(unkeyed, 8)}}, ErrRegistration},
+		{"batched pm", func() Broker { return mustEngine(t) },
+			[][]Registration{{ackBatch(flowPM("pm", noHook), 8)}}, ErrRegistration},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -275,7 +275,7 @@ func BenchmarkThroughput(b *testing.B) {
 			}
 			cpu0, t0 := redisCPU(ctx, b, c), time.Now()
 			b.ResetTimer()
-			ep := startProcs(b, c.Options().Addr, 2, procSpec{hotKey: clientID(hot)})
+			ep := startProcs(b, c.Options().Addr, 2, procSpec{hotKey: clientID(hot), ackBatch: ks.ackBatch})
 			waitUntil(b, throughputLimit, "events applied", func() bool { n, _ := ep.applied(); return n >= int64(b.N) })
 			b.StopTimer()
 			all, hotSpan, _ := ep.status()
@@ -297,6 +297,9 @@ func BenchmarkThroughput(b *testing.B) {
 			b.ReportMetric(100*cpu.Seconds()/time.Since(t0).Seconds(), "engines-cpu-%")
 			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "engine-cpu-us/ev")
 		})
+		if ks.ackBatch > 0 {
+			continue // the plain group's run is the same as without it
+		}
 		b.Run("plain/"+ks.name, func(b *testing.B) {
 			keys := ks.keys(b.N)
 			hot, share := hottest(keys)
@@ -352,17 +355,22 @@ func BenchmarkThroughput(b *testing.B) {
 
 // keySets are BenchmarkThroughput's spreads of events over keys: keys(n)
 // is the key numbers of n events (clientID names them); hot is whether
-// the run reports its hottest key.
+// the run reports its hottest key; ackBatch puts the handler in the
+// batched mode (Registration.AckBatch, 100: the plain group's COUNT), a
+// seqby run only.
 var keySets = []struct {
-	name string
-	keys func(n int) []int
-	hot  bool
+	name     string
+	keys     func(n int) []int
+	hot      bool
+	ackBatch int // the handler's AckBatch: the batched mode, seqby only
 }{
-	{"keys=1", uniformKeys(1), true},
-	{"keys=8", uniformKeys(8), false},
-	{"keys=64", uniformKeys(64), false},
-	{"keys=1000", uniformKeys(1000), false},
-	{"keys=1000-zipf", zipfKeys, true},
+	{"keys=1", uniformKeys(1), true, 0},
+	{"keys=1-batched", uniformKeys(1), true, 100},
+	{"keys=8", uniformKeys(8), false, 0},
+	{"keys=64", uniformKeys(64), false, 0},
+	{"keys=1000", uniformKeys(1000), false, 0},
+	{"keys=1000-zipf", zipfKeys, true, 0},
+	{"keys=1000-zipf-batched", zipfKeys, true, 100},
 }
 
 // uniformKeys spreads events round-robin over keys.

@@ -81,9 +81,11 @@ func childProcess(spec string, plain bool) int {
 			opts = runtime.Options{}
 		}
 		opts.OwnerID, opts.Logger = owner, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		reg := h.registration()
+		reg.AckBatch, _ = strconv.Atoi(os.Getenv("SEQBY_BENCH_ACKBATCH"))
 		eng, err := runtime.NewEngine(c, opts)
 		if err == nil {
-			err = eng.Register(h.registration())
+			err = eng.Register(reg)
 		}
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -147,6 +149,7 @@ type procSpec struct {
 	hotKey     string // the key whose events the processes count apart
 	latencyDir string // where the processes write their latencies
 	defaults   bool   // engines with the default Options, not fastDiscovery
+	ackBatch   int    // the registration's AckBatch (0: the default promise)
 }
 
 // procStatus is one process's last status line.
@@ -197,7 +200,8 @@ func startProcs(b *testing.B, addr string, n int, spec procSpec) *engineProcs {
 		// Set even when empty: the last of a duplicate key wins, so the
 		// benchmark's own environment cannot leak into a process.
 		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s-%d", env, addr, name, i),
-			"SEQBY_BENCH_HOTKEY="+spec.hotKey, "SEQBY_BENCH_LATENCY="+spec.latencyDir, "SEQBY_BENCH_DEFAULTS="+defaults)
+			"SEQBY_BENCH_HOTKEY="+spec.hotKey, "SEQBY_BENCH_LATENCY="+spec.latencyDir, "SEQBY_BENCH_DEFAULTS="+defaults,
+			"SEQBY_BENCH_ACKBATCH="+strconv.Itoa(spec.ackBatch))
 		cmd.Stderr = os.Stderr
 		in, err := cmd.StdinPipe()
 		if err != nil {

@@ -37,6 +37,10 @@ const (
 	envMaxDeliveries = "SEQBY_GUARANTEE_MAX_DELIVERIES"
 	// envHaltedRetry, when set, is the instances' Options.HaltedRetryInterval.
 	envHaltedRetry = "SEQBY_GUARANTEE_HALTED_RETRY"
+	// envAckBatch, when set, is the registration's AckBatch.
+	envAckBatch = "SEQBY_GUARANTEE_ACK_BATCH"
+	// envVerifyBound, when set, is the instances' Options.VerifyBound.
+	envVerifyBound = "SEQBY_GUARANTEE_VERIFY_BOUND"
 )
 
 // group is the Recorder's consumer group (its registration name).
@@ -122,12 +126,25 @@ func runChild(role string, reg func(c redis.UniversalClient, inst string) runtim
 			return 2
 		}
 	}
+	if v := os.Getenv(envVerifyBound); v != "" {
+		if opts.VerifyBound, err = time.ParseDuration(v); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: bad %s: %v\n", role, envVerifyBound, err)
+			return 2
+		}
+	}
+	r := reg(c, inst)
+	if v := os.Getenv(envAckBatch); v != "" {
+		if r.AckBatch, err = strconv.Atoi(v); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: bad %s: %v\n", role, envAckBatch, err)
+			return 2
+		}
+	}
 	if onHalt != nil {
 		opts.OnHalt = onHalt(c, inst)
 	}
 	e, err := runtime.NewEngine(c, opts)
 	if err == nil {
-		err = e.Register(reg(c, inst))
+		err = e.Register(r)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, role+":", err)
@@ -182,6 +199,10 @@ type cluster struct {
 	// haltedRetry, when set, is the Options.HaltedRetryInterval of
 	// instances started after it is.
 	haltedRetry time.Duration
+	// ackBatch and verifyBound, when set, are the registration's AckBatch
+	// and the Options.VerifyBound of instances started after they are.
+	ackBatch    int
+	verifyBound time.Duration
 	pub         *runtime.Publisher
 	logDir      string // the instances' logs
 
@@ -251,6 +272,12 @@ func (c *cluster) launch(id, childEnv, handler string) *child {
 	}
 	if c.haltedRetry != 0 {
 		cmd.Env = append(cmd.Env, envHaltedRetry+"="+c.haltedRetry.String())
+	}
+	if c.ackBatch != 0 {
+		cmd.Env = append(cmd.Env, envAckBatch+"="+strconv.Itoa(c.ackBatch))
+	}
+	if c.verifyBound != 0 {
+		cmd.Env = append(cmd.Env, envVerifyBound+"="+c.verifyBound.String())
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group (a terminal's ^C is for the test, which then
@@ -604,6 +631,14 @@ func (c *cluster) checkExclusive(key string, exempt func(window) bool) {
 	if ov := c.overlaps(key); len(ov) > 0 {
 		c.t.Errorf("%s: the in-progress marker was held by two events at once: %v", key, ov)
 	}
+	c.checkWindows(key, exempt)
+}
+
+// checkWindows is checkExclusive's time check alone, for a test whose
+// killed process left the in-progress marker held by an event it never
+// finished (a later event of the key then finds it held).
+func (c *cluster) checkWindows(key string, exempt func(window) bool) {
+	c.t.Helper()
 	ws := windows(c.marks(key))
 	skip := func(w window) bool { return exempt != nil && exempt(w) }
 	for i, a := range ws {

@@ -17,9 +17,11 @@ import (
 // pays a script invocation per round instead of one per event, and the
 // engine a command to encode and a reply to decode per round. A
 // partition's promise does not change: its worker waits for the reply of
-// its ack before it runs the next entry, and a slice whose lease fails is
+// its ack before it runs the next entry (unless its handler is batched,
+// Registration.AckBatch), and a slice whose lease fails is
 // fenced alone (the others in the round go on). The rounds of every worker
-// waiting at the same moment travel in one pipeline.
+// waiting at the same moment share a pipeline (up to maxBatch slices a
+// pipeline, maxFlushers pipelines in flight).
 //
 // On a Redis Cluster a round holds slices of one node (round.lua's
 // allow-cross-slot-keys variant) and is sent to that node's client
@@ -139,25 +141,41 @@ func (b *Batcher) flush() {
 }
 
 // take moves up to maxBatch calls, urgent ones first, from the queues to
-// batch. b.mu is held.
+// batch: urgent calls take at most maxUrgent of it while other calls wait,
+// so a steady flow of urgent calls (deep partitions, verifies) never holds
+// the others back for good. b.mu is held.
 func (b *Batcher) take(batch []*batchCall) []*batchCall {
-	for _, q := range []*[]*batchCall{&b.urgent, &b.queue} {
-		n := min(len(*q), maxBatch-len(batch))
-		batch = append(batch, (*q)[:n]...)
-		rest := (*q)[n:]
-		if len(rest) == 0 {
-			rest = (*q)[:0]
-			if cap(rest) > 4*maxBatch {
-				rest = nil // let a backlog's large array go
-			}
-		} else {
-			// Keep the queue's head at the array's start, so appends
-			// reuse it instead of growing a new one.
-			rest = (*q)[:copy(*q, rest)]
-			clear((*q)[len(rest) : len(rest)+n])
-		}
-		*q = rest
+	limit := maxBatch
+	if len(b.queue) > 0 {
+		limit = maxUrgent
 	}
+	batch = takeFrom(&b.urgent, batch, limit)
+	return takeFrom(&b.queue, batch, maxBatch)
+}
+
+// maxUrgent is the share of a batch urgent calls take while other calls
+// wait.
+const maxUrgent = maxBatch * 3 / 4
+
+// takeFrom moves calls from the head of *q to batch until batch holds
+// limit calls or *q is empty.
+func takeFrom(q *[]*batchCall, batch []*batchCall, limit int) []*batchCall {
+	n := max(0, min(len(*q), limit-len(batch)))
+	batch = append(batch, (*q)[:n]...)
+	rest := (*q)[n:]
+	if len(rest) == 0 {
+		clear((*q)[:n])
+		rest = (*q)[:0]
+		if cap(rest) > 4*maxBatch {
+			rest = nil // let a backlog's large array go
+		}
+	} else {
+		// Keep the queue's head at the array's start, so appends reuse
+		// it instead of growing a new one.
+		rest = (*q)[:copy(*q, rest)]
+		clear((*q)[len(rest) : len(rest)+n])
+	}
+	*q = rest
 	return batch
 }
 
@@ -167,7 +185,9 @@ func (b *Batcher) send(batch []*batchCall) {
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
 	if b.cluster == nil {
-		b.sendNode(ctx, b.c, scriptRound, batch)
+		if alone := b.sendNode(ctx, b.c, scriptRound, batch, false); len(alone) > 0 {
+			b.sendNode(ctx, b.c, scriptRound, alone, true)
+		}
 	} else {
 		b.sendCluster(ctx, batch)
 	}
@@ -200,42 +220,56 @@ func (b *Batcher) sendCluster(ctx context.Context, batch []*batchCall) {
 		}
 		groups[i].calls = append(groups[i].calls, cl)
 	}
+	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for i, g := range groups {
-		if i == len(groups)-1 {
-			b.sendNode(ctx, g.node, scriptRoundCrossSlot, g.calls)
-			continue
-		}
-		wg.Go(func() { b.sendNode(ctx, g.node, scriptRoundCrossSlot, g.calls) })
+	for _, g := range groups {
+		wg.Go(func() {
+			alone := b.sendNode(ctx, g.node, scriptRoundCrossSlot, g.calls, false)
+			mu.Lock()
+			retry = append(retry, alone...)
+			mu.Unlock()
+		})
 	}
 	wg.Wait()
+	reload := false
 	for _, g := range groups {
 		for _, cl := range g.calls {
 			if movedAway(cl) {
+				reload = true
 				retry = append(retry, cl)
 			}
 		}
 	}
+	if reload {
+		// Sent to a node's own client, a refusal does not reach the
+		// cluster client, which reloads its map of the slots on such
+		// replies: ask it to now.
+		b.cluster.ReloadState(ctx)
+	}
 	// One slice per call through the cluster client: it routes each by
 	// its slot and follows MOVED and ASK, as for the single scripts.
+	var rw sync.WaitGroup
 	for _, cl := range retry {
 		cl.res, cl.err = RoundResult{}, nil
-		b.sendOne(ctx, cl)
+		rw.Go(func() { b.sendOne(ctx, cl) })
 	}
+	rw.Wait()
 }
 
 // movedAway reports a cluster call that reached a node that does not
-// serve its slice now: nothing of it was done, it can go again.
+// serve its slice now (or no longer as a master): nothing of it was done,
+// it can go again.
 func movedAway(cl *batchCall) bool {
 	if cl.err != nil {
-		return IsMoved(cl.err) || IsCrossSlot(cl.err) || isClusterDown(cl.err)
+		return IsMoved(cl.err) || IsCrossSlot(cl.err) || hasPrefix(cl.err, "CLUSTERDOWN") || hasPrefix(cl.err, "READONLY")
 	}
 	return errors.Is(cl.res.Err, ErrNotLocal)
 }
 
-func isClusterDown(err error) bool {
+// hasPrefix reports an error reply of Redis beginning with prefix.
+func hasPrefix(err error, prefix string) bool {
 	var re redis.Error
-	return errors.As(err, &re) && strings.HasPrefix(re.Error(), "CLUSTERDOWN")
+	return errors.As(err, &re) && strings.HasPrefix(re.Error(), prefix)
 }
 
 // sendOne runs one call's slice alone through the cluster client.
@@ -248,10 +282,14 @@ func (b *Batcher) sendOne(ctx context.Context, cl *batchCall) {
 	cl.res = rs[0]
 }
 
-// sendNode runs calls as rounds of script, in one pipeline on c (a
-// single Redis, or one cluster node's client), and stores each call's
-// result or its round's error.
-func (b *Batcher) sendNode(ctx context.Context, c redis.Cmdable, script *redis.Script, calls []*batchCall) {
+// sendNode runs calls as rounds of script (alone: one slice per round),
+// in one pipeline on c (a single Redis, or one cluster node's client),
+// and stores each call's result or its round's error. It returns the
+// calls of rounds of several slices that Redis refused whole before
+// running them for a reason that may be one slice's own (an ACL refusing
+// a key, say), to send again one slice per round, so that one
+// partition's refusal is not charged to the others.
+func (b *Batcher) sendNode(ctx context.Context, c redis.Cmdable, script *redis.Script, calls []*batchCall, alone bool) (again []*batchCall) {
 	type round struct {
 		calls  []*batchCall
 		slices []RoundSlice
@@ -259,40 +297,63 @@ func (b *Batcher) sendNode(ctx context.Context, c redis.Cmdable, script *redis.S
 		args   []any
 		cmd    *redis.Cmd
 	}
+	cluster := b.cluster != nil
 	var rounds []round
 	for len(calls) > 0 {
-		n := roundSize(calls)
+		n := 1
+		if !alone {
+			n = roundSize(calls)
+		}
 		r := round{calls: calls[:n], slices: make([]RoundSlice, n)}
 		for i, cl := range r.calls {
 			r.slices[i] = cl.s
 		}
 		calls = calls[n:]
-		keys, args, err := BuildRound(r.slices, b.cluster != nil)
-		if err != nil {
-			// A defect in a slice (roundSize kept within the caps): fail
-			// each call alone, so one malformed slice does not fail the
+		keys, args, err := BuildRound(r.slices, cluster)
+		if err != nil && n > 1 {
+			// A defect in a slice (roundSize kept within the caps): each
+			// call goes alone, so one malformed slice does not fail the
 			// others.
-			for _, cl := range r.calls {
-				if _, _, err := BuildRound([]RoundSlice{cl.s}, b.cluster != nil); err != nil {
-					cl.err = err
-					continue
-				}
-				rounds = append(rounds, round{calls: []*batchCall{cl}, slices: []RoundSlice{cl.s}})
-			}
+			again = append(again, r.calls...)
+			continue
+		}
+		if err != nil {
+			r.calls[0].err = err
 			continue
 		}
 		r.keys, r.args = keys, args
 		rounds = append(rounds, r)
 	}
+	if len(rounds) == 0 {
+		return again
+	}
 	pipe := c.Pipeline()
+	if cluster {
+		// go-redis sends a node's pipeline again whole when its first
+		// command fails with a retryable reply (TRYAGAIN, CLUSTERDOWN):
+		// a PING first keeps the rounds, which may have run, from going
+		// twice for a reply of the first.
+		pipe.Ping(ctx)
+	}
 	for i := range rounds {
 		r := &rounds[i]
-		if r.keys == nil {
-			r.keys, r.args, _ = BuildRound(r.slices, b.cluster != nil)
-		}
 		r.cmd = script.EvalSha(ctx, pipe, r.keys, r.args...)
 	}
-	_, _ = pipe.Exec(ctx) // each round's error is on its own command
+	_, execErr := pipe.Exec(ctx)
+	var re redis.Error
+	if execErr != nil && !errors.As(execErr, &re) {
+		// The connection failed: a round's own reply, if it has one, may
+		// be from an earlier try of the pipeline, so none is trusted as
+		// "not run" (moved) or split; every call gets the failure and its
+		// caller tries again.
+		err := fmt.Errorf("round pipeline of %d calls: %w", len(rounds), execErr)
+		for _, r := range rounds {
+			for _, cl := range r.calls {
+				cl.err = err
+			}
+		}
+		return again
+	}
 	for i := range rounds {
 		r := &rounds[i]
 		res, err := r.cmd.Result()
@@ -301,6 +362,10 @@ func (b *Batcher) sendNode(ctx context.Context, c redis.Cmdable, script *redis.S
 		// round trip, which loads the script again.
 		if IsNoScript(err) {
 			res, err = script.Run(ctx, c, r.keys, r.args...).Result()
+		}
+		if err != nil && len(r.calls) > 1 && refusedWhole(err) {
+			again = append(again, r.calls...)
+			continue
 		}
 		if err != nil {
 			err = fmt.Errorf("round of %d slices from %s: %w", len(r.slices), r.slices[0].Lease.Ref.Key, err)
@@ -318,6 +383,17 @@ func (b *Batcher) sendNode(ctx context.Context, c redis.Cmdable, script *redis.S
 			}
 		}
 	}
+	return again
+}
+
+// refusedWhole reports a round Redis refused before running it for a
+// reason that may be one slice's alone: an ACL refusing a key or a
+// command (NOPERM), or round.lua's refusal of a malformed call (an ERR
+// reply beginning "ERR round:"), or on a single Redis a CROSSSLOT. A
+// refusal that holds for every slice (a cluster slot moving, memory,
+// a busy server) is not split.
+func refusedWhole(err error) bool {
+	return hasPrefix(err, "NOPERM") || hasPrefix(err, "ERR round:") || hasPrefix(err, "CROSSSLOT")
 }
 
 // roundSize is how many of calls, from the first, fit one round within

@@ -49,7 +49,7 @@ func TestBatcherSharesRoundTrips(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				lanes := []string{PartitionStream("order", fmt.Sprint("k", w))}
-				var ack *Entry
+				var ack []Entry
 				next := 0
 				for {
 					es, _, err := b.ReadAhead(ctx, leases[w], "h", lanes, 4, ack, w%2 == 0)
@@ -72,7 +72,7 @@ func TestBatcherSharesRoundTrips(t *testing.T) {
 								return
 							}
 						}
-						ack = &es[i]
+						ack = es[i : i+1]
 					}
 					if next == events/2 {
 						flushed.Do(func() {
@@ -85,7 +85,7 @@ func TestBatcherSharesRoundTrips(t *testing.T) {
 					}
 				}
 				if ack != nil {
-					if err := b.Ack(ctx, leases[w], "h", ack.Stream, ack.ID, false); err != nil {
+					if err := b.Ack(ctx, leases[w], "h", ack[0].Stream, ack[0].ID, false); err != nil {
 						errs <- err
 						return
 					}
@@ -290,5 +290,137 @@ func TestBatcherClusterSlotMoved(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// AckEntries acks several entries of one lane in one fenced call (the
+// batched mode's acks), refuses entries of two lanes before sending
+// anything, and is fenced by the lease like a single ack.
+func TestBatcherAckEntries(t *testing.T) {
+	c := newRedis(t)
+	ctx := ctxT(t)
+	b := NewBatcher(c)
+	stream := PartitionStream("order", "multi")
+	for i := range 5 {
+		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"n", i}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := Acquire(ctx, c, PartitionLease(stream, "h"), "o", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Reclaim(ctx, c, l, "h", []string{stream}); err != nil {
+		t.Fatal(err)
+	}
+	es, _, err := b.ReadAhead(ctx, l, "h", []string{stream}, 5, nil, false)
+	if err != nil || len(es) != 5 {
+		t.Fatalf("read: %v %v", es, err)
+	}
+	mixed := []Entry{es[0], {Stream: BackfillStream("order", "multi", "backfill"), ID: "1-0"}}
+	if err := b.AckEntries(ctx, l, "h", mixed, false); err == nil {
+		t.Fatal("acking entries of two lanes in one call succeeded; want a refusal")
+	}
+	stale := l
+	stale.Generation++
+	if err := b.AckEntries(ctx, stale, "h", es[:3], false); !errors.Is(err, ErrFenced) {
+		t.Fatalf("acks under a stale lease: %v, want ErrFenced", err)
+	}
+	if err := b.AckEntries(ctx, l, "h", es[:3], true); err != nil {
+		t.Fatal(err)
+	}
+	if err := FencedAckEntries(ctx, c, l, "h", es[3:4]); err != nil {
+		t.Fatal(err)
+	}
+	p, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: "h", Start: "-", End: "+", Count: 10}).Result()
+	if err != nil || len(p) != 1 || p[0].ID != es[4].ID {
+		t.Fatalf("pending after acking four of five: %+v %v, want only the fifth", p, err)
+	}
+}
+
+// A round Redis refuses whole for one slice's sake (an ACL that denies
+// one partition's keys) goes again one slice per round: the refusal is
+// that slice's alone, and the others are answered.
+func TestBatcherOneSliceRefused(t *testing.T) {
+	c := newRedis(t)
+	ctx := ctxT(t)
+	var calls []*batchCall
+	for _, key := range []string{"ok1", "denied", "ok2"} {
+		stream := PartitionStream("order", key)
+		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"n", key}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		l, err := Acquire(ctx, c, PartitionLease(stream, "h"), "o", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Reclaim(ctx, c, l, "h", []string{stream}); err != nil {
+			t.Fatal(err)
+		}
+		calls = append(calls, &batchCall{s: RoundSlice{Op: RoundRead, Lease: l, Group: "h", Lanes: []string{stream}, N: 1}, done: make(chan struct{}, 1)})
+	}
+	if err := c.Do(ctx, "ACL", "SETUSER", "part", "on", ">pw", "~order:{ok*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	u := redis.NewClient(&redis.Options{Addr: c.Options().Addr, Username: "part", Password: "pw"})
+	t.Cleanup(func() { u.Close() })
+	if err := LoadScripts(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	NewBatcher(u).send(calls)
+	for i, cl := range calls {
+		denied := i == 1
+		switch {
+		case denied && (cl.err == nil || !Permanent(cl.err) || !strings.Contains(cl.err.Error(), "NOPERM")):
+			t.Errorf("the denied partition's call: %+v %v, want its own NOPERM", cl.res, cl.err)
+		case !denied && (cl.err != nil || cl.res.Err != nil || len(cl.res.Entries) != 1):
+			t.Errorf("call %d: %+v %v, want its entry", i, cl.res, cl.err)
+		}
+	}
+}
+
+// Urgent calls take at most maxUrgent of a batch while other calls wait,
+// so a steady flow of them never holds the others back; with none
+// waiting they take it all.
+func TestBatcherTakeBoundsUrgent(t *testing.T) {
+	b := &Batcher{}
+	for range 2 * maxBatch {
+		b.urgent = append(b.urgent, &batchCall{})
+	}
+	for range 10 {
+		b.queue = append(b.queue, &batchCall{})
+	}
+	batch := b.take(nil)
+	if len(batch) != maxUrgent+10 || len(b.queue) != 0 || len(b.urgent) != 2*maxBatch-maxUrgent {
+		t.Fatalf("took %d (left %d urgent, %d other), want %d urgent and the 10 others", len(batch), len(b.urgent), len(b.queue), maxUrgent)
+	}
+	if batch = b.take(batch[:0]); len(batch) != maxBatch {
+		t.Fatalf("with no other call waiting, took %d, want %d", len(batch), maxBatch)
+	}
+}
+
+// A pm's read over more lanes than a round holds (64 categories or more)
+// goes as read_oldest.lua alone instead of failing for good.
+func TestBatcherReadOldestManyLanes(t *testing.T) {
+	c := newRedis(t)
+	ctx := ctxT(t)
+	var lanes []string
+	for i := range RoundMaxKeys {
+		lanes = append(lanes, PartitionStream(fmt.Sprint("cat", i), "v"))
+	}
+	id, err := c.XAdd(ctx, &redis.XAddArgs{Stream: lanes[70], Values: []any{"n", "x"}}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := Acquire(ctx, c, PartitionLease(lanes[0], "pm"), "o", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Reclaim(ctx, c, l, "pm", lanes); err != nil {
+		t.Fatal(err)
+	}
+	en, ok, err := NewBatcher(c).ReadOldest(ctx, l, "pm", lanes, len(lanes), nil)
+	if err != nil || !ok || en.ID != id {
+		t.Fatalf("read over %d lanes: %+v %v %v, want %s", len(lanes), en, ok, err, id)
 	}
 }

@@ -51,6 +51,9 @@ func fenced(err error, l Lease) error {
 // MASTERDOWN, READONLY after a failover), a busy script (BUSY), memory
 // pressure (OOM), too many clients.
 func Permanent(err error) bool {
+	if errors.Is(err, errBadSlice) || errors.Is(err, ErrRoundTooLarge) {
+		return true // a defect: the same call is refused again
+	}
 	var re redis.Error
 	if err == nil || !errors.As(err, &re) {
 		return false

@@ -2,6 +2,7 @@ package rdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -148,12 +149,13 @@ func FencedAck(ctx context.Context, c redis.UniversalClient, l Lease, group, str
 	return nil
 }
 
-// ReadAhead is FencedReadAhead in the Batcher's next round. urgent: the
-// partition's last read was full (more is waiting than one read returns),
-// so its call goes before the others queued.
-func (b *Batcher) ReadAhead(ctx context.Context, l Lease, group string, lanes []string, count int, ack *Entry, urgent bool) ([]Entry, bool, error) {
+// ReadAhead is FencedReadAhead in the Batcher's next round, acking acks
+// first (entries of one lane; none: nil). urgent: the partition's last
+// read was full (more is waiting than one read returns), so its call goes
+// before the others queued.
+func (b *Batcher) ReadAhead(ctx context.Context, l Lease, group string, lanes []string, count int, acks []Entry, urgent bool) ([]Entry, bool, error) {
 	s := RoundSlice{Op: RoundRead, Lease: l, Group: group, Lanes: lanes, N: count}
-	if err := s.ack(ack); err != nil {
+	if err := s.ack(acks); err != nil {
 		return nil, false, fmt.Errorf("fenced read of %v: %w", lanes, err)
 	}
 	r, err := b.run(ctx, s, urgent)
@@ -166,10 +168,20 @@ func (b *Batcher) ReadAhead(ctx context.Context, l Lease, group string, lanes []
 	return r.Entries, r.More, nil
 }
 
-// ReadOldest is FencedReadOldest in the Batcher's next round.
-func (b *Batcher) ReadOldest(ctx context.Context, l Lease, group string, lanes []string, primaries int, ack *Entry) (Entry, bool, error) {
+// ReadOldest is FencedReadOldest in the Batcher's next round, acking acks
+// first as ReadAhead does.
+func (b *Batcher) ReadOldest(ctx context.Context, l Lease, group string, lanes []string, primaries int, acks []Entry) (Entry, bool, error) {
+	if 1+len(lanes) > RoundMaxKeys && len(acks) <= 1 {
+		// More lanes than a round holds (a pm of 64 categories or more):
+		// read_oldest.lua, a call of its own, has no cap.
+		var ack *Entry
+		if len(acks) == 1 {
+			ack = &acks[0]
+		}
+		return FencedReadOldest(ctx, b.c, l, group, lanes, primaries, ack)
+	}
 	s := RoundSlice{Op: RoundReadOldest, Lease: l, Group: group, Lanes: lanes, N: primaries}
-	if err := s.ack(ack); err != nil {
+	if err := s.ack(acks); err != nil {
 		return Entry{}, false, fmt.Errorf("fenced read of %v: %w", lanes, err)
 	}
 	r, err := b.run(ctx, s, false)
@@ -187,15 +199,47 @@ func (b *Batcher) ReadOldest(ctx context.Context, l Lease, group string, lanes [
 
 // Ack is FencedAck in the Batcher's next round. urgent as for ReadAhead.
 func (b *Batcher) Ack(ctx context.Context, l Lease, group, stream, id string, urgent bool) error {
-	s := RoundSlice{Op: RoundAck, Lease: l, Group: group, Lanes: []string{stream}, AckLane: 1, AckIDs: []string{id}}
-	r, err := b.run(ctx, s, urgent)
+	return b.AckEntries(ctx, l, group, []Entry{{Stream: stream, ID: id}}, urgent)
+}
+
+// AckEntries acks ens, entries of one lane, in one XACK fenced by the
+// lease, in the Batcher's next round. urgent as for ReadAhead.
+func (b *Batcher) AckEntries(ctx context.Context, l Lease, group string, ens []Entry, urgent bool) error {
+	s, err := ackSlice(l, group, ens)
 	if err == nil {
-		err = r.Err
+		var r RoundResult
+		if r, err = b.run(ctx, s, urgent); err == nil {
+			err = r.Err
+		}
 	}
 	if err != nil {
-		return fmt.Errorf("fenced ack of %s %s: %w", stream, id, err)
+		return fmt.Errorf("fenced ack of %d entries of %s through %s: %w", len(ens), ens[0].Stream, ens[len(ens)-1].ID, err)
 	}
 	return nil
+}
+
+// FencedAckEntries is AckEntries in a call of its own, as FencedAck.
+func FencedAckEntries(ctx context.Context, c redis.UniversalClient, l Lease, group string, ens []Entry) error {
+	s, err := ackSlice(l, group, ens)
+	if err == nil {
+		var rs []RoundResult
+		if rs, err = Round(ctx, c, []RoundSlice{s}); err == nil {
+			err = rs[0].Err
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("fenced ack of %d entries of %s through %s: %w", len(ens), ens[0].Stream, ens[len(ens)-1].ID, err)
+	}
+	return nil
+}
+
+// ackSlice is the round slice acking ens (at least one, of one lane).
+func ackSlice(l Lease, group string, ens []Entry) (RoundSlice, error) {
+	if len(ens) == 0 {
+		return RoundSlice{}, errors.New("no entry to ack")
+	}
+	s := RoundSlice{Op: RoundAck, Lease: l, Group: group, Lanes: []string{ens[0].Stream}}
+	return s, s.ack(ens)
 }
 
 // Verify is Lease.Verify in the Batcher's next round.
@@ -210,16 +254,24 @@ func (b *Batcher) Verify(ctx context.Context, l Lease) error {
 	return nil
 }
 
-// ack sets s to ack en first (nil: nothing), en being on one of s's lanes.
-func (s *RoundSlice) ack(en *Entry) error {
-	if en == nil {
+// ack sets s to ack ens first (none: nothing), entries of one of s's
+// lanes.
+func (s *RoundSlice) ack(ens []Entry) error {
+	if len(ens) == 0 {
 		return nil
 	}
-	lane := slices.Index(s.Lanes, en.Stream) + 1
+	lane := slices.Index(s.Lanes, ens[0].Stream) + 1
 	if lane == 0 {
-		return fmt.Errorf("the entry to ack is on %s, not one of the lanes", en.Stream)
+		return fmt.Errorf("the entry to ack is on %s, not one of the lanes", ens[0].Stream)
 	}
-	s.AckLane, s.AckIDs = lane, []string{en.ID}
+	ids := make([]string, len(ens))
+	for i, en := range ens {
+		if en.Stream != ens[0].Stream {
+			return fmt.Errorf("the entries to ack are on %s and %s; one call acks one lane's", ens[0].Stream, en.Stream)
+		}
+		ids[i] = en.ID
+	}
+	s.AckLane, s.AckIDs = lane, ids
 	return nil
 }
 

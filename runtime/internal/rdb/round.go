@@ -123,7 +123,7 @@ func BuildRound(slices []RoundSlice, cluster bool) (keys []string, args []any, e
 			err = s.checkSlot()
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("round slice %d (%s): %w", i, s.Lease.Ref.Key, err)
+			return nil, nil, fmt.Errorf("round slice %d (%s): %w: %w", i, s.Lease.Ref.Key, errBadSlice, err)
 		}
 		nk += 1 + len(s.Lanes)
 		nids += len(s.AckIDs)
@@ -169,6 +169,10 @@ func BuildRound(slices []RoundSlice, cluster bool) (keys []string, args []any, e
 // Any other refusal of the slice's keys (an ACL one) is the slice's own
 // error, not ErrNotLocal.
 var ErrNotLocal = errors.New("the slice's keys are not on the node the round ran on; nothing of it was done")
+
+// errBadSlice is BuildRound's refusal of a malformed slice: a defect of
+// the caller, which Permanent counts as permanent.
+var errBadSlice = errors.New("malformed round slice")
 
 // ErrRoundTooLarge is BuildRound's refusal of a round beyond the caps:
 // split it into several calls.
