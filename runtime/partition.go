@@ -420,7 +420,10 @@ func (p *partition) readCount() int { return max(p.e.o.ReadAhead, p.reg.AckBatch
 // trimIf runs retention on p's lanes when it is due (drained: the last
 // read found them empty).
 func (p *partition) trimIf(drained bool) {
-	if !p.trims.due(drained) {
+	// A batched partition trims every 10 batches: a trim costs a round
+	// trip per lane, which, every trimEvery acks, would outnumber its
+	// reads (one per batch).
+	if !p.trims.due(drained, max(trimEvery, 10*p.reg.AckBatch)) {
 		return
 	}
 	cats := p.laneCats

@@ -30,11 +30,12 @@ type trimmer struct {
 // acked counts one ack.
 func (t *trimmer) acked() { t.acks++ }
 
-// due reports whether the worker should trim now: it acked trimEvery
-// entries, or it found its lanes drained after acking any and its last
-// trim is trimQuiet old.
-func (t *trimmer) due(drained bool) bool {
-	return t.acks >= trimEvery || drained && t.acks > 0 && time.Since(t.last) >= trimQuiet
+// due reports whether the worker should trim now: it acked every
+// entries (trimEvery, or more for a batched partition: see
+// partition.trimIf), or it found its lanes drained after acking any and
+// its last trim is trimQuiet old.
+func (t *trimmer) due(drained bool, every int) bool {
+	return t.acks >= every || drained && t.acks > 0 && time.Since(t.last) >= trimQuiet
 }
 
 // wait is how long a drained worker may wait before its trim is due (0:

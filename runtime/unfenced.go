@@ -81,7 +81,7 @@ func (e *Engine) runPlain(base context.Context, stop <-chan struct{}, c consumer
 // trimIf runs retention on u's lanes when it is due (drained: the last
 // reads found them empty).
 func (u *unfenced) trimIf(drained bool) {
-	if !u.trims.due(drained) {
+	if !u.trims.due(drained, trimEvery) {
 		return
 	}
 	cats := make([]string, len(u.lanes))
