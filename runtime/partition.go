@@ -61,7 +61,9 @@ type partition struct {
 
 	trims trimmer // acks since the lanes were last trimmed (retention.go)
 	// unacked are the entries processed and not acked yet, in order, all
-	// from one read (so on one lane): their fenced ack is sent with the
+	// on one lane (a read's, and its prefetch's, which follows a full
+	// read of the first lane that carried every earlier ack): their
+	// fenced ack is sent with the
 	// next read, or alone before the next entry runs. Under the default
 	// promise there is at most one, acked before anything else of the
 	// partition runs; with Registration.AckBatch N, up to N-1 wait while
@@ -73,6 +75,17 @@ type partition struct {
 	// of its own counts from (the fence rule, attempt.go). Only the
 	// partition's own goroutine touches it.
 	confirmedAt time.Time
+	// prefetch is a batched partition's read of new entries sent before
+	// the entries it holds ran out (nil: none in flight), carrying the
+	// acks of the first prefetchAcks entries of unacked; prefetchSent and
+	// prefetchMark are its send time and the wake-up mark taken before
+	// it. No other call of the partition goes while it is in flight, so
+	// its acks land in order. Only the partition's own goroutine touches
+	// them.
+	prefetch     *rdb.Prefetch
+	prefetchAcks int
+	prefetchSent time.Time
+	prefetchMark uint64
 	// active is when the worker last had work (its claim, or its last
 	// entry): once idle for ReapAfter it asks Redis whether the partition
 	// is cold (reaper.go). Only the partition's own goroutine touches it.
@@ -362,6 +375,13 @@ func (p *partition) work() (asleep bool) {
 // order.
 func (p *partition) next(seq uint64) (en rdb.Entry, ok bool, confirmed time.Time, err error) {
 	e := p.e
+	batch := max(p.reg.AckBatch, 1)
+	if p.prefetch != nil && (len(p.ahead) == 0 || len(p.unacked) >= batch || p.prefetch.Ready() ||
+		time.Since(p.confirmedAt) > e.o.VerifyBound) {
+		if err := p.collect(p.ctx); err != nil {
+			return rdb.Entry{}, false, time.Time{}, err
+		}
+	}
 	if len(p.ahead) == 0 && p.drained && len(p.unacked) > 0 {
 		sent := time.Now()
 		if err := p.ackUnacked(); err != nil {
@@ -387,21 +407,28 @@ func (p *partition) next(seq uint64) (en rdb.Entry, ok bool, confirmed time.Time
 		return es[0], true, sent, nil
 	}
 	confirmed = p.confirmedAt
-	if len(p.unacked) >= max(p.reg.AckBatch, 1) || time.Since(p.confirmedAt) > e.o.VerifyBound {
+	// (A prefetch in flight was collected above in both cases, so the
+	// acks below are the only call in flight, sent now.)
+	if len(p.unacked) > 0 && (len(p.unacked) >= batch || time.Since(p.confirmedAt) > e.o.VerifyBound) {
 		confirmed = time.Now()
 		if err := p.ackUnacked(); err != nil {
 			return rdb.Entry{}, false, time.Time{}, err
 		}
 		p.confirmedAt = confirmed
 	}
+	p.prefetchIf(seq)
 	en = p.ahead[0]
 	p.ahead = p.ahead[1:]
 	return en, true, confirmed, nil
 }
 
 // ackUnacked acks p.unacked in one fenced call of the Batcher's next
-// round, then does what follows (ackedPrevious).
+// round (after the prefetch in flight, if any, is answered), then does
+// what follows (ackedPrevious).
 func (p *partition) ackUnacked() error {
+	if err := p.collect(p.ctx); err != nil {
+		return err
+	}
 	if len(p.unacked) == 0 {
 		return nil
 	}
@@ -409,6 +436,55 @@ func (p *partition) ackUnacked() error {
 		return err
 	}
 	p.ackedPrevious()
+	return nil
+}
+
+// prefetchIf sends, for a batched partition whose backlog is deeper than
+// one read, the read of its next entries once half of those it holds
+// have run, so they are in by the time the rest have (the batched mode
+// pays one round trip per batch; this hides it). It carries the acks of
+// the entries run so far.
+func (p *partition) prefetchIf(seq uint64) {
+	n := p.readCount()
+	if p.reg.AckBatch <= 1 || p.prefetch != nil || !p.deep || len(p.ahead) > n/2 {
+		return
+	}
+	p.prefetchSent, p.prefetchMark, p.prefetchAcks = time.Now(), seq, len(p.unacked)
+	p.prefetch = p.e.batch.ReadNew(p.lease, p.reg.Name, p.lanes, n, p.unacked)
+}
+
+// collect takes the reply of the prefetch in flight (none: nothing to
+// do): the acks it carried are done, and its entries follow those held.
+//
+// On an error the entries it may have delivered (its reply may be what
+// was lost) stay pending under this owner, newer than those held: deep is
+// cleared, so no prefetch goes until a read (with its pending pass, once
+// the held entries have run) hands them over, in order. A prefetch that
+// found nothing new on the first lane says nothing of the later lanes, so
+// the partition is not taken for drained either: the read that follows
+// once the held entries have run decides, with a fresh wake-up mark.
+func (p *partition) collect(ctx context.Context) error {
+	if p.prefetch == nil {
+		return nil
+	}
+	es, more, err := p.prefetch.Wait(ctx)
+	k, sent, mark := p.prefetchAcks, p.prefetchSent, p.prefetchMark
+	p.prefetch, p.prefetchAcks = nil, 0
+	if err != nil {
+		p.deep = false
+		return err
+	}
+	p.ackedFirst(k)
+	p.confirmedAt = sent
+	if len(es) == 0 {
+		p.deep, p.drained = false, false
+		return nil
+	}
+	p.ahead = append(p.ahead, es...)
+	p.deep = more && len(es) >= p.readCount()
+	if p.drained = !more; p.drained {
+		p.readMark = mark
+	}
 	return nil
 }
 
@@ -597,6 +673,16 @@ func (p *partition) ackBeforeHalt() bool {
 // gone is left alone.
 func (p *partition) finish() {
 	e := p.e
+	if p.prefetch != nil && p.ctx.Err() == nil {
+		// A graceful end: take the prefetch's entries, so the release
+		// hands them on with the others held (handing). On an error they
+		// stay pending here, and the next owner reclaims them.
+		ctx, cancel := context.WithTimeout(p.ctx, e.releaseGrace())
+		if err := p.collect(ctx); errors.Is(err, ErrFenced) {
+			p.lost(err)
+		}
+		cancel()
+	}
 	p.flushAck()
 	p.mu.Lock()
 	p.done = true
@@ -646,18 +732,25 @@ func (p *partition) handing() []rdb.Entry {
 
 // ackedPrevious does what follows the ack of p.unacked, once a call that
 // carried it succeeded.
-func (p *partition) ackedPrevious() {
-	if len(p.unacked) == 0 {
+func (p *partition) ackedPrevious() { p.ackedFirst(len(p.unacked)) }
+
+// ackedFirst does what follows the ack of the first n entries of
+// p.unacked, once a call that carried them succeeded.
+func (p *partition) ackedFirst(n int) {
+	if n == 0 {
 		return
 	}
-	for _, en := range p.unacked {
+	for _, en := range p.unacked[:n] {
 		p.acked(en)
 		p.trims.acked()
 		p.e.worked(p.reg.Name)
 	}
-	clear(p.unacked)
-	p.unacked = p.unacked[:0]
-	p.endAttempt() // the marked head, if it was one, is acked
+	rest := copy(p.unacked, p.unacked[n:])
+	clear(p.unacked[rest:])
+	p.unacked = p.unacked[:rest]
+	// The marked head, if one ran, is acked: a retried head is the first
+	// entry a partition runs after its halt.
+	p.endAttempt()
 }
 
 // flushAck sends the acks of p.unacked on their own as the worker ends,

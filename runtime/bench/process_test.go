@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -168,6 +169,10 @@ type engineProcs struct {
 	last    []procStatus
 	wg      sync.WaitGroup
 	stopped bool
+	// logs are the processes' stderr, shown after the result by stop:
+	// written to the benchmark's output, a warning would split a result
+	// line.
+	logs []*bytes.Buffer
 }
 
 // startEngineProcs starts n engine processes on the server at addr.
@@ -202,7 +207,9 @@ func startProcs(b *testing.B, addr string, n int, spec procSpec) *engineProcs {
 		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s-%d", env, addr, name, i),
 			"SEQBY_BENCH_HOTKEY="+spec.hotKey, "SEQBY_BENCH_LATENCY="+spec.latencyDir, "SEQBY_BENCH_DEFAULTS="+defaults,
 			"SEQBY_BENCH_ACKBATCH="+strconv.Itoa(spec.ackBatch))
-		cmd.Stderr = os.Stderr
+		logs := new(bytes.Buffer)
+		cmd.Stderr = logs
+		ep.logs = append(ep.logs, logs)
 		in, err := cmd.StdinPipe()
 		if err != nil {
 			b.Fatal(err)
@@ -269,6 +276,12 @@ func (ep *engineProcs) stop(b *testing.B) time.Duration {
 		cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	}
 	ep.wg.Wait()
+	for i, l := range ep.logs {
+		if l.Len() > 0 {
+			lines := strings.Split(strings.TrimSpace(l.String()), "\n")
+			b.Logf("process %d logged %d lines; the first: %s", i, len(lines), strings.Join(lines[:min(len(lines), 5)], "\n"))
+		}
+	}
 	return cpu
 }
 

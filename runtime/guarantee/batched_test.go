@@ -90,3 +90,59 @@ func seqs(from, to int) []int {
 	}
 	return out
 }
+
+// TestBatchedCrashDeepBacklog: the same with a backlog deeper than one
+// read, so the owner reads its next entries ahead of need (the batched
+// mode's prefetch) and one may be in flight when it dies: still at most
+// AckBatch events run again, in order, and nothing is lost.
+func TestBatchedCrashDeepBacklog(t *testing.T) {
+	const batch, n, inFlight = 4, 200, 100
+	c := newCluster(t, ttl)
+	c.ackBatch = batch
+	a := steps("client-A", 1, n)
+	a[inFlight-1].SlowMS = 1500 // in flight when its owner dies
+	c.publish(a...)
+	c.start("i1")
+	c.start("i2")
+	var victim mark
+	c.eventually(30*time.Second, "client-A's event 100 in the handler", func() bool {
+		var ok bool
+		victim, ok = entered(c.marks("client-A"), "", inFlight)
+		return ok
+	})
+	c.kill(victim.Instance)
+	c.waitApplied(30*time.Second, n, "client-A")
+	var before, after []int
+	for _, m := range c.marks("client-A") {
+		switch {
+		case m.Phase != "enter":
+		case m.Token == victim.Token:
+			before = append(before, m.Seq)
+		default:
+			after = append(after, m.Seq)
+		}
+	}
+	if want := seqs(1, inFlight); !slices.Equal(before, want) {
+		t.Errorf("the first owner ran %v, want %v", before, want)
+	}
+	if len(after) == 0 || after[0] > inFlight || inFlight-after[0]+1 > batch || !slices.Equal(after, seqs(after[0], n)) {
+		t.Errorf("after the kill the next owner ran %v: want the events from at most %d back from %d, in order, through %d", after, batch, inFlight, n)
+	}
+	if len(after) > 0 {
+		applied := c.appliedSeqs("client-A")
+		if want := append(seqs(1, inFlight-1), seqs(after[0], n)...); !slices.Equal(applied, want) {
+			t.Errorf("client-A applied %v, want %v", applied, want)
+		}
+	}
+	if s := c.state("client-A"); s != n {
+		t.Errorf("client-A's optimistic state is %d, want %d", s, n)
+	}
+	stale := victim.Instance + "|client-A#100 was in progress when "
+	for _, ov := range c.overlaps("client-A") {
+		if !strings.HasPrefix(ov, stale) {
+			t.Errorf("client-A: the in-progress marker was held by two events at once: %s", ov)
+		}
+	}
+	unfinished := func(w window) bool { return w.Instance == victim.Instance && w.To == openEnd }
+	c.checkWindows("client-A", unfinished)
+}

@@ -90,6 +90,11 @@ var callPool = sync.Pool{New: func() any { return &batchCall{done: make(chan str
 // partition has more waiting than one read returns, so its call goes
 // before the others queued.
 func (b *Batcher) run(ctx context.Context, s RoundSlice, urgent bool) (RoundResult, error) {
+	return b.wait(ctx, b.start(s, urgent))
+}
+
+// start queues s for the next round; wait returns its result.
+func (b *Batcher) start(s RoundSlice, urgent bool) *batchCall {
 	cl := callPool.Get().(*batchCall)
 	cl.s = s
 	b.mu.Lock()
@@ -106,6 +111,12 @@ func (b *Batcher) run(ctx context.Context, s RoundSlice, urgent bool) (RoundResu
 	if lead {
 		go b.flush()
 	}
+	return cl
+}
+
+// wait returns the result of cl, which start queued, or ctx's error when
+// it ends first.
+func (b *Batcher) wait(ctx context.Context, cl *batchCall) (RoundResult, error) {
 	select {
 	case <-cl.done:
 		r, err := cl.res, cl.err

@@ -168,6 +168,62 @@ func (b *Batcher) ReadAhead(ctx context.Context, l Lease, group string, lanes []
 	return r.Entries, r.More, nil
 }
 
+// Prefetch is a read sent ahead of need (ReadNew) whose reply the caller
+// takes later (Wait).
+type Prefetch struct {
+	b     *Batcher
+	cl    *batchCall
+	lanes []string
+	err   error // refused before it was sent
+}
+
+// ReadNew starts a read of up to count new entries of lanes' first lane,
+// acking acks first, without the pending pass (RoundReadNew): the
+// batched mode's prefetch, sent while the owner still holds entries it
+// read and has not run or acked. The caller must not send another call
+// for the partition before Wait returns, so its acks land in order.
+func (b *Batcher) ReadNew(l Lease, group string, lanes []string, count int, acks []Entry) *Prefetch {
+	s := RoundSlice{Op: RoundReadNew, Lease: l, Group: group, Lanes: lanes, N: count}
+	if err := s.ack(acks); err != nil {
+		return &Prefetch{err: err, lanes: lanes}
+	}
+	return &Prefetch{b: b, cl: b.start(s, true), lanes: lanes}
+}
+
+// Ready reports whether Wait would return at once.
+func (f *Prefetch) Ready() bool {
+	if f.cl == nil {
+		return true
+	}
+	select {
+	case <-f.cl.done:
+		// Put back for Wait, which takes it again.
+		f.cl.done <- struct{}{}
+		return true
+	default:
+		return false
+	}
+}
+
+// Wait returns what the read returned: FencedReadAhead's entries and more
+// for a read whose pending pass found nothing (see RoundReadNew).
+func (f *Prefetch) Wait(ctx context.Context) ([]Entry, bool, error) {
+	err := f.err
+	var r RoundResult
+	if err == nil {
+		// The call goes back to the pool once answered: forget it.
+		cl := f.cl
+		f.cl, f.err = nil, errors.New("the prefetch was already taken")
+		if r, err = f.b.wait(ctx, cl); err == nil {
+			err = r.Err
+		}
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("fenced read ahead of %v: %w", f.lanes, err)
+	}
+	return r.Entries, r.More, nil
+}
+
 // ReadOldest is FencedReadOldest in the Batcher's next round, acking acks
 // first as ReadAhead does.
 func (b *Batcher) ReadOldest(ctx context.Context, l Lease, group string, lanes []string, primaries int, acks []Entry) (Entry, bool, error) {

@@ -19,6 +19,15 @@ const (
 	RoundAck RoundOp = 'A'
 	// RoundRead acks, then reads as FencedReadAhead (read.lua).
 	RoundRead RoundOp = 'R'
+	// RoundReadNew acks, then reads up to N new entries of the first lane
+	// only, without the pending pass: a read sent ahead of need by an
+	// owner holding entries it read and has not acked (the batched mode's
+	// prefetch), which a pending pass would hand it again. Its entries
+	// are RoundRead's for a read whose pending pass found nothing, except
+	// that a later lane's are never read: More says one exists when the
+	// first lane had entries, and no entries say only that the first lane
+	// had nothing new (a later lane is not looked at).
+	RoundReadNew RoundOp = 'N'
 	// RoundReadOldest acks, then reads as FencedReadOldest
 	// (read_oldest.lua).
 	RoundReadOldest RoundOp = 'O'
@@ -58,9 +67,10 @@ type RoundSlice struct {
 	Op    RoundOp
 	Lease Lease    // the lease key and the token it must hold (its consumer name)
 	Group string   // the consumer group
-	Lanes []string // RoundRead: priority order; RoundReadOldest: primaries first
-	// N is, for RoundRead, how many new entries of the first lane to read
-	// at most (FencedReadAhead's count; at least 1), and for
+	Lanes []string // RoundRead, RoundReadNew: priority order; RoundReadOldest: primaries first
+	// N is, for RoundRead and RoundReadNew, how many new entries of the
+	// first lane to read at most (FencedReadAhead's count; at least 1),
+	// and for
 	// RoundReadOldest the number of primary lanes (FencedReadOldest's
 	// primaries); other ops ignore it.
 	N int
@@ -181,7 +191,7 @@ var ErrRoundTooLarge = errors.New("round too large for one call; split it")
 // check refuses a slice round.lua would refuse or misread.
 func (s RoundSlice) check() error {
 	switch {
-	case s.Op != RoundAck && s.Op != RoundRead && s.Op != RoundReadOldest && s.Op != RoundVerify:
+	case s.Op != RoundAck && s.Op != RoundRead && s.Op != RoundReadNew && s.Op != RoundReadOldest && s.Op != RoundVerify:
 		return fmt.Errorf("unknown op %q", s.Op)
 	case s.Lease.Ref.Key == "":
 		return errors.New("no lease key")
@@ -191,7 +201,7 @@ func (s RoundSlice) check() error {
 		return fmt.Errorf("ack lane %d with %d ack ids", s.AckLane, len(s.AckIDs))
 	case s.Op == RoundVerify && len(s.AckIDs) > 0:
 		return errors.New("a verify acks nothing")
-	case s.Op == RoundRead && (s.N < 1 || len(s.Lanes) == 0):
+	case (s.Op == RoundRead || s.Op == RoundReadNew) && (s.N < 1 || len(s.Lanes) == 0):
 		return fmt.Errorf("a read of %d entries over %d lanes", s.N, len(s.Lanes))
 	case s.Op == RoundReadOldest && (s.N < 0 || s.N > len(s.Lanes)):
 		return fmt.Errorf("%d primaries of %d lanes", s.N, len(s.Lanes))
@@ -262,7 +272,7 @@ func parseRoundSlice(i int, s RoundSlice, v any) RoundResult {
 	switch s.Op {
 	case RoundAck:
 		r.Acked, _ = v.(int64)
-	case RoundRead, RoundReadOldest:
+	case RoundRead, RoundReadNew, RoundReadOldest:
 		raw, _ := v.([]any)
 		es, more, err := parseRead(s.Lanes, raw)
 		if err != nil {

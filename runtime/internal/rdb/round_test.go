@@ -614,3 +614,78 @@ func TestRoundClusterSliceSlots(t *testing.T) {
 		}
 	}
 }
+
+// A read-new slice (the batched mode's prefetch) acks, then reads only new
+// entries of the first lane: the owner's pending entries, which it holds
+// in memory, are not handed to it again. Drained, it replies as a read
+// that found nothing; a later lane that exists makes More true; fenced,
+// it delivers nothing.
+func TestRoundReadNew(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	rc, ids := roundPartition(ctx, t, c, "n", 5)
+	read := func(s RoundSlice) RoundResult {
+		t.Helper()
+		res, err := Round(ctx, c, []RoundSlice{s})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("round %+v: %+v %v", s, res, err)
+		}
+		return res[0]
+	}
+	r := read(RoundSlice{Op: RoundRead, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 2})
+	if len(r.Entries) != 2 || r.Entries[0].ID != ids[0] {
+		t.Fatalf("first read: %+v, want the first two entries", r)
+	}
+	// 1 and 2 are pending: a read-new acks 1 and takes 3 and 4, not 2.
+	s := RoundSlice{Op: RoundReadNew, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 2, AckLane: 1, AckIDs: ids[:1]}
+	r = read(s)
+	if len(r.Entries) != 2 || r.Entries[0].ID != ids[2] || r.Entries[1].ID != ids[3] || !r.More || r.Entries[0].Deliveries != 1 || r.Entries[0].Pending {
+		t.Fatalf("read-new: %+v, want entries 3 and 4, new, more waiting", r)
+	}
+	p, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: rc.lanes[0], Group: "g", Start: "-", End: "+", Count: 10}).Result()
+	if err != nil || len(p) != 3 || p[0].ID != ids[1] || p[0].RetryCount != 1 {
+		t.Fatalf("pending after the read-new: %+v %v, want 2 (delivered once), 3 and 4", p, err)
+	}
+	// Fenced: nothing delivered, nothing acked.
+	stale := s
+	stale.Lease.Generation++
+	stale.AckIDs = ids[1:2]
+	res, err := Round(ctx, c, []RoundSlice{stale})
+	if err != nil || !res[0].Fenced() {
+		t.Fatalf("a stale read-new: %+v %v, want fenced", res, err)
+	}
+	// The last entry, then nothing: drained, no later lane.
+	r = read(RoundSlice{Op: RoundReadNew, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 2})
+	if len(r.Entries) != 1 || r.Entries[0].ID != ids[4] || r.More {
+		t.Fatalf("read-new of the last: %+v, want entry 5, nothing more", r)
+	}
+	if r = read(RoundSlice{Op: RoundReadNew, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 2}); r.Entries != nil {
+		t.Fatalf("read-new of a drained lane: %+v, want none", r)
+	}
+	// A later lane that exists: More, though the first lane's read was short.
+	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: rc.lanes[0], Values: []any{"n", "6"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: rc.lanes[1], Values: []any{"n", "b"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r = read(RoundSlice{Op: RoundReadNew, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 2}); len(r.Entries) != 1 || !r.More {
+		t.Fatalf("read-new with a backfill lane: %+v, want one entry and more", r)
+	}
+	// The first lane drained, the backfill lane not: a read-new finds
+	// nothing and says nothing of the backfill lane (its caller must not
+	// take the partition for drained: partition.collect), where a read
+	// hands over the backfill entry.
+	if r = read(RoundSlice{Op: RoundReadNew, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 2}); r.Entries != nil {
+		t.Fatalf("read-new, first lane drained: %+v, want none", r)
+	}
+	pend, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: rc.lanes[0], Group: "g", Start: "-", End: "+", Count: 100}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pend {
+		c.XAck(ctx, rc.lanes[0], "g", p.ID) // as if they ran
+	}
+	if r = read(RoundSlice{Op: RoundRead, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 2}); len(r.Entries) != 1 || r.Entries[0].Stream != rc.lanes[1] {
+		t.Fatalf("read, first lane drained: %+v, want the backfill entry", r)
+	}
+}

@@ -12,12 +12,14 @@
 -- ARGV[2] U, how many of the slices' keys are passed at the end of ARGV
 --         instead of in KEYS (0 on a single Redis; see Cluster below)
 -- then, per slice, a header of 7 values and its ack ids:
---   op       A (ack only), R (ack, then read.lua's read), O (ack, then
---            read_oldest.lua's read) or V (verify the lease only)
+--   op       A (ack only), R (ack, then read.lua's read), N (ack, then
+--            read only new entries of the first lane, no pending pass:
+--            lib/read.lua's read_new), O (ack, then read_oldest.lua's
+--            read) or V (verify the lease only)
 --   nkeys    how many keys the slice has: its lease, then its lanes
 --   token    the token the lease must hold, also the consumer name
 --   group    the consumer group
---   n        R: how many new entries of the first lane to read at most;
+--   n        R, N: how many new entries of the first lane to read at most;
 --            O: the number of primary lanes; else ignored
 --   ackLane  the lane (1-based among the slice's lanes) the ack ids are
 --            on, 0 for none
@@ -55,8 +57,10 @@
 --
 -- Returns one element per slice, in slice order:
 --   {1, reply}  the lease held the token: reply is XACK's count for A,
---               1 for V, and exactly read.lua's (R) or read_oldest.lua's
---               (O) reply for the same state;
+--               1 for V, exactly read.lua's (R) or read_oldest.lua's (O)
+--               reply for the same state, and for N read.lua's reply to a
+--               read whose pending pass found nothing when the first lane
+--               has new entries, else {0} (later lanes not looked at);
 --   {0}         fenced: the lease does not hold the token; nothing of
 --               the slice was done;
 --   {-1, msg}   the slice failed (a key of the wrong type, say; msg is
@@ -91,15 +95,15 @@ end
 -- header is refused where BuildRound refuses the slice: an unknown op;
 -- counts that are not whole numbers; an ack lane beyond the lanes; ack
 -- ids without an ack lane or an ack lane without ids; a verify that acks;
--- a read of fewer than one entry or of no lane; more primaries than
+-- a read (R, N) of fewer than one entry or of no lane; more primaries than
 -- lanes.
 local slices = {}
 local a, k = 3, 1
 for s = 1, S do
   local op, nk, n, lane, nack = ARGV[a], count(ARGV[a + 1]), count(ARGV[a + 4]), count(ARGV[a + 5]), count(ARGV[a + 6])
-  if not (op == 'A' or op == 'R' or op == 'O' or op == 'V') or not nk or nk < 1 or
+  if not (op == 'A' or op == 'R' or op == 'N' or op == 'O' or op == 'V') or not nk or nk < 1 or
       not lane or lane > nk - 1 or not nack or (lane == 0) ~= (nack == 0) or
-      (op == 'V' and nack > 0) or (op == 'R' and (not n or n < 1 or nk < 2)) or
+      (op == 'V' and nack > 0) or ((op == 'R' or op == 'N') and (not n or n < 1 or nk < 2)) or
       (op == 'O' and (not n or n > nk - 1)) then
     return redis.error_reply('ERR round: malformed header of slice ' .. s)
   end
@@ -123,6 +127,7 @@ local function slice(op, k, nk, a, lane, nack)
     acked = redis.call('XACK', lanes[lane], group, unpack(ARGV, a + 7, a + 6 + nack))
   end
   if op == 'R' then return {1, read_lanes(lanes, token, group, ARGV[a + 4])} end
+  if op == 'N' then return {1, read_new(lanes, token, group, ARGV[a + 4])} end
   if op == 'O' then return {1, read_oldest_lanes(lanes, token, group, tonumber(ARGV[a + 4]))} end
   if op == 'A' then return {1, acked} end
   return {1, 1}

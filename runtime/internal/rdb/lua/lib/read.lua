@@ -70,3 +70,23 @@ local function read_lanes(lanes, token, group, count)
   end
   return {0}
 end
+-- read_new(lanes, token, group, count) reads up to count new entries
+-- ('>') of the first lane only, without the pending pass: a read sent
+-- ahead of need (round.lua's N op) by an owner that holds entries it read
+-- and has not acked, which a pending pass would hand it again. Its reply
+-- is read_lanes()'s for a '>' read of the first lane: {1, entries, 1, 0,
+-- more}, more being 1 on a full read or when a later lane exists; or {0}
+-- when the first lane has nothing new, which, unlike read_lanes()'s,
+-- says nothing of the later lanes.
+local function read_new(lanes, token, group, count)
+  if redis.call('EXISTS', lanes[1]) == 0 then return {0} end
+  local r = read_lane(lanes[1], token, group, '>', count)
+  if not (r and r[1] and #r[1][2] > 0) then return {0} end
+  local es = r[1][2]
+  local more = 0
+  if #es >= tonumber(count) then more = 1 end
+  for j = 2, #lanes do
+    if redis.call('EXISTS', lanes[j]) == 1 then more = 1 end
+  end
+  return {1, es, 1, 0, more}
+end
