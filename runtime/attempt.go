@@ -101,12 +101,14 @@ func (g *gate) enter(ctx context.Context) bool {
 	begun, holdToConfirm := false, false
 	needs := func() bool { return g.p != nil && ((g.head && !begun) || time.Since(g.confirmed) > bound) }
 	for {
+		held := false // this pass holds a slot
 		if !needs() || holdToConfirm {
 			select {
 			case g.e.sem <- struct{}{}:
 			case <-ctx.Done():
 				return g.refuse(begun)
 			}
+			held = true
 			if ctx.Err() != nil {
 				g.release()
 				return g.refuse(begun)
@@ -122,8 +124,13 @@ func (g *gate) enter(ctx context.Context) bool {
 			if !needs() {
 				return true
 			}
+			if !holdToConfirm {
+				// The confirmation went stale during the wait: confirm
+				// without the slot, then wait for one again.
+				g.release()
+				held = false
+			}
 		}
-		held := holdToConfirm
 		sent := time.Now()
 		err := g.p.confirm(ctx, g.head && !begun)
 		if err == nil {

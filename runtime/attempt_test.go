@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -84,4 +85,34 @@ func TestAttemptNeverStartsWithContextDone(t *testing.T) {
 	if n := ran.Load(); n != 0 {
 		t.Fatalf("the handler ran %d times of 1000 with its context already done", n)
 	}
+}
+
+// More partitions with work than Concurrency, handlers slower than
+// VerifyBound: an attempt's confirmation often goes stale while it waits
+// for a slot, and it confirms again. Every slot it takes is given back:
+// every entry runs (the first version of the confirm-first gate kept the
+// slot it waited for when it found its confirmation stale there and took
+// another, until no slot was left and the engine stood still).
+func TestGateGivesBackStaleSlots(t *testing.T) {
+	c := newRedis(t)
+	ctx := ctxT(t)
+	const keys, per = 12, 6
+	var ran atomic.Int64
+	h := keyedHandler("stale-slots", func(context.Context, *testEvent) error {
+		time.Sleep(3 * time.Millisecond) // the handler's work: longer than the bound
+		ran.Add(1)
+		return nil
+	})
+	pub := NewPublisher(c)
+	for i := range per {
+		for k := range keys {
+			if err := pub.Publish(ctx, ev(fmt.Sprint("k", k), i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	opts := fastOptions("stale-slots")
+	opts.Concurrency, opts.VerifyBound, opts.ReadAhead = 2, time.Millisecond, 1
+	startEngine(t, c, opts, h)
+	eventually(t, 30*time.Second, "every entry run", func() bool { return ran.Load() == keys*per })
 }

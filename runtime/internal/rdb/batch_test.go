@@ -26,20 +26,11 @@ func TestBatcherSharesRoundTrips(t *testing.T) {
 		b := NewBatcher(c)
 		leases := make([]Lease, workers)
 		for w := range workers {
-			stream := PartitionStream("order", fmt.Sprint("k", w))
+			var values []any
 			for i := range events {
-				if err := c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"n", i}}).Err(); err != nil {
-					t.Fatal(err)
-				}
+				values = append(values, i)
 			}
-			l, err := Acquire(ctx, c, PartitionLease(stream, "h"), "o", time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := Reclaim(ctx, c, l, "h", []string{stream}); err != nil {
-				t.Fatal(err)
-			}
-			leases[w] = l
+			leases[w], _ = ownedStream(ctx, t, c, fmt.Sprint("k", w), values...)
 		}
 		var flushed sync.Once
 		var wg sync.WaitGroup
@@ -167,18 +158,7 @@ func TestBatcherRoundsShareScriptCalls(t *testing.T) {
 	const calls = 80
 	leases := make([]Lease, calls)
 	for i := range calls {
-		stream := PartitionStream("order", fmt.Sprint("r", i))
-		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"n", i}}).Err(); err != nil {
-			t.Fatal(err)
-		}
-		l, err := Acquire(ctx, c, PartitionLease(stream, "h"), "o", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := Reclaim(ctx, c, l, "h", []string{stream}); err != nil {
-			t.Fatal(err)
-		}
-		leases[i] = l
+		leases[i], _ = ownedStream(ctx, t, c, fmt.Sprint("r", i), i)
 	}
 	stale := map[int]bool{7: true, 40: true, 79: true}
 	for i := range stale {
@@ -300,19 +280,7 @@ func TestBatcherAckEntries(t *testing.T) {
 	c := newRedis(t)
 	ctx := ctxT(t)
 	b := NewBatcher(c)
-	stream := PartitionStream("order", "multi")
-	for i := range 5 {
-		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"n", i}}).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	l, err := Acquire(ctx, c, PartitionLease(stream, "h"), "o", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Reclaim(ctx, c, l, "h", []string{stream}); err != nil {
-		t.Fatal(err)
-	}
+	l, stream := ownedStream(ctx, t, c, "multi", 0, 1, 2, 3, 4)
 	es, _, err := b.ReadAhead(ctx, l, "h", []string{stream}, 5, nil, false)
 	if err != nil || len(es) != 5 {
 		t.Fatalf("read: %v %v", es, err)
@@ -346,17 +314,7 @@ func TestBatcherOneSliceRefused(t *testing.T) {
 	ctx := ctxT(t)
 	var calls []*batchCall
 	for _, key := range []string{"ok1", "denied", "ok2"} {
-		stream := PartitionStream("order", key)
-		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"n", key}}).Err(); err != nil {
-			t.Fatal(err)
-		}
-		l, err := Acquire(ctx, c, PartitionLease(stream, "h"), "o", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := Reclaim(ctx, c, l, "h", []string{stream}); err != nil {
-			t.Fatal(err)
-		}
+		l, stream := ownedStream(ctx, t, c, key, key)
 		calls = append(calls, &batchCall{s: RoundSlice{Op: RoundRead, Lease: l, Group: "h", Lanes: []string{stream}, N: 1}, done: make(chan struct{}, 1)})
 	}
 	if err := c.Do(ctx, "ACL", "SETUSER", "part", "on", ">pw", "~order:{ok*", "+@all").Err(); err != nil {
@@ -423,4 +381,25 @@ func TestBatcherReadOldestManyLanes(t *testing.T) {
 	if err != nil || !ok || en.ID != id {
 		t.Fatalf("read over %d lanes: %+v %v %v, want %s", len(lanes), en, ok, err, id)
 	}
+}
+
+// ownedStream appends an entry {n: v} to key's partition stream of
+// category order for each of values, and leases the partition for
+// consumer group h (the group created by the reclaim).
+func ownedStream(ctx context.Context, t *testing.T, c redis.UniversalClient, key string, values ...any) (Lease, string) {
+	t.Helper()
+	stream := PartitionStream("order", key)
+	for _, v := range values {
+		if err := c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"n", v}}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := Acquire(ctx, c, PartitionLease(stream, "h"), "o", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Reclaim(ctx, c, l, "h", []string{stream}); err != nil {
+		t.Fatal(err)
+	}
+	return l, stream
 }
