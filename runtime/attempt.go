@@ -78,8 +78,9 @@ func (p *partition) gate(en rdb.Entry, confirmed time.Time) *gate {
 // enter waits for a concurrency slot and reports whether the attempt may
 // start; then the caller holds the slot and must call leave. False: ctx
 // ended or the lease is lost, and nothing is held. A Redis error while
-// confirming is retried with backoff, without the slot, while ctx lasts:
-// the attempt waits rather than starts unconfirmed.
+// confirming is retried after a backoff spent without the slot, while ctx
+// lasts (a confirmation that was sent holding a slot is sent holding one
+// again): the attempt waits rather than starts unconfirmed.
 //
 // A confirmation the fence rule needs is sent without the slot, in the
 // Batcher's rounds: holding a slot through a round trip would make the
@@ -106,12 +107,12 @@ func (g *gate) enter(ctx context.Context) bool {
 			select {
 			case g.e.sem <- struct{}{}:
 			case <-ctx.Done():
-				return g.refuse(begun)
+				return g.refuse()
 			}
 			held = true
 			if ctx.Err() != nil {
 				g.release()
-				return g.refuse(begun)
+				return g.refuse()
 			}
 			if g.p == nil {
 				return true
@@ -119,7 +120,7 @@ func (g *gate) enter(ctx context.Context) bool {
 			if !time.Now().Before(g.p.deadline()) {
 				g.release()
 				g.p.lost(errors.New("lease not renewed before its deadline"))
-				return g.refuse(begun)
+				return g.refuse()
 			}
 			if !needs() {
 				return true
@@ -149,27 +150,28 @@ func (g *gate) enter(ctx context.Context) bool {
 			}
 			g.release()
 			g.p.lost(errors.New("lease not renewed before its deadline"))
-			return g.refuse(begun)
+			return g.refuse()
 		}
 		if held {
 			g.release()
 		}
 		if errors.Is(err, ErrFenced) || ctx.Err() != nil {
-			return g.refuse(begun)
+			return g.refuse()
 		}
 		g.e.log.Warn("seqby: cannot verify the lease before a handler attempt; waiting", "handler", g.p.reg.Name, "stream", g.p.lanes[0], "err", err, "backoff", backoff)
 		if !sleepCtx(ctx, backoff) {
-			return g.refuse(begun)
+			return g.refuse()
 		}
 		backoff = min(2*backoff, g.e.o.MaxBackoff)
 	}
 }
 
-// refuse ends an attempt enter does not admit: a head's attempt marked
-// by a begin_attempt it sent is unmarked (no attempt runs), and false.
-func (g *gate) refuse(begun bool) bool {
-	if begun && g.head {
-		g.p.endAttempt()
+// refuse ends an attempt enter does not admit: a head's attempt mark, if
+// a begin_attempt set it (one whose reply was lost may have), is removed,
+// since no attempt runs; and false.
+func (g *gate) refuse() bool {
+	if g.head {
+		g.p.endAttempt() // a no-op when nothing is marked
 	}
 	return false
 }
