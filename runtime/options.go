@@ -83,8 +83,10 @@ type Options struct {
 	// successor takes the read-ahead ones over in order (an entry read
 	// ahead and never run counts one delivery toward MaxDeliveries all the
 	// same). A larger value saves Redis calls on a busy key; 1 reads one
-	// entry at a time. Process managers read one entry at a time. Default
-	// 16, at most 1000.
+	// entry at a time. Process managers read one entry at a time. A
+	// batched handler (Registration.AckBatch) reads AckBatch when that is
+	// more, and runs them without waiting for each ack. Default 16, at
+	// most 1000.
 	ReadAhead int
 	// Concurrency caps handler calls running at once in this instance
 	// (one per partition at most). Default 64.
