@@ -23,12 +23,9 @@ import (
 func TestBatchedHaltAcksWhatRanBefore(t *testing.T) {
 	c := newRedis(t)
 	ctx := ctxT(t)
-	var mu sync.Mutex
-	var ran []int
+	var ran seqLog
 	h := keyedHandler("batched-halt", func(ctx context.Context, e *testEvent) error {
-		mu.Lock()
-		ran = append(ran, e.Seq)
-		mu.Unlock()
+		ran.add(e.Seq)
 		if e.Seq == 4 {
 			return Permanent(fmt.Errorf("seq %d cannot apply", e.Seq))
 		}
@@ -56,10 +53,7 @@ func TestBatchedHaltAcksWhatRanBefore(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("no halt")
 	}
-	mu.Lock()
-	got := slices.Clone(ran)
-	mu.Unlock()
-	if want := []int{1, 2, 3, 4}; !slices.Equal(got, want) {
+	if got, want := ran.seqs(), []int{1, 2, 3, 4}; !slices.Equal(got, want) {
 		t.Fatalf("the handler ran %v, want %v", got, want)
 	}
 	stream := rdb.PartitionStream("order", "k")
@@ -83,12 +77,9 @@ func TestBatchedPrefetchKeepsOrder(t *testing.T) {
 func runBatchedInOrder(t *testing.T, base, c *redis.Client, opts Options, n int) {
 	t.Helper()
 	ctx := ctxT(t)
-	var mu sync.Mutex
-	var ran []int
+	var log seqLog
 	h := keyedHandler("batched-order", func(ctx context.Context, e *testEvent) error {
-		mu.Lock()
-		ran = append(ran, e.Seq)
-		mu.Unlock()
+		log.add(e.Seq)
 		return nil
 	})
 	h.AckBatch = 8
@@ -101,14 +92,10 @@ func runBatchedInOrder(t *testing.T, base, c *redis.Client, opts Options, n int)
 	startEngine(t, c, opts, h)
 	stream := rdb.PartitionStream("order", "k")
 	eventually(t, 30*time.Second, "every entry run and acked", func() bool {
-		mu.Lock()
-		done := len(ran) >= n
-		mu.Unlock()
 		p, err := base.XPending(ctx, stream, h.Name).Result()
-		return done && err == nil && p.Count == 0
+		return len(log.seqs()) >= n && err == nil && p.Count == 0
 	})
-	mu.Lock()
-	defer mu.Unlock()
+	ran := log.seqs()
 	for i, seq := range ran {
 		if seq != i {
 			t.Fatalf("ran %v, want 0..%d once each in order (at %d: %d)", ran, n-1, i, seq)
@@ -167,4 +154,23 @@ func TestBatchedLostPrefetchReplyKeepsOrder(t *testing.T) {
 	if !hook.lost.Load() {
 		t.Fatal("no prefetch was sent: the test saw nothing")
 	}
+}
+
+// seqLog records the seqs a handler ran, in order, from any goroutine.
+type seqLog struct {
+	mu  sync.Mutex
+	ran []int
+}
+
+func (l *seqLog) add(seq int) {
+	l.mu.Lock()
+	l.ran = append(l.ran, seq)
+	l.mu.Unlock()
+}
+
+// seqs is a copy of what ran so far.
+func (l *seqLog) seqs() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.ran)
 }
