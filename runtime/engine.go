@@ -42,6 +42,11 @@ type Engine struct {
 	log           *slog.Logger
 	sem           chan struct{}
 	wake          *waiter
+	// fanout are the partitioned categories of unkeyed handlers, and
+	// fanoutSeen their markers' values at the last heartbeat (signals.go);
+	// set by Run, then the heartbeat's.
+	fanout     []string
+	fanoutSeen []string
 	// batch carries the partitions' fenced reads, acks and lease
 	// verifications in rounds, many partitions per script call
 	// (rdb.Batcher).
@@ -307,6 +312,10 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 		}
 	}
+	e.wake.watchOwn(rdb.OwnerSignalKey(e.incarnation))
+	e.fanout = fanoutCategories(cs)
+	e.fanoutSeen = make([]string, len(e.fanout))
+	e.keepSignals(ctx, true) // before any worker reads: publishers find the stream, and signal a fan's category
 	// Handlers and the loops that own partitions outlive ctx long enough to
 	// finish the in-flight message; stop tells them to wind down.
 	base := context.WithoutCancel(ctx)

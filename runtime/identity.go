@@ -106,4 +106,7 @@ func (e *Engine) releaseOwner(ctx context.Context) {
 	if err := rdb.ReleaseOwner(ctx, e.c, e.o.OwnerID, e.incarnation); err != nil {
 		e.log.Debug("seqby: releasing the OwnerID failed; it expires after LeaseTTL", "err", err)
 	}
+	if err := rdb.DropOwnerSignals(ctx, e.c, e.incarnation); err != nil {
+		e.log.Debug("seqby: deleting this instance's signal stream failed; it expires by itself", "err", err, "ttl", rdb.OwnerSignalTTL)
+	}
 }

@@ -14,10 +14,10 @@ import (
 // instance keeps the last index it read and reads it again only when it
 // may have changed:
 //   - a signal came for a key that the kept index does not hold: a
-//     publisher adds the key to the index before it signals it (one
-//     MULTI/EXEC on a single Redis; on a cluster, the index before the
-//     signal in the category's slot), so the signal is the change stream
-//     of additions. A signal that comes while a read is in flight counts
+//     publisher adds the key to the index before it signals it, and
+//     signals a key new to the index on the category's stream, which
+//     every instance reads (rdb/wake.go; its owners alone hear of later
+//     publishes), so those signals are the change stream of additions. A signal that comes while a read is in flight counts
 //     against what that read returns, not against the index kept before
 //     it: the read may have been answered before the key was added back
 //     (another instance's reaper removed it, a publisher re-added it), so

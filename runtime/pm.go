@@ -285,7 +285,7 @@ func (e *Engine) balancePM(base context.Context, stop <-chan struct{}, name stri
 				for _, c := range cats {
 					lanes = append(lanes, rdb.BackfillStream(c, k, e.o.BackfillSuffix))
 				}
-				units = append(units, unit{id: pmPartitionID(name, k), ref: rdb.PMLease(name, k), key: k, cats: cats, lanes: lanes})
+				units = append(units, unit{id: pmPartitionID(name, k), ref: rdb.PMLease(name, k, lanes[:len(cats)]), key: k, cats: cats, lanes: lanes})
 			}
 		}
 		return units, nil

@@ -197,7 +197,7 @@ func TestReclaimedBackfillHeadReadFirst(t *testing.T) {
 func TestPMReclaimedBackfillHeadReadFirst(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	lanes := []string{"order:{x}", "payment:{x}", "order:{x}:backfill", "payment:{x}:backfill"}
-	ref := rdb.PMLease("flow", "x")
+	ref := rdb.PMLease("flow", "x", nil)
 	xadd(t, c, lanes[3], "1-1", "B")
 	old, _ := rdb.Acquire(ctx, c, ref, "old", time.Minute)
 	if _, err := rdb.Reclaim(ctx, c, old, "flow", lanes); err != nil {
@@ -229,7 +229,7 @@ func TestPMReadOldestDeliversOnlyWhatItReturns(t *testing.T) {
 	xadd(t, c, lanes[1], "2-1", "Q2")
 	xadd(t, c, lanes[0], "3-1", "P1")
 	xadd(t, c, lanes[2], "4-1", "B1")
-	l, _ := rdb.Acquire(ctx, c, rdb.PMLease("flow", "x"), "o", time.Minute)
+	l, _ := rdb.Acquire(ctx, c, rdb.PMLease("flow", "x", nil), "o", time.Minute)
 	if _, err := rdb.Reclaim(ctx, c, l, "flow", lanes); err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,7 @@ func TestMemoryStateStoreVersionCheck(t *testing.T) {
 func TestRedisStateStoreSaveFencedByLease(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	s := NewRedisStateStore(c)
-	ref := rdb.PMLease("pm", "o-1")
+	ref := rdb.PMLease("pm", "o-1", nil)
 	old, err := rdb.Acquire(ctx, c, ref, "old", time.Minute)
 	if err != nil {
 		t.Fatal(err)

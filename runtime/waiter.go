@@ -11,8 +11,10 @@ import (
 )
 
 // waiter wakes idle partitions without polling them: blocking XREADs on
-// the categories' signal streams, to which the publisher appends the key
-// after the entry. A worker takes mark() before its fenced read and, when
+// the categories' signal streams and on this incarnation's own
+// (rdb.OwnerSignalKey), to which the publisher appends the key after the
+// entry: to the owners' streams when the partition names its owners, to
+// the category's otherwise (rdb/wake.go). A worker takes mark() before its fenced read and, when
 // the read finds nothing, waits for a signal counted after that mark: an
 // entry the read missed was appended after it, so its signal is read after
 // the mark, and no entry is missed.
@@ -27,7 +29,7 @@ type waiter struct {
 	block   time.Duration
 	mu      sync.Mutex
 	cursors map[string]string // signal stream -> last id read
-	cats    map[string]string // signal stream -> category
+	cats    map[string]string // signal stream -> category ("": the owner's stream, whose signals name it)
 	// total counts every signal read; a mark is its value.
 	total uint64
 	// last is the total at a key's latest signal (category \x00 key).
@@ -84,6 +86,17 @@ func (w *waiter) watch(ctx context.Context, category string) error {
 	w.cursors[sig], w.cats[sig] = last, category
 	w.mu.Unlock()
 	return nil
+}
+
+// watchOwn starts following this incarnation's signal stream from its
+// start (a new incarnation's stream holds only signals for it). It must
+// run before run.
+func (w *waiter) watchOwn(stream string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.cursors[stream]; !ok {
+		w.cursors[stream], w.cats[stream] = "0-0", ""
+	}
 }
 
 // mark returns the position to wait from: signals counted after it wake a
@@ -302,7 +315,15 @@ func (w *waiter) follow(ctx context.Context, sigs []string, onErr func(error)) {
 		}
 		w.mu.Lock()
 		for _, sig := range lost {
-			w.gap(w.cats[sig])
+			if cat := w.cats[sig]; cat != "" {
+				w.gap(cat)
+				continue
+			}
+			for _, cat := range w.cats { // the owner's stream: any category
+				if cat != "" {
+					w.gap(cat)
+				}
+			}
 		}
 		w.take(got)
 		w.mu.Unlock()
@@ -313,6 +334,13 @@ func (w *waiter) follow(ctx context.Context, sigs []string, onErr func(error)) {
 func (w *waiter) take(got []rdb.Signal) {
 	for _, sg := range got {
 		w.cursors[sg.Stream] = sg.ID
-		w.signal(w.cats[sg.Stream], sg.Key)
+		cat := w.cats[sg.Stream]
+		if cat == "" {
+			cat = sg.Category
+			if cat == "" {
+				continue // the entry that created the owner's stream
+			}
+		}
+		w.signal(cat, sg.Key)
 	}
 }

@@ -19,11 +19,13 @@
 //	category:{key}:__lease__:handler:__resolved__  string  the note of an operator's resolve for the halted owner (JSON, 10 min TTL)
 //	category:{key}:__gen__:handler       string      its generation counter: max(stored + 1, Redis time in µs) per acquire; reaped
 //	category:{key}:__halt__:handler      string      its halt record (JSON) while halted
+//	category:{key}:__wake__              hash        owners to wake: handler or pm -> owner incarnation holding its lease ("": found cold); reaped
 //	category:{key}:__msgid__:id          string      entry id of message id, for the dedup window (PX TTL)
 //	{category}:__msgid__:id              string      the same for an unpartitioned category's stream
 //	category                             stream      an unpartitioned category
 //	{category}:__partitions__            set         the category's partition keys (the index)
 //	{category}:__signal__                stream      wake-up signals: field k = partition key (capped, approximate)
+//	{category}:__fanout__                string      set (TTL) while an engine runs an unkeyed handler on the category: every publish signals {category}:__signal__
 //	{category}:__groups__                hash        the category's handlers (consumer groups) and where each new one starts
 //	{category}:__reaping__               set         keys being reaped, read with the index (reap.go)
 //	{category}:__reaper__                string      the category reaper's lease, <owner_id>~<incarnation>:<generation>
@@ -35,6 +37,7 @@
 //	seqby:__members__:handler            sorted set  live instances, score = last announcement (Redis ms)
 //	seqby:__owner__:owner                string      the incarnation of the live engine with OwnerID owner (TTL LeaseTTL)
 //	seqby:__owned__:handler:owner        string      partitions owner held at its last heartbeat (expires with its membership)
+//	seqby:__wake__:incarnation           stream      an engine incarnation's wake-ups: fields c = category, k = partition key (capped; made at Run, TTL 10 min renewed by its heartbeats)
 //	seqby:__deploy__:handler             hash        deploy records: owner id -> kind, build, routes, deploy time (rolling deploys)
 //	seqby:__halted__:handler             set         the handler's halt record keys, for operators
 //	seqby:__audit__                      stream      operator actions that changed something (who, when, what), capped at about 10,000

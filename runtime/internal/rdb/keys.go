@@ -69,6 +69,33 @@ func ReaperLease(category string) LeaseRef {
 // partitions: "{category}:__signal__".
 func SignalKey(category string) string { return "{" + category + "}:__signal__" }
 
+// WakeKey is the hash naming, per group (a handler or a pm) holding a
+// lease on the partition of stream, the owner incarnation holding it:
+// "category:{key}:__wake__", in the stream's slot. acquire.lua writes a
+// group's field with the lease (or "" when it found the partition cold:
+// wanted, unowned) once the stream exists, a release by its owner deletes
+// it, and the reaper deletes the hash with the partition; a field
+// outliving its lease (its owner was killed) is overwritten by the next
+// acquire. A publisher reads it after appending and signals those owners
+// alone (OwnerSignalKey, wake.go).
+func WakeKey(stream string) string { return SubStream(stream, "__wake__") }
+
+// OwnerSignalKey is the wake-up stream of one engine incarnation:
+// "seqby:__wake__:<owner_id>~<incarnation>", fields c (category) and k
+// (partition key), capped like SignalKey. A publisher appends there for
+// the partitions the incarnation owns (WakeKey), never creating it, so an
+// instance wakes only for its own partitions. Its engine creates it at
+// Run, renews it with each heartbeat (OwnerSignalTTL) and deletes it when
+// Run returns.
+func OwnerSignalKey(incarnation string) string { return "seqby:__wake__:" + incarnation }
+
+// FanoutKey marks, while it exists, that an engine runs an unkeyed
+// handler on the partitioned category (every instance reads every
+// partition): "{category}:__fanout__", set with a TTL by each heartbeat
+// of such an engine. While it exists a publisher signals the category's
+// stream for every publish, as every instance may take the entry.
+func FanoutKey(category string) string { return "{" + category + "}:__fanout__" }
+
 // LeaseKey holds "<owner_id>~<incarnation>:<generation>" while group's
 // partition stream is owned: "category:{key}:__lease__:group", in the
 // stream's slot.

@@ -16,16 +16,35 @@ import (
 type LeaseRef struct {
 	Key        string // holds "<owner_id>~<incarnation>:<generation>" while owned
 	Generation string // the last generation (see acquire.lua)
+	// Group is the handler or pm the lease is for, and Wake the partition
+	// streams it covers: the lease's owner is named in their wake hashes
+	// (WakeKey) while it holds the lease, so publishers wake it alone.
+	// Both are empty for a lease that covers no partition (the reaper's).
+	Group string
+	Wake  []string
+}
+
+// wakeKeys are the pairs that end the KEYS of the scripts that take or
+// give up the lease (lib/wake.lua): each partition stream, its wake hash.
+func (r LeaseRef) wakeKeys() []string {
+	out := make([]string, 0, 2*len(r.Wake))
+	for _, s := range r.Wake {
+		out = append(out, s, WakeKey(s))
+	}
+	return out
 }
 
 // PartitionLease returns the LeaseRef of group's lease on a stream.
 func PartitionLease(stream, group string) LeaseRef {
-	return LeaseRef{Key: LeaseKey(stream, group), Generation: GenerationKey(stream, group)}
+	return LeaseRef{Key: LeaseKey(stream, group), Generation: GenerationKey(stream, group),
+		Group: group, Wake: []string{stream}}
 }
 
-// PMLease returns the LeaseRef of pm's lease on a correlation value.
-func PMLease(pm, correlation string) LeaseRef {
-	return LeaseRef{Key: PMLeaseKey(pm, correlation), Generation: PMGenerationKey(pm, correlation)}
+// PMLease returns the LeaseRef of pm's lease on a correlation value whose
+// partition streams (one per category the pm handles) are streams.
+func PMLease(pm, correlation string, streams []string) LeaseRef {
+	return LeaseRef{Key: PMLeaseKey(pm, correlation), Generation: PMGenerationKey(pm, correlation),
+		Group: pm, Wake: streams}
 }
 
 // Lease is a held lease, the fencing token of its owner. Like an etcd
@@ -55,8 +74,8 @@ func Acquire(ctx context.Context, c redis.UniversalClient, ref LeaseRef, owner s
 // ErrCold when the lanes are cold for idle (see lib/cold.lua): such a
 // partition is left to the reaper. An idle of 0 never refuses.
 func AcquireWarm(ctx context.Context, c redis.UniversalClient, ref LeaseRef, owner string, ttl, idle time.Duration, lanes []string) (Lease, error) {
-	keys := append([]string{ref.Key, ref.Generation}, lanes...)
-	res, err := scriptAcquire.Run(ctx, c, keys, owner, ttl.Milliseconds(), idle.Milliseconds()).Slice()
+	keys := append(append([]string{ref.Key, ref.Generation}, lanes...), ref.wakeKeys()...)
+	res, err := scriptAcquire.Run(ctx, c, keys, owner, ttl.Milliseconds(), idle.Milliseconds(), ref.Group, len(ref.Wake)).Slice()
 	return acquired(ref, owner, res, err)
 }
 
@@ -80,8 +99,9 @@ func AcquireAll(ctx context.Context, c redis.UniversalClient, reqs []AcquireReq,
 		pipe := c.Pipeline()
 		cmds := make([]*redis.Cmd, len(todo))
 		for j, i := range todo {
-			keys := append([]string{reqs[i].Ref.Key, reqs[i].Ref.Generation}, reqs[i].Lanes...)
-			cmds[j] = scriptAcquire.EvalSha(ctx, pipe, keys, owner, ttl.Milliseconds(), idle.Milliseconds())
+			ref := reqs[i].Ref
+			keys := append(append([]string{ref.Key, ref.Generation}, reqs[i].Lanes...), ref.wakeKeys()...)
+			cmds[j] = scriptAcquire.EvalSha(ctx, pipe, keys, owner, ttl.Milliseconds(), idle.Milliseconds(), ref.Group, len(ref.Wake))
 		}
 		pipe.Exec(ctx)
 		var again []int
@@ -131,7 +151,8 @@ func acquired(ref LeaseRef, owner string, res []any, err error) (Lease, error) {
 // and reports whether it did; ErrFenced when the lease no longer holds
 // this token.
 func (l Lease) ReleaseCold(ctx context.Context, c redis.UniversalClient, idle time.Duration, lanes []string) (bool, error) {
-	n, err := scriptReleaseCold.Run(ctx, c, append([]string{l.Ref.Key}, lanes...), l.Token(), idle.Milliseconds()).Int64()
+	keys := append(append([]string{l.Ref.Key}, lanes...), l.Ref.wakeKeys()...)
+	n, err := scriptReleaseCold.Run(ctx, c, keys, l.Token(), idle.Milliseconds(), l.Ref.Group, len(l.Ref.Wake)).Int64()
 	if err != nil {
 		return false, fmt.Errorf("release cold lease %s: %w", l.Ref.Key, fenced(err, l))
 	}
@@ -182,11 +203,13 @@ func RenewAll(ctx context.Context, c redis.UniversalClient, leases []Lease, ttl 
 		ix := bySlot[s]
 		for len(ix) > 0 {
 			n := min(len(ix), renewBatch)
-			keys := make([]string, n)
-			args := make([]any, n+1)
+			keys := make([]string, 0, n)
+			args := make([]any, 1, 3*n+1)
 			args[0] = ttl.Milliseconds()
-			for j, i := range ix[:n] {
-				keys[j], args[j+1] = leases[i].Ref.Key, leases[i].Token()
+			for _, i := range ix[:n] {
+				ref := leases[i].Ref
+				keys = append(append(keys, ref.Key), ref.wakeKeys()...)
+				args = append(args, leases[i].Token(), ref.Group, len(ref.Wake))
 			}
 			calls = append(calls, call{ix[:n], scriptRenewMany.EvalSha(ctx, pipe, keys, args...)})
 			ix = ix[n:]
@@ -260,7 +283,7 @@ func (l Lease) EndAttempt(ctx context.Context, c redis.UniversalClient) error {
 // Release deletes the lease if it still holds this token, so the next
 // owner need not wait for the TTL. Releasing a lost lease is not an error.
 func (l Lease) Release(ctx context.Context, c redis.UniversalClient) error {
-	return l.ReleaseHanding(ctx, c, "", nil)
+	return l.ReleaseHanding(ctx, c, l.Ref.Group, nil)
 }
 
 // ReleaseHanding is Release for a graceful release that hands on entries
@@ -274,6 +297,9 @@ func (l Lease) ReleaseHanding(ctx context.Context, c redis.UniversalClient, grou
 	for _, en := range entries {
 		keys = append(keys, en.Stream)
 		args = append(args, en.ID)
+	}
+	if group == l.Ref.Group {
+		keys = append(keys, l.Ref.wakeKeys()...) // the owner's field goes with the lease
 	}
 	if err := scriptRelease.Run(ctx, c, keys, args...).Err(); err != nil {
 		return fmt.Errorf("release lease %s: %w", l.Ref.Key, err)

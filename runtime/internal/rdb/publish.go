@@ -21,23 +21,24 @@ import (
 //     stream reads as empty, so a publisher that dies here leaves nothing
 //     wrong);
 //  2. the entry is appended;
-//  3. a wake-up signal with the key is appended to the category's signal
-//     stream (capped at about signalMaxLen), after the entry, so a woken
-//     consumer finds it. A publisher that dies before this step leaves the
-//     entry to the consumers' periodic re-check.
+//  3. the partition's owners are woken, after the entry, so a woken
+//     consumer finds it: a signal with the key is appended to each owner's
+//     signal stream, or to the category's (capped at about signalMaxLen;
+//     wake.go says which). A publisher that dies before this step leaves
+//     the entry to the consumers' periodic re-check.
 //
-// On a single Redis the three go in one MULTI/EXEC transaction, which runs
-// them in order and runs none when one is refused, so the reaper sees the
-// key indexed and the entry appended together. On a cluster each is its
-// own step, and one that fails stops the publish; a reap may then run
-// between steps 1 and 2, so step 3 also adds the key to the index again,
-// after the entry (in the signal's round trip: same slot): either that
-// lands after the reaper took the key out, or the reaper, checking the
-// lanes after taking it out, finds the entry and puts the key back (see
-// Reap). So once Publish returns nil the key is discoverable. Either way
-// the error names the first step that failed, and only an error matching
-// ErrUnsignalled (step 3's signal failed) says the entry was appended and
-// indexed.
+// On a single Redis steps 1 and 2 go in one MULTI/EXEC transaction with
+// the reads that choose whom to wake, which runs them in order and runs
+// none when one is refused, so the reaper sees the key indexed and the
+// entry appended together; the signals follow in a second round trip. On
+// a cluster each is its own step, and one that fails stops the publish; a
+// reap may then run between steps 1 and 2, so the key is added to the
+// index again after the entry: either that lands after the reaper took
+// the key out, or the reaper, checking the lanes after taking it out,
+// finds the entry and puts the key back (see Reap). So once Publish
+// returns nil the key is discoverable. Either way the error names the
+// first step that failed, and only an error matching ErrUnsignalled (step
+// 3's signal failed) says the entry was appended and indexed.
 //
 // once, when its Window is set, makes the append idempotent: an entry
 // whose message id was appended to the partition within the window is
@@ -64,10 +65,10 @@ func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream
 		}
 		return scriptAppendOnce.Run(ctx, c.(redis.Scripter), keys, args...)
 	}
-	signal := func(c redis.Cmdable) *redis.StringCmd {
-		return c.XAdd(ctx, &redis.XAddArgs{Stream: SignalKey(category), MaxLen: signalMaxLen, Approx: true,
-			Values: []any{"k", key}})
-	}
+	w := wakeup{category: category, key: key}
+	// An operator's replay wakes through the category's stream: rare, and
+	// it needs no owner.
+	direct := once.DLQ == ""
 	var steps [3]error
 	var reindex error
 	var wait *redis.Conn // the connection that appends, for WAIT
@@ -81,25 +82,38 @@ func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream
 		// they run in order, and a step refused when queued (NOPERM, or
 		// MOVED/CROSSSLOT when the server is a cluster node) aborts them
 		// all, so the entry is never written unindexed.
-		var pipe redis.Pipeliner
+		var cmdable redis.Cmdable = single
 		if once.Replicas > 0 {
 			wait = single.Conn()
-			pipe = wait.TxPipeline()
-		} else {
-			pipe = single.TxPipeline()
+			cmdable = wait
 		}
-		cmds := [3]redis.Cmder{index(pipe), entry(pipe), signal(pipe)}
-		_, err := pipe.Exec(ctx)
-		for i, cmd := range cmds {
-			steps[i] = cmd.Err()
-		}
-		if err != nil && steps[0] == nil && steps[1] == nil && steps[2] == nil {
-			steps[0] = err // the transaction as a whole failed
+		for {
+			pipe := cmdable.TxPipeline()
+			idx := index(pipe)
+			app := entry(pipe)
+			if direct {
+				w.fanout, w.owners = queueFanout(ctx, pipe, category), queueOwners(ctx, pipe, category, key)
+			}
+			_, err := pipe.Exec(ctx)
+			if direct && refusedReads(err, map[string]*redis.IntCmd{category: w.fanout}, []wakeup{w}) {
+				// The transaction ran nothing: publish again, waking every
+				// instance.
+				direct, w.fanout, w.owners = false, nil, nil
+				continue
+			}
+			steps[0], steps[1] = idx.Err(), app.Err()
+			if err != nil && steps[0] == nil && steps[1] == nil {
+				steps[0] = err // the transaction as a whole failed
+			}
+			w.fresh = idx.Val() == 1
+			break
 		}
 	} else {
 		// A cluster routes each step to its own node: one after the other,
 		// each only once the previous one succeeded.
-		if steps[0] = index(c).Err(); steps[0] == nil {
+		idx := index(c)
+		if steps[0] = idx.Err(); steps[0] == nil {
+			w.fresh = idx.Val() == 1
 			var appender redis.Cmdable = c
 			if cc, ok := c.(*redis.ClusterClient); ok && once.Replicas > 0 {
 				node, err := cc.MasterForKey(ctx, stream)
@@ -110,15 +124,22 @@ func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream
 				appender = wait
 			}
 			if steps[1] = entry(appender).Err(); steps[1] == nil {
+				// The reads that choose whom to wake go after the append.
 				var again *redis.IntCmd
-				var sig *redis.StringCmd
 				c.Pipelined(ctx, func(p redis.Pipeliner) error {
-					again, sig = index(p), signal(p)
+					again = index(p)
+					if direct {
+						w.fanout, w.owners = queueFanout(ctx, p, category), queueOwners(ctx, p, category, key)
+					}
 					return nil
 				})
-				reindex, steps[2] = again.Err(), sig.Err()
+				reindex = again.Err()
+				w.fresh = w.fresh || again.Val() == 1 // a reaper took the key out meanwhile
 			}
 		}
+	}
+	if steps[0] == nil && steps[1] == nil {
+		steps[2] = signal(ctx, c, []wakeup{w}, signalMaxLen)
 	}
 	switch {
 	case steps[0] != nil:

@@ -23,13 +23,14 @@ type BatchEntry struct {
 // appended entries are a prefix of its entries. err is the first failure;
 // ErrUnsignalled alone means every entry was stored and indexed.
 //
-// On a single Redis everything goes in one MULTI/EXEC: each entry's index
-// step and append, then one signal per partition, after its entries. On a
-// cluster the steps of Publish run for all entries at once: the index
-// for every partition (one pipeline), the appends in rounds (the n-th
-// entry of every stream in round n, so a stream's entries never race each
-// other across retries or redirections), then the index again and one
-// signal per partition that got an entry (one pipeline).
+// On a single Redis one MULTI/EXEC holds each entry's index step and
+// append, then the reads that choose whom to wake (wake.go); one pipeline
+// then wakes each partition's owners, after its entries. On a cluster the
+// steps of Publish run for all entries at once: the index for every
+// partition (one pipeline), the appends in rounds (the n-th entry of every
+// stream in round n, so a stream's entries never race each other across
+// retries or redirections), then the index again with the reads, and the
+// wake-ups of every partition that got an entry (a pipeline each).
 func PublishBatch(ctx context.Context, c redis.UniversalClient, entries []BatchEntry, signalMaxLen int64) (stored []bool, err error) {
 	stored = make([]bool, len(entries))
 	type part struct{ category, key string }
@@ -45,25 +46,52 @@ func PublishBatch(ctx context.Context, c redis.UniversalClient, entries []BatchE
 	appendEntry := func(pipe redis.Pipeliner, e BatchEntry) *redis.StringCmd {
 		return pipe.XAdd(ctx, &redis.XAddArgs{Stream: e.Stream, Values: e.Fields})
 	}
-	signal := func(pipe redis.Pipeliner, p part) *redis.StringCmd {
-		return pipe.XAdd(ctx, &redis.XAddArgs{Stream: SignalKey(p.category), MaxLen: signalMaxLen, Approx: true, Values: []any{"k", p.key}})
+	fanouts := func(pipe redis.Pipeliner) map[string]*redis.IntCmd {
+		m := map[string]*redis.IntCmd{}
+		for _, p := range parts {
+			if m[p.category] == nil {
+				m[p.category] = queueFanout(ctx, pipe, p.category)
+			}
+		}
+		return m
 	}
 
 	if single, ok := c.(*redis.Client); ok {
-		pipe := single.TxPipeline()
-		adds := make([]*redis.StringCmd, len(entries))
-		var indexes []*redis.IntCmd
-		for i, e := range entries {
-			if e.Partitioned {
-				indexes = append(indexes, index(pipe, part{e.Category, e.Key}))
+		var (
+			adds    []*redis.StringCmd
+			indexes []*redis.IntCmd
+			fresh   map[part][]*redis.IntCmd
+			ws      []wakeup
+			execErr error
+		)
+		for direct := true; ; direct = false {
+			pipe := single.TxPipeline()
+			adds, indexes, fresh = make([]*redis.StringCmd, len(entries)), nil, map[part][]*redis.IntCmd{}
+			for i, e := range entries {
+				if e.Partitioned {
+					p := part{e.Category, e.Key}
+					indexes = append(indexes, index(pipe, p))
+					fresh[p] = append(fresh[p], indexes[len(indexes)-1])
+				}
+				adds[i] = appendEntry(pipe, e)
 			}
-			adds[i] = appendEntry(pipe, e)
+			ws = make([]wakeup, len(parts))
+			var fan map[string]*redis.IntCmd
+			if direct {
+				fan = fanouts(pipe)
+			}
+			for i, p := range parts {
+				ws[i] = wakeup{category: p.category, key: p.key}
+				if direct {
+					ws[i].fanout, ws[i].owners = fan[p.category], queueOwners(ctx, pipe, p.category, p.key)
+				}
+			}
+			_, execErr = pipe.Exec(ctx)
+			if direct && refusedReads(execErr, fan, ws) {
+				continue // as in Publish: again, waking every instance
+			}
+			break
 		}
-		sigs := make([]*redis.StringCmd, len(parts))
-		for i, p := range parts {
-			sigs[i] = signal(pipe, p)
-		}
-		_, execErr := pipe.Exec(ctx)
 		// A command refused while queued aborts them all (EXECABORT); one
 		// failing at EXEC time (a key of another type) fails alone.
 		for i, cmd := range adds {
@@ -79,10 +107,13 @@ func PublishBatch(ctx context.Context, c redis.UniversalClient, entries []BatchE
 		if err != nil {
 			return stored, err
 		}
-		for _, cmd := range sigs {
-			if cmd.Err() != nil {
-				return stored, fmt.Errorf("%w: %w", ErrUnsignalled, cmd.Err())
+		for i, p := range parts {
+			for _, cmd := range fresh[p] {
+				ws[i].fresh = ws[i].fresh || cmd.Val() == 1
 			}
+		}
+		if err := signal(ctx, c, ws, signalMaxLen); err != nil {
+			return stored, fmt.Errorf("%w: %w", ErrUnsignalled, err)
 		}
 		return stored, nil
 	}
@@ -147,23 +178,28 @@ func PublishBatch(ctx context.Context, c redis.UniversalClient, entries []BatchE
 	// The index step is idempotent: one failure is sent once more before
 	// the batch reports it.
 	var reindexErr, signalErr error
+	var ws []wakeup
 	for try := 0; try < 2; try++ {
 		var again []*redis.IntCmd
-		var sigs []*redis.StringCmd
 		c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-			for _, p := range parts {
+			var fan map[string]*redis.IntCmd
+			if try == 0 {
+				fan = fanouts(pipe) // after the appends, as Publish
+			}
+			for i, p := range parts {
 				if got[p] {
 					again = append(again, index(pipe, p))
 					if try == 0 {
-						sigs = append(sigs, signal(pipe, p))
+						ws = append(ws, wakeup{category: p.category, key: p.key, fresh: idx[i].Val() == 1,
+							fanout: fan[p.category], owners: queueOwners(ctx, pipe, p.category, p.key)})
 					}
 				}
 			}
 			return nil
 		})
-		for _, cmd := range sigs {
-			if cmd.Err() != nil && signalErr == nil {
-				signalErr = cmd.Err()
+		if try == 0 {
+			for i := range ws {
+				ws[i].fresh = ws[i].fresh || again[i].Val() == 1 // a reaper took the key out meanwhile
 			}
 		}
 		reindexErr = nil
@@ -176,6 +212,9 @@ func PublishBatch(ctx context.Context, c redis.UniversalClient, entries []BatchE
 		if reindexErr == nil {
 			break
 		}
+	}
+	if len(ws) > 0 {
+		signalErr = signal(ctx, c, ws, signalMaxLen)
 	}
 	if reindexErr != nil {
 		reindexErr = fmt.Errorf("index the partitions again after appending (publish again: the entries are stored but may not be discovered): %w", reindexErr)
@@ -195,4 +234,26 @@ func firstErr(a, b error) error {
 		return a
 	}
 	return b
+}
+
+// refusedReads reports whether a read that chooses whom to wake was
+// refused by the ACL when queued (NOPERM: a rule from before
+// owner-directed wake-ups, without +hvals), so that the transaction was
+// aborted (EXECABORT) and ran nothing. A refusal at EXEC (the ACL changed
+// in between) ran the append: it is not sent again.
+func refusedReads(execErr error, fan map[string]*redis.IntCmd, ws []wakeup) bool {
+	if !hasPrefix(execErr, "EXECABORT") {
+		return false
+	}
+	for _, cmd := range fan {
+		if hasPrefix(cmd.Err(), "NOPERM") {
+			return true
+		}
+	}
+	for _, w := range ws {
+		if w.owners != nil && hasPrefix(w.owners.Err(), "NOPERM") {
+			return true
+		}
+	}
+	return false
 }

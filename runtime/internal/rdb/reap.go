@@ -62,6 +62,7 @@ func Reap(ctx context.Context, c redis.UniversalClient, category, key, backfillS
 				StateKey(g, key))
 			args = append(args, g)
 		}
+		keys = append(keys, WakeKey(stream))
 		res, err := scriptReap.Run(ctx, c, keys, args...).Slice()
 		if err != nil {
 			return false, fmt.Errorf("reap %s: %w", stream, err)

@@ -101,6 +101,7 @@ func TestReapConditions(t *testing.T) {
 			c.Set(ctx, HaltKey(stream, "h"), "{}", 0)
 			c.XAdd(ctx, &redis.XAddArgs{Stream: DLQStream("order", "k"), Values: []any{"n", "1"}})
 			c.HSet(ctx, StateKey("h", "k"), "version", "1")
+			c.HSetNX(ctx, WakeKey(stream), "h", "dead~1")
 			before, _ := c.XLen(ctx, stream).Result()
 
 			reaped, err := Reap(ctx, c, "order", "k", DefaultBackfillSuffix, []string{"h"}, tc.idle)
@@ -121,7 +122,7 @@ func TestReapConditions(t *testing.T) {
 			if len(keys) != 0 {
 				t.Errorf("index after reap: %v", keys)
 			}
-			gone := []string{stream, backfill, GenerationKey(stream, "h"), PMGenerationKey("h", "k"), HaltKey(stream, "h")}
+			gone := []string{stream, backfill, GenerationKey(stream, "h"), PMGenerationKey("h", "k"), HaltKey(stream, "h"), WakeKey(stream)}
 			if n, _ := c.Exists(ctx, gone...).Result(); n != 0 {
 				t.Errorf("%d of %v left after reap", n, gone)
 			}

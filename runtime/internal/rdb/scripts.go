@@ -75,12 +75,12 @@ var allScripts []*redis.Script
 var clusterScripts []*redis.Script
 
 var (
-	scriptAcquire         = script("acquire", "cold")
-	scriptReleaseCold     = script("release_cold", "cold")
+	scriptAcquire         = script("acquire", "cold", "wake")
+	scriptReleaseCold     = script("release_cold", "cold", "wake")
 	scriptReap            = script("reap", "cold")
 	scriptRenew           = script("renew")
-	scriptRenewMany       = script("renew_many")
-	scriptRelease         = script("release")
+	scriptRenewMany       = script("renew_many", "wake")
+	scriptRelease         = script("release", "wake")
 	scriptVerify          = script("verify")
 	scriptBeginAttempt    = script("begin_attempt")
 	scriptOwnerClaim      = script("owner_claim")

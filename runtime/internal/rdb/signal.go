@@ -58,10 +58,12 @@ func splitID(id string) (ms, seq uint64) {
 // that full means the reader may be behind.
 const SignalBatch = 1000
 
-// Signal is one wake-up: a publish to the partition Key of the category
-// whose signal stream is Stream, at signal id ID.
+// Signal is one wake-up: a publish to the partition Key, read from the
+// signal stream Stream at signal id ID. Category is the partition's
+// category when the stream says it (an owner's stream, OwnerSignalKey);
+// a category's stream (SignalKey) leaves it empty.
 type Signal struct {
-	Stream, ID, Key string
+	Stream, ID, Key, Category string
 }
 
 // ReadSignals waits up to block for signals after the given positions
@@ -87,8 +89,67 @@ func ReadSignals(ctx context.Context, c redis.UniversalClient, cursors map[strin
 	for _, s := range res {
 		for _, m := range s.Messages {
 			k, _ := m.Values["k"].(string)
-			out = append(out, Signal{Stream: s.Stream, ID: m.ID, Key: k})
+			cat, _ := m.Values["c"].(string)
+			out = append(out, Signal{Stream: s.Stream, ID: m.ID, Key: k, Category: cat})
 		}
 	}
 	return out, nil
+}
+
+// KeepOwnerSignals renews the TTL of incarnation's signal stream
+// (OwnerSignalKey, OwnerSignalTTL), creating it when it is missing
+// (publishers never create it) with one empty signal, and reports whether
+// it had to: a stream lost with signals in it (a Redis restart, a stall
+// past its TTL) may have held some for this instance.
+func KeepOwnerSignals(ctx context.Context, c redis.UniversalClient, incarnation string, maxLen int64) (created bool, err error) {
+	s := OwnerSignalKey(incarnation)
+	ok, err := c.PExpire(ctx, s, OwnerSignalTTL).Result()
+	if err != nil || ok {
+		return false, wrapKeep(s, err)
+	}
+	_, err = c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: s, MaxLen: maxLen, Approx: true, Values: []any{"c", "", "k", ""}})
+		pipe.PExpire(ctx, s, OwnerSignalTTL)
+		return nil
+	})
+	return true, wrapKeep(s, err)
+}
+
+func wrapKeep(stream string, err error) error {
+	if err != nil {
+		return fmt.Errorf("keep the signal stream %s: %w", stream, err)
+	}
+	return nil
+}
+
+// KeepFanout sets the fanout marker (FanoutKey) of each category for ttl,
+// to epoch if it is missing, and returns each marker's value. Give each
+// call its own epoch: a value that changed since the last call says the
+// marker lapsed or was lost meanwhile (another instance, or this one, set
+// it again), and publishes may have skipped the category's stream then.
+func KeepFanout(ctx context.Context, c redis.UniversalClient, categories []string, epoch string, ttl time.Duration) ([]string, error) {
+	gets := make([]*redis.StringCmd, len(categories))
+	c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i, cat := range categories {
+			pipe.SetNX(ctx, FanoutKey(cat), epoch, ttl)
+			pipe.PExpire(ctx, FanoutKey(cat), ttl)
+			gets[i] = pipe.Get(ctx, FanoutKey(cat))
+		}
+		return nil
+	})
+	out := make([]string, len(categories))
+	for i, cmd := range gets {
+		v, err := cmd.Result()
+		if err != nil {
+			return nil, fmt.Errorf("keep %s, the mark that every instance reads %s: %w", FanoutKey(categories[i]), categories[i], err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// DropOwnerSignals deletes incarnation's signal stream, as its engine
+// stops.
+func DropOwnerSignals(ctx context.Context, c redis.UniversalClient, incarnation string) error {
+	return c.Del(ctx, OwnerSignalKey(incarnation)).Err()
 }

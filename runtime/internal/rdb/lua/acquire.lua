@@ -1,15 +1,20 @@
 -- acquire: take a free lease at the next generation, unless the partition
 -- it covers is cold.
 --
--- Uses cold() from lib/cold.lua.
+-- Uses cold() from lib/cold.lua and wake() from lib/wake.lua.
 --
 -- KEYS[1] lease (holds "<owner_id>:<generation>")
 -- KEYS[2] generation counter
--- KEYS[3..] the lanes the lease covers (optional: only for the cold check)
+-- KEYS[3..] the lanes the lease covers (optional: only for the cold check),
+--           then w pairs: a partition stream it covers, its wake hash
+--           (WakeKey)
 -- ARGV[1] owner id
 -- ARGV[2] ttl in milliseconds
 -- ARGV[3] idle milliseconds after which the lanes count as cold (optional;
 --         0 or absent: never)
+-- ARGV[4] the group (a handler or a pm) the lease is for, its field in the
+--         wake hashes (optional with ARGV[5])
+-- ARGV[5] w, how many pairs end KEYS (optional; absent: 0)
 -- Returns {1, generation} when acquired, {0, current token} when held, {2}
 -- when the lanes are cold: nothing to read, and idle long enough that the
 -- partition is left for the reaper instead of being owned.
@@ -25,10 +30,14 @@
 local cur = redis.call('GET', KEYS[1])
 if cur then return {0, cur} end
 local idle = tonumber(ARGV[3] or '0')
-if #KEYS > 2 and idle > 0 then
+local w = 2 * tonumber(ARGV[5] or '0')
+if #KEYS - w > 2 and idle > 0 then
   local lanes = {}
-  for i = 3, #KEYS do lanes[#lanes + 1] = KEYS[i] end
-  if cold(lanes, idle) then return {2} end
+  for i = 3, #KEYS - w do lanes[#lanes + 1] = KEYS[i] end
+  if cold(lanes, idle) then
+    wake(#KEYS - w + 1, #KEYS, ARGV[4], '') -- wanted, unowned: publishes wake everyone
+    return {2}
+  end
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
@@ -36,4 +45,5 @@ local gen = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, now)
 gen = string.format('%.0f', gen)
 redis.call('SET', KEYS[2], gen)
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. gen, 'NX', 'PX', ARGV[2])
+wake(#KEYS - w + 1, #KEYS, ARGV[4], ARGV[1])
 return {1, gen}

@@ -9,6 +9,7 @@
 --            partition lease, its pm lease on the key, its partition
 --            generation, its pm generation, its partition halt record, its
 --            pm state on the key (a hash, when the group is a pm's)
+-- KEYS[#KEYS] the partition's wake hash (WakeKey), deleted with it
 -- ARGV[1] idle milliseconds after which the lanes count as cold
 -- ARGV[2] n
 -- ARGV[3..2+n] the applied-mark field of each lane in a pm state
@@ -35,6 +36,7 @@
 -- deleted, and only where one exists, so a state is never created.
 -- The generations can go: acquire.lua never reuses one without them.
 local n = tonumber(ARGV[2])
+local last = #KEYS - 1 -- the group keys end before the wake hash
 local lanes, known, unknown = {}, {}, {}
 for i = 1, n do lanes[i] = KEYS[i] end
 for i = 3 + n, #ARGV do known[ARGV[i]] = true end
@@ -54,7 +56,7 @@ if #unknown > 0 then
   table.insert(unknown, 1, -1)
   return unknown
 end
-for i = n + 1, #KEYS, 6 do
+for i = n + 1, last, 6 do
   if redis.call('EXISTS', KEYS[i], KEYS[i + 1]) > 0 then return {0} end
 end
 if not cold(lanes, tonumber(ARGV[1])) then return {0} end
@@ -64,17 +66,18 @@ if not cold(lanes, tonumber(ARGV[1])) then return {0} end
 -- even after a failover to a server whose clock is somewhat behind.
 local t = redis.call('TIME')
 local newest = (tonumber(t[1]) - tonumber(ARGV[1]) / 1000) * 1000000 + tonumber(t[2])
-for i = n + 3, #KEYS, 6 do
+for i = n + 3, last, 6 do
   for _, k in ipairs({KEYS[i], KEYS[i + 1]}) do
     local g = tonumber(redis.call('GET', k) or '0')
     if g and g > newest then return {0} end
   end
 end
-for i = 1, #KEYS do
+redis.call('DEL', KEYS[#KEYS])
+for i = 1, last do
   local role = (i - n - 1) % 6
   if i <= n or (role >= 2 and role <= 4) then redis.call('DEL', KEYS[i]) end
 end
-for i = n + 6, #KEYS, 6 do
+for i = n + 6, last, 6 do
   for j = 1, n do
     if redis.call('HGET', KEYS[i], ARGV[2 + j]) then redis.call('HSET', KEYS[i], ARGV[2 + j], '') end
   end

@@ -1,12 +1,15 @@
 -- release_cold: the owner lets a cold partition go, so the reaper can
 -- remove it.
 --
--- Uses cold() from lib/cold.lua.
+-- Uses cold() from lib/cold.lua and unwake() from lib/wake.lua.
 --
 -- KEYS[1] lease
--- KEYS[2..] the lanes the lease covers
+-- KEYS[2..] the lanes the lease covers, then w pairs: a partition stream
+--           it covers, its wake hash (WakeKey)
 -- ARGV[1] token
 -- ARGV[2] idle milliseconds after which the lanes count as cold
+-- ARGV[3] the lease's group, its field in the wake hashes (optional)
+-- ARGV[4] w (optional; absent: 0)
 -- Returns 1 when the lanes were cold and the lease was deleted, 0 when they
 -- are not cold (the owner keeps the lease); the SEQBY_FENCED error when the
 -- lease does not hold the token.
@@ -17,8 +20,10 @@
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('SEQBY_FENCED lease ' .. KEYS[1] .. ' is not held by ' .. ARGV[1])
 end
+local w = 2 * tonumber(ARGV[4] or '0')
 local lanes = {}
-for i = 2, #KEYS do lanes[#lanes + 1] = KEYS[i] end
+for i = 2, #KEYS - w do lanes[#lanes + 1] = KEYS[i] end
 if not cold(lanes, tonumber(ARGV[2])) then return 0 end
+unwake(#KEYS - w + 1, #KEYS, ARGV[3], ARGV[1])
 redis.call('DEL', KEYS[1])
 return 1

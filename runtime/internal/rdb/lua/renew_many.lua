@@ -1,22 +1,34 @@
 -- renew_many: extend every lease (of one slot) that still holds exactly
 -- its token, in one call: the heartbeat's renewal of an instance's leases.
 --
--- KEYS[i] lease i
+-- Uses wake() from lib/wake.lua.
+--
+-- KEYS    per lease: its key, then w pairs (a partition stream it covers,
+--         its wake hash: WakeKey)
 -- ARGV[1] ttl in milliseconds
--- ARGV[i + 1] the token lease i must hold
+-- ARGV    then per lease: the token it must hold, its group, w
 -- Returns one integer per lease: 1 when renewed, 0 when it is gone or held
 -- by another token, -1 when its key holds another type (a fault of that
 -- lease alone: the others are still renewed). Each lease is
 -- compare-and-set on its own token, as in renew.lua.
+--
+-- A renewed lease's owner is named in its partitions' wake hashes where
+-- it is not (a stream that did not exist when the lease was taken, such
+-- as a pm's category first published to later), so publishers wake it
+-- there within a heartbeat.
 local out = {}
-for i = 1, #KEYS do
-  local v = redis.pcall('GET', KEYS[i])
+local k, a = 1, 2
+while k <= #KEYS do
+  local token, group, w = ARGV[a], ARGV[a + 1], 2 * tonumber(ARGV[a + 2])
+  local v = redis.pcall('GET', KEYS[k])
   if type(v) == 'table' and v.err then
-    out[i] = -1
-  elseif v == ARGV[i + 1] then
-    out[i] = redis.call('PEXPIRE', KEYS[i], ARGV[1])
+    out[#out + 1] = -1
+  elseif v == token then
+    out[#out + 1] = redis.call('PEXPIRE', KEYS[k], ARGV[1])
+    if w > 0 then wake(k + 1, k + w, group, string.match(token, '^(.*):[^:]*$')) end
   else
-    out[i] = 0
+    out[#out + 1] = 0
   end
+  k, a = k + 1 + w, a + 3
 end
 return out
