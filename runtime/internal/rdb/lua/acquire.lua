@@ -35,7 +35,9 @@ if #KEYS - w > 2 and idle > 0 then
   local lanes = {}
   for i = 3, #KEYS - w do lanes[#lanes + 1] = KEYS[i] end
   if cold(lanes, idle) then
-    wake(#KEYS - w + 1, #KEYS, ARGV[4], '') -- wanted, unowned: publishes wake everyone
+    -- Wanted, unowned: publishes wake everyone. Best effort: at maxmemory
+    -- the write is refused, and the refusal still answers cold.
+    pcall(wake, #KEYS - w + 1, #KEYS, ARGV[4], '')
     return {2}
   end
 end

@@ -25,7 +25,8 @@ while k <= #KEYS do
     out[#out + 1] = -1
   elseif v == token then
     out[#out + 1] = redis.call('PEXPIRE', KEYS[k], ARGV[1])
-    if w > 0 then wake(k + 1, k + w, group, string.match(token, '^(.*):[^:]*$')) end
+    local owner = string.match(token, '^(.*):[^:]*$')
+    if w > 0 and owner then wake(k + 1, k + w, group, owner) end
   else
     out[#out + 1] = 0
   end
