@@ -50,6 +50,9 @@ type PublisherOptions struct {
 type Publisher struct {
 	c    redis.UniversalClient
 	opts PublisherOptions
+	// guesses remembers whom each partition's last publish woke, so the
+	// next one wakes them in its first round trip (rdb.Guesses).
+	guesses *rdb.Guesses
 }
 
 // MessagePublisher is implemented by the Redis Publisher and by the
@@ -70,7 +73,7 @@ func NewPublisher(c redis.UniversalClient, options ...PublisherOptions) *Publish
 	if len(options) > 0 {
 		opts = options[0]
 	}
-	return &Publisher{c: c, opts: opts.withDefaults()}
+	return &Publisher{c: c, opts: opts.withDefaults(), guesses: rdb.NewGuesses()}
 }
 
 // withDefaults fills the zero fields of opts with their defaults.
@@ -183,7 +186,7 @@ func (p *Publisher) write(ctx context.Context, name string, it item, cfg publish
 		}
 		return nil
 	}
-	err := rdb.Publish(ctx, p.c, it.category, it.key, it.stream, p.opts.SignalMaxLen, it.fields, once)
+	err := rdb.PublishGuessing(ctx, p.c, p.guesses, it.category, it.key, it.stream, p.opts.SignalMaxLen, it.fields, once)
 	if errors.Is(err, rdb.ErrUnsignalled) {
 		// Published: failing the call would make the caller publish twice.
 		p.opts.Logger.Warn("seqby: published, but waking idle consumers failed; they find the entry at their next re-check",

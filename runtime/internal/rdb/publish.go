@@ -44,6 +44,14 @@ import (
 // whose message id was appended to the partition within the window is
 // not appended again (append_once.lua), and Publish returns nil.
 func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream string, signalMaxLen int64, fields []any, once Once) error {
+	return PublishGuessing(ctx, c, nil, category, key, stream, signalMaxLen, fields, once)
+}
+
+// PublishGuessing is Publish that, on a single Redis, sends the signals
+// that guesses holds for the partition inside the transaction (Guesses),
+// and records the wake-ups it found for the next publish; a nil guesses
+// guesses nothing.
+func PublishGuessing(ctx context.Context, c redis.UniversalClient, guesses *Guesses, category, key, stream string, signalMaxLen int64, fields []any, once Once) error {
 	index := func(c redis.Cmdable) *redis.IntCmd { return c.SAdd(ctx, IndexKey(category), key) }
 	entry := func(c redis.Cmdable) redis.Cmder {
 		if once.DLQ != "" {
@@ -66,6 +74,11 @@ func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream
 		return scriptAppendOnce.Run(ctx, c.(redis.Scripter), keys, args...)
 	}
 	w := wakeup{category: category, key: key}
+	var (
+		guess   target
+		guessed bool               // guess's signals went in the transaction (a single Redis)
+		sent    []*redis.StringCmd // their replies
+	)
 	// An operator's replay wakes through the category's stream: rare, and
 	// it needs no owner.
 	direct := once.DLQ == ""
@@ -91,19 +104,30 @@ func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream
 			pipe := cmdable.TxPipeline()
 			idx := index(pipe)
 			app := entry(pipe)
+			sent = nil
 			if direct {
 				w.fanout, w.owners = queueFanout(ctx, pipe, category), queueOwners(ctx, pipe, category, key)
+				if guess, guessed = guesses.get(category, key); guessed {
+					if guess.everyone {
+						sent = append(sent, guess.toAll(ctx, pipe, signalMaxLen))
+					}
+					for _, o := range guess.owners {
+						sent = append(sent, guess.toOwner(ctx, pipe, o, signalMaxLen))
+					}
+				}
 			}
 			_, err := pipe.Exec(ctx)
-			if direct && refusedReads(err, map[string]*redis.IntCmd{category: w.fanout}, []wakeup{w}) {
+			if direct && (refusedReads(err, map[string]*redis.IntCmd{category: w.fanout}, []wakeup{w}) || refusedSignals(err, sent)) {
 				// The transaction ran nothing: publish again, waking every
 				// instance.
-				direct, w.fanout, w.owners = false, nil, nil
+				direct, guessed, w.fanout, w.owners = false, false, nil, nil
 				continue
 			}
 			steps[0], steps[1] = idx.Err(), app.Err()
-			if err != nil && steps[0] == nil && steps[1] == nil {
-				steps[0] = err // the transaction as a whole failed
+			if err != nil && !errors.Is(err, redis.Nil) && steps[0] == nil && steps[1] == nil {
+				// The transaction as a whole failed (a guessed owner's stream
+				// that is gone answers nil: missed sees to it).
+				steps[0] = err
 			}
 			w.fresh = idx.Val() == 1
 			break
@@ -139,7 +163,15 @@ func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream
 		}
 	}
 	if steps[0] == nil && steps[1] == nil {
-		steps[2] = signal(ctx, c, []wakeup{w}, signalMaxLen)
+		t := w.target()
+		if !guessed {
+			steps[2] = signal(ctx, c, []target{t}, signalMaxLen)
+		} else if rest, ok := missed(t, guess, sent); ok {
+			steps[2] = signal(ctx, c, []target{rest}, signalMaxLen)
+		}
+		if direct {
+			guesses.put(t)
+		}
 	}
 	switch {
 	case steps[0] != nil:

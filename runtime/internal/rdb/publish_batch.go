@@ -112,7 +112,7 @@ func PublishBatch(ctx context.Context, c redis.UniversalClient, entries []BatchE
 				ws[i].fresh = ws[i].fresh || cmd.Val() == 1
 			}
 		}
-		if err := signal(ctx, c, ws, signalMaxLen); err != nil {
+		if err := signal(ctx, c, targets(ws), signalMaxLen); err != nil {
 			return stored, fmt.Errorf("%w: %w", ErrUnsignalled, err)
 		}
 		return stored, nil
@@ -214,7 +214,7 @@ func PublishBatch(ctx context.Context, c redis.UniversalClient, entries []BatchE
 		}
 	}
 	if len(ws) > 0 {
-		signalErr = signal(ctx, c, ws, signalMaxLen)
+		signalErr = signal(ctx, c, targets(ws), signalMaxLen)
 	}
 	if reindexErr != nil {
 		reindexErr = fmt.Errorf("index the partitions again after appending (publish again: the entries are stored but may not be discovered): %w", reindexErr)
@@ -252,6 +252,20 @@ func refusedReads(execErr error, fan map[string]*redis.IntCmd, ws []wakeup) bool
 	}
 	for _, w := range ws {
 		if w.owners != nil && hasPrefix(w.owners.Err(), "NOPERM") {
+			return true
+		}
+	}
+	return false
+}
+
+// refusedSignals reports whether a guessed signal was refused by the ACL
+// when queued (NOPERM on seqby:__wake__:*), aborting the transaction.
+func refusedSignals(execErr error, sent []*redis.StringCmd) bool {
+	if !hasPrefix(execErr, "EXECABORT") {
+		return false
+	}
+	for _, cmd := range sent {
+		if hasPrefix(cmd.Err(), "NOPERM") {
 			return true
 		}
 	}

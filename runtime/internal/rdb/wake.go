@@ -3,6 +3,7 @@ package rdb
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -58,49 +59,63 @@ func queueOwners(ctx context.Context, pipe redis.Cmdable, category, key string) 
 	return pipe.HVals(ctx, WakeKey(PartitionStream(category, key)))
 }
 
-// everyone reports whether the category's stream must carry the signal.
-func (w wakeup) everyone() bool {
-	if w.fresh || w.fanout == nil || w.owners == nil || w.fanout.Err() != nil || w.fanout.Val() > 0 {
-		return true
-	}
-	if w.owners.Err() != nil || len(w.owners.Val()) == 0 {
-		return true
-	}
-	return slices.Contains(w.owners.Val(), "")
+// target is whom one publish wakes for a partition: every instance
+// (the category's stream), or the owners named.
+type target struct {
+	category, key string
+	everyone      bool
+	owners        []string // distinct
 }
 
-// signal appends the wake-ups of ws and returns the first error: one
-// pipeline, and a second for the partitions an owner's stream of which
-// was gone.
-func signal(ctx context.Context, c redis.UniversalClient, ws []wakeup, maxLen int64) error {
-	toAll := func(pipe redis.Pipeliner, w wakeup) redis.Cmder {
-		return pipe.XAdd(ctx, &redis.XAddArgs{Stream: SignalKey(w.category), MaxLen: maxLen, Approx: true,
-			Values: []any{"k", w.key}})
+// target is whom w's reads say to wake.
+func (w wakeup) target() target {
+	t := target{category: w.category, key: w.key}
+	if w.fresh || w.fanout == nil || w.owners == nil || w.fanout.Err() != nil || w.fanout.Val() > 0 ||
+		w.owners.Err() != nil || len(w.owners.Val()) == 0 || slices.Contains(w.owners.Val(), "") {
+		t.everyone = true
+		return t
 	}
+	for _, o := range w.owners.Val() {
+		if !slices.Contains(t.owners, o) { // one owner of several groups of the partition
+			t.owners = append(t.owners, o)
+		}
+	}
+	return t
+}
+
+// toAll queues t's signal on the category's stream.
+func (t target) toAll(ctx context.Context, pipe redis.Cmdable, maxLen int64) *redis.StringCmd {
+	return pipe.XAdd(ctx, &redis.XAddArgs{Stream: SignalKey(t.category), MaxLen: maxLen, Approx: true,
+		Values: []any{"k", t.key}})
+}
+
+// toOwner queues t's signal on owner o's stream, never creating it.
+func (t target) toOwner(ctx context.Context, pipe redis.Cmdable, o string, maxLen int64) *redis.StringCmd {
+	return pipe.XAdd(ctx, &redis.XAddArgs{Stream: OwnerSignalKey(o), NoMkStream: true,
+		MaxLen: maxLen, Approx: true, Values: []any{"c", t.category, "k", t.key}})
+}
+
+// signal sends the signals of ts and returns the first error: one
+// pipeline, and a second for the targets an owner's stream of which was
+// gone (nil: NOMKSTREAM) or refused (an ACL without seqby:__wake__:*),
+// which wake everyone instead.
+func signal(ctx context.Context, c redis.UniversalClient, ts []target, maxLen int64) error {
 	var cmds []redis.Cmder
 	var direct []*redis.StringCmd
-	var of []int // the wakeup of each direct signal
+	var of []int // the target of each direct signal
 	c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for i, w := range ws {
-			if w.everyone() {
-				cmds = append(cmds, toAll(pipe, w)) // every engine reads it, the owners too
+		for i, t := range ts {
+			if t.everyone {
+				cmds = append(cmds, t.toAll(ctx, pipe, maxLen)) // every engine reads it, the owners too
 				continue
 			}
-			seen := map[string]bool{}
-			for _, o := range w.owners.Val() {
-				if seen[o] {
-					continue // one owner of several groups of the partition
-				}
-				seen[o] = true
-				direct = append(direct, pipe.XAdd(ctx, &redis.XAddArgs{Stream: OwnerSignalKey(o), NoMkStream: true,
-					MaxLen: maxLen, Approx: true, Values: []any{"c", w.category, "k", w.key}}))
+			for _, o := range t.owners {
+				direct = append(direct, t.toOwner(ctx, pipe, o, maxLen))
 				of = append(of, i)
 			}
 		}
 		return nil
 	})
-	// An owner's stream gone (nil: NOMKSTREAM), or refused (an ACL without
-	// seqby:__wake__:*), wakes everyone instead.
 	var gone []int
 	for j, cmd := range direct {
 		if cmd.Err() != nil && (len(gone) == 0 || gone[len(gone)-1] != of[j]) {
@@ -110,7 +125,7 @@ func signal(ctx context.Context, c redis.UniversalClient, ws []wakeup, maxLen in
 	if len(gone) > 0 {
 		c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 			for _, i := range gone {
-				cmds = append(cmds, toAll(pipe, ws[i]))
+				cmds = append(cmds, ts[i].toAll(ctx, pipe, maxLen))
 			}
 			return nil
 		})
@@ -121,4 +136,81 @@ func signal(ctx context.Context, c redis.UniversalClient, ws []wakeup, maxLen in
 		}
 	}
 	return nil
+}
+
+// targets is w.target() of each of ws.
+func targets(ws []wakeup) []target {
+	out := make([]target, len(ws))
+	for i, w := range ws {
+		out[i] = w.target()
+	}
+	return out
+}
+
+// Guesses remembers, per partition, whom its last publish woke, so that
+// the next publish to it on a single Redis sends those signals inside its
+// transaction, after the entry, instead of in a second round trip once
+// the wake hash is read (Publisher latency: publish to wake-up in one
+// round trip while the owners stay the same). The reads still run in the
+// transaction: a guess that was wrong costs the signals it missed, in a
+// second round trip, and a stale owner one spurious wake-up. It is safe
+// for concurrent use and holds at most guessesMax partitions (it forgets
+// them all when full).
+type Guesses struct {
+	mu sync.Mutex
+	m  map[string]target
+}
+
+const guessesMax = 10000
+
+// NewGuesses returns an empty Guesses.
+func NewGuesses() *Guesses { return &Guesses{m: map[string]target{}} }
+
+func (g *Guesses) get(category, key string) (target, bool) {
+	if g == nil {
+		return target{}, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.m[category+"\x00"+key]
+	return t, ok
+}
+
+func (g *Guesses) put(t target) {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.m) >= guessesMax {
+		clear(g.m)
+	}
+	g.m[t.category+"\x00"+t.key] = t
+}
+
+// missed is what a publish that sent guess's signals (replies sent) must
+// still send for t: nothing when guess woke everyone or every owner of t
+// and each landed; everyone when t is everyone or a guessed owner's
+// stream was gone or refused; else the owners of t not guessed.
+func missed(t, guess target, sent []*redis.StringCmd) (target, bool) {
+	for _, cmd := range sent {
+		if cmd.Err() != nil {
+			t.everyone, t.owners = true, nil
+			return t, true
+		}
+	}
+	if guess.everyone {
+		return target{}, false
+	}
+	if t.everyone {
+		return t, true
+	}
+	var rest []string
+	for _, o := range t.owners {
+		if !slices.Contains(guess.owners, o) {
+			rest = append(rest, o)
+		}
+	}
+	t.owners = rest
+	return t, len(rest) > 0
 }

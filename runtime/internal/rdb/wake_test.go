@@ -267,3 +267,63 @@ func TestPublishOwnerStreamRefused(t *testing.T) {
 		t.Fatalf("%d signals on the category's stream, want 1", n)
 	}
 }
+
+// pipelines counts the round trips (pipelines and transactions) a client
+// sends.
+type pipelines struct{ n int }
+
+func (*pipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (*pipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n++
+		return next(ctx, cmds)
+	}
+}
+
+// A publisher that remembers whom a partition's last publish woke sends
+// those signals in its transaction: one round trip while the owners stay
+// the same; when they changed, the signals the guess missed follow in a
+// second, and a wrong guess never leaves an owner unsignalled.
+func TestPublishGuessing(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	rt := &pipelines{}
+	c.AddHook(rt)
+	g := NewGuesses()
+	stream := PartitionStream("order", "a")
+	fields := []any{FieldType, "T", FieldPayload, "{}"}
+	for _, o := range []string{"o~1", "p~2"} {
+		KeepOwnerSignals(ctx, c, o, 100)
+	}
+	publish := func(t *testing.T, step string, trips int, want ...int64) {
+		t.Helper()
+		rt.n = 0
+		if err := PublishGuessing(ctx, c, g, "order", "a", stream, 100, fields, Once{}); err != nil {
+			t.Fatal(err)
+		}
+		got := []int64{c.XLen(ctx, SignalKey("order")).Val(), c.XLen(ctx, OwnerSignalKey("o~1")).Val(), c.XLen(ctx, OwnerSignalKey("p~2")).Val()}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%s: signals (category, o~1, p~2) = %v, want %v", step, got, want)
+			}
+		}
+		if rt.n != trips {
+			t.Fatalf("%s: %d round trips, want %d", step, rt.n, trips)
+		}
+	}
+	publish(t, "a new key, no guess", 2, 1, 1, 1)
+	publish(t, "unowned, guessed everyone", 1, 2, 1, 1)
+	if _, err := Acquire(ctx, c, PartitionLease(stream, "h"), "o~1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, "owned by o~1, guessed everyone", 1, 3, 1, 1)
+	publish(t, "owned by o~1, guessed o~1", 1, 3, 2, 1)
+	publish(t, "again", 1, 3, 3, 1)
+	c.HSet(ctx, WakeKey(stream), "h", "p~2") // o~1's lease moved to p~2
+	publish(t, "owner changed: the guess missed p~2", 2, 3, 4, 2)
+	publish(t, "guessed p~2", 1, 3, 4, 3)
+	c.Del(ctx, OwnerSignalKey("p~2")) // p~2 was killed, its stream expired
+	publish(t, "the guessed owner's stream is gone", 2, 4, 4, 0)
+	c.Set(ctx, FanoutKey("order"), "x", time.Minute)
+	publish(t, "an unkeyed handler started", 2, 5, 4, 0)
+}
