@@ -170,7 +170,9 @@ func PublishGuessing(ctx context.Context, c redis.UniversalClient, guesses *Gues
 			steps[2] = signal(ctx, c, []target{rest}, signalMaxLen)
 		}
 		if direct {
-			guesses.put(t)
+			// A new key's "everyone" holds for this publish alone: the
+			// next one guesses nothing rather than wake every instance.
+			guesses.put(t, !w.fresh)
 		}
 	}
 	switch {

@@ -176,16 +176,23 @@ func (g *Guesses) get(category, key string) (target, bool) {
 	return t, ok
 }
 
-func (g *Guesses) put(t target) {
+// put records t for the partition's next publish, or forgets the
+// partition when keep is false.
+func (g *Guesses) put(t target, keep bool) {
 	if g == nil {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	id := t.category + "\x00" + t.key
+	if !keep {
+		delete(g.m, id)
+		return
+	}
 	if len(g.m) >= guessesMax {
 		clear(g.m)
 	}
-	g.m[t.category+"\x00"+t.key] = t
+	g.m[id] = t
 }
 
 // missed is what a publish that sent guess's signals (replies sent) must
