@@ -17,7 +17,7 @@
 -- removes a later owner's name.
 local function wake(first, last, group, owner)
   for i = first, last - 1, 2 do
-    if redis.call('EXISTS', KEYS[i]) == 1 and redis.call('HGET', KEYS[i + 1], group) ~= owner then
+    if redis.call('HGET', KEYS[i + 1], group) ~= owner and redis.call('EXISTS', KEYS[i]) == 1 then
       redis.call('HSET', KEYS[i + 1], group, owner)
     end
   end
