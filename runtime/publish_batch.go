@@ -35,9 +35,11 @@ func (e *BatchError) Error() string {
 func (e *BatchError) Unwrap() error { return e.Err }
 
 // PublishBatch publishes msgs in a few round trips: one MULTI/EXEC on a
-// single Redis; on a cluster one pipeline for the indexes, one per
-// message of the longest partition in the batch, and one for the wake-up
-// signals. It is for outbox relays and bulk producers.
+// single Redis, then one pipeline for the wake-up signals; on a cluster
+// one pipeline for the indexes, one per message of the longest partition
+// in the batch, one that indexes again and reads whom to wake, and one
+// for the wake-up signals (each to its partition's owners, or to every
+// instance: see Publish). It is for outbox relays and bulk producers.
 //
 // Every message is checked and encoded first: a bad key (or any message
 // Publish would refuse) fails the call, naming the message's index,

@@ -157,7 +157,9 @@ var ErrPublish = errors.New("publish failed")
 // Publish validates msg's partition key, encodes it and writes it. A
 // Partitioned message goes to its partition's stream, category:{key} (or
 // its backfill lane), after its key is recorded in the category's index,
-// and a wake-up signal follows it; any other message goes to the stream
+// and a wake-up signal follows it, to the instances that own the
+// partition (or to every instance when none is known: docs/runtime.md,
+// Publish); any other message goes to the stream
 // named by its category. A bad key fails with a *KeyError (errors.Is
 // ErrInvalidKey) before anything is written. When only the wake-up fails,
 // the message is published: Publish logs a warning and returns nil.
