@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -20,7 +21,13 @@ var ErrEmptyURL = errors.New("empty Redis URL: set it to redis://host:port (or r
 // or rediss://... for TLS (server certificates are checked against the
 // system's roots; SSL_CERT_FILE names another CA file). When the server is
 // a Redis Cluster node, it returns a cluster client seeded with that node,
-// so one URL names a single Redis or a whole cluster. An empty url is
+// so one URL names a single Redis or a whole cluster. A URL with a
+// master_name parameter names Redis Sentinels instead, in go-redis's
+// failover form: redis://[user:password@]sentinel:port[/db]?master_name=NAME
+// with more sentinels as addr=host:port parameters (repeated), the user
+// and password of the URL being the sentinels' and the primary's given as
+// username= and password= parameters; Connect then returns a failover
+// client, which follows the primary the sentinels name. An empty url is
 // ErrEmptyURL. Blocking reads honour context deadlines
 // (ContextTimeoutEnabled). Close the client when done.
 //
@@ -31,6 +38,9 @@ func Connect(ctx context.Context, url string) (redis.UniversalClient, error) {
 		// go-redis would say "invalid URL scheme: ", which hides that
 		// nothing was given at all.
 		return nil, fmt.Errorf("runtime.Connect: %w: %w", ErrEmptyURL, ErrConnect)
+	}
+	if sentinelURL(url) {
+		return connectSentinel(ctx, url)
 	}
 	opts, err := redis.ParseURL(url)
 	if err != nil {
@@ -93,4 +103,44 @@ func Connect(ctx context.Context, url string) (redis.UniversalClient, error) {
 func isReply(err error) bool {
 	var reply redis.Error
 	return errors.As(err, &reply)
+}
+
+// sentinelURL reports a URL naming sentinels: it has a master_name.
+func sentinelURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && u.Query().Has("master_name")
+}
+
+// connectSentinel returns a failover client for a Sentinel URL, once it
+// reached the primary the sentinels name.
+func connectSentinel(ctx context.Context, raw string) (redis.UniversalClient, error) {
+	opts, err := redis.ParseFailoverURL(raw)
+	if err != nil {
+		// The URL itself is not echoed: it may carry a password.
+		return nil, fmt.Errorf("parse the Sentinel URL (want redis://[user:password@]sentinel:port[/db]?master_name=NAME[&addr=sentinel2:port]...): %w: %w", ErrConnect, err)
+	}
+	opts.ContextTimeoutEnabled = true
+	// A failover client keeps retrying sentinels it cannot reach (35 s
+	// measured with one unreachable sentinel): ask them once first.
+	var reached bool
+	var last error
+	for _, addr := range opts.SentinelAddrs {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: addr, Username: opts.SentinelUsername, Password: opts.SentinelPassword,
+			TLSConfig: opts.TLSConfig, DialTimeout: opts.DialTimeout, MaxRetries: -1, ContextTimeoutEnabled: true})
+		last = sc.Ping(ctx).Err()
+		sc.Close()
+		if last == nil {
+			reached = true
+			break
+		}
+	}
+	if !reached {
+		return nil, fmt.Errorf("reach the sentinels %s: %w: %w", strings.Join(opts.SentinelAddrs, ", "), ErrConnect, last)
+	}
+	c := redis.NewFailoverClient(opts)
+	if err := c.Ping(ctx).Err(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("reach the primary %q through the sentinels %s: %w: %w", opts.MasterName, strings.Join(opts.SentinelAddrs, ", "), ErrConnect, err)
+	}
+	return c, nil
 }

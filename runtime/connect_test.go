@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/internal/redistest"
@@ -82,5 +83,51 @@ func TestConnectEmptyURL(t *testing.T) {
 				t.Fatalf("Connect(%q): %q, want it to start %q", url, err, want)
 			}
 		})
+	}
+}
+
+// A URL with a master_name names sentinels: Connect returns a failover
+// client, which follows the primary through a failover.
+func TestConnectSentinel(t *testing.T) {
+	s := redistest.NewSentinel(t, 1, 2)
+	sentinels := s.SentinelAddrs()
+	good := "redis://" + sentinels[0] + "?master_name=" + s.Name + "&addr=" + sentinels[1]
+	for _, tt := range []struct{ name, url, wantErr string }{
+		{"unknown master name", "redis://" + sentinels[0] + "?master_name=nope", "reach the primary \"nope\""},
+		{"no sentinel there", "redis://127.0.0.1:1?master_name=" + s.Name, "reach the sentinels 127.0.0.1:1"},
+		{"unknown parameter", good + "&colour=blue", "parse the Sentinel URL"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Connect(ctxT(t), tt.url)
+			if c != nil {
+				c.Close()
+			}
+			if !errors.Is(err, ErrConnect) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Connect: %v, want ErrConnect saying %q", err, tt.wantErr)
+			}
+		})
+	}
+	ctx := ctxT(t)
+	c, err := Connect(ctx, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Set(ctx, "k", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := s.PrimaryAddr()
+	if v, err := s.Node(first).Do("GET", "k"); err != nil || v != "1" {
+		t.Fatalf("GET k on the primary %s: %q, %v", first, v, err)
+	}
+	if _, err := s.Failover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "a write through the new primary", func() bool {
+		return c.Set(ctx, "k", "2", 0).Err() == nil
+	})
+	second, _ := s.PrimaryAddr()
+	if v, err := s.Node(second).Do("GET", "k"); err != nil || v != "2" {
+		t.Fatalf("GET k on the new primary %s: %q, %v", second, v, err)
 	}
 }

@@ -202,3 +202,34 @@ func TestFanoutMarkerLostWakesFans(t *testing.T) {
 		return gaps() > before && c.Exists(ctx, rdb.FanoutKey("order")).Val() == 1
 	})
 }
+
+// An engine whose own signal stream is lost (a Redis restart without
+// persistence, a stall past its TTL) makes it again at its next
+// heartbeat, and every idle partition reads once: the stream may have
+// held signals for it. Publishes meanwhile found no stream and signalled
+// every instance.
+func TestOwnSignalStreamLostWakesPartitions(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	r, err := tryStart(t, c, fastOptions("a"), keyedHandler("orders", func(context.Context, *testEvent) error { return nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := rdb.OwnerSignalKey(r.incarnation)
+	if n := c.Exists(ctx, own).Val(); n != 1 {
+		t.Fatal("no signal stream of its own after Run started")
+	}
+	gaps := func() uint64 {
+		r.wake.mu.Lock()
+		defer r.wake.mu.Unlock()
+		return r.wake.gaps["order"]
+	}
+	before := gaps()
+	c.Del(ctx, own)
+	eventually(t, 20*time.Second, "the stream made again and the partitions woken", func() bool {
+		return gaps() > before && c.Exists(ctx, own).Val() == 1
+	})
+	r.stop()
+	if n := c.Exists(ctx, own).Val(); n != 0 {
+		t.Fatal("the signal stream outlived Run")
+	}
+}

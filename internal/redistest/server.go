@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -47,6 +48,9 @@ type Config struct {
 	// Persist turns the append-only file on with an fsync per write, so a
 	// Restart after Kill comes back with every acknowledged write.
 	Persist bool
+	// sentinel runs the server as a Redis Sentinel (StartSentinel), from a
+	// config file it may rewrite; Args and Persist do not apply.
+	sentinel bool
 }
 
 // Start launches redis-server on a free loopback port with persistence
@@ -98,7 +102,19 @@ func (s *Server) launch(ctx context.Context) error {
 	} else {
 		args = append(args, "--appendonly", "no")
 	}
-	cmd := exec.Command(s.bin, append(args, s.cfg.Args...)...)
+	args = append(args, s.cfg.Args...)
+	if s.cfg.sentinel {
+		// A sentinel needs a config file of its own, which it rewrites.
+		conf := filepath.Join(s.dir, "sentinel.conf")
+		body := fmt.Sprintf("port %d\nbind 127.0.0.1\nprotected-mode no\ndir %s\nloglevel warning\n", s.port, s.dir)
+		if _, err := os.Stat(conf); err != nil {
+			if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+				return err
+			}
+		}
+		args = []string{conf, "--sentinel"}
+	}
+	cmd := exec.Command(s.bin, args...)
 	// The server must not outlive a test process that is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out := &strings.Builder{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestStartAnswersPing(t *testing.T) {
@@ -47,5 +48,49 @@ func TestClusterMoveSlot(t *testing.T) {
 	}
 	if _, err := c.Nodes[owner].Do("GET", "k"); err == nil || !strings.HasPrefix(err.Error(), "MOVED") {
 		t.Fatalf("GET k on the old owner: %v, want MOVED", err)
+	}
+}
+
+// A sentinel topology fails over both ways: asked (SENTINEL FAILOVER)
+// and on a killed primary, which rejoins as a replica when restarted;
+// writes acknowledged by the primary and replicated (WAIT) survive.
+func TestSentinelFailsOver(t *testing.T) {
+	s := NewSentinel(t, 2, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	first, err := s.PrimaryAddr()
+	if err != nil || first != s.Nodes[0].Addr {
+		t.Fatalf("primary %q, %v; want %s", first, err, s.Nodes[0].Addr)
+	}
+	if _, err := s.Nodes[0].Do("SET", "k", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.Nodes[0].Do("WAIT", "2", "5000"); err != nil || n != "2" {
+		t.Fatalf("WAIT 2: %q, %v", n, err)
+	}
+	second, err := s.Failover(ctx)
+	if err != nil || second == first {
+		t.Fatalf("Failover: %q, %v", second, err)
+	}
+	if v, err := s.Node(second).Do("GET", "k"); err != nil || v != "1" {
+		t.Fatalf("GET k on the new primary: %q, %v", v, err)
+	}
+	killed, third, err := s.KillPrimary(ctx)
+	if err != nil || third == second || killed.Addr != second {
+		t.Fatalf("KillPrimary: killed %s, new primary %q, %v", killed.Addr, third, err)
+	}
+	if err := killed.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.wait(ctx, "the old primary to rejoin as a replica", func() (bool, error) {
+		info, err := killed.Do("INFO", "replication")
+		return err == nil && strings.Contains(info, "role:slave") && strings.Contains(info, "master_link_status:up"), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range append([]string{first, second, third}, s.SentinelAddrs()...) {
+		if strings.HasSuffix(a, ":6379") || strings.HasSuffix(a, ":26379") {
+			t.Fatalf("%s: must never use a default port", a)
+		}
 	}
 }

@@ -55,3 +55,17 @@ func Topologies(t *testing.T, f func(t *testing.T, c redis.UniversalClient)) {
 		f(t, c)
 	})
 }
+
+// NewSentinel starts a primary with replicas watched by sentinels for the
+// test (StartSentinel) and stops them in t.Cleanup.
+func NewSentinel(t testing.TB, replicas, sentinels int) *Sentinel {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	s, err := StartSentinel(ctx, replicas, sentinels, Config{})
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}

@@ -1,0 +1,231 @@
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Sentinel is a replicated Redis with automatic failover: a primary, its
+// replicas and the sentinels that watch them, each a redis-server process
+// on a free loopback port (a sentinel is redis-server --sentinel, so no
+// other package is needed).
+type Sentinel struct {
+	// Name is the primary's name at the sentinels (a failover client's
+	// MasterName).
+	Name string
+	// Nodes are the data servers; Nodes[0] started as the primary.
+	Nodes []*Server
+	// Watchers are the sentinels.
+	Watchers []*Server
+}
+
+// SentinelName is the name under which StartSentinel's sentinels monitor
+// the primary.
+const SentinelName = "seqby"
+
+// StartSentinel starts a primary with replicas replicas (each shaped by
+// cfg) and sentinels sentinels watching it with a majority quorum, and
+// returns once every sentinel knows every replica and every other
+// sentinel. A primary unreachable for a second is failed over.
+func StartSentinel(ctx context.Context, replicas, sentinels int, cfg Config) (*Sentinel, error) {
+	if cfg.TLS != nil {
+		return nil, errors.New("redistest: StartSentinel does not take a TLS config")
+	}
+	s := &Sentinel{Name: SentinelName}
+	fail := func(err error) (*Sentinel, error) {
+		s.Close()
+		return nil, err
+	}
+	primary, err := StartConfig(ctx, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	s.Nodes = append(s.Nodes, primary)
+	host, port := splitAddr(primary.Addr)
+	for range replicas {
+		rc := cfg
+		rc.Args = append(append([]string(nil), cfg.Args...), "--replicaof", host, port)
+		r, err := StartConfig(ctx, rc)
+		if err != nil {
+			return fail(err)
+		}
+		s.Nodes = append(s.Nodes, r)
+	}
+	quorum := strconv.Itoa(sentinels/2 + 1)
+	for range sentinels {
+		w, err := StartConfig(ctx, Config{sentinel: true})
+		if err != nil {
+			return fail(err)
+		}
+		s.Watchers = append(s.Watchers, w)
+		for _, cmd := range [][]string{
+			{"SENTINEL", "MONITOR", s.Name, host, port, quorum},
+			{"SENTINEL", "SET", s.Name, "down-after-milliseconds", "1000"},
+			{"SENTINEL", "SET", s.Name, "failover-timeout", "10000"},
+		} {
+			if _, err := w.Do(cmd...); err != nil {
+				return fail(fmt.Errorf("redistest: sentinel %s: %v: %w", w.Addr, cmd, err))
+			}
+		}
+	}
+	if err := s.wait(ctx, "every sentinel to know every replica and sentinel", func() (bool, error) {
+		for _, w := range s.Watchers {
+			m, err := s.master(w)
+			if err != nil {
+				return false, nil
+			}
+			if m["num-slaves"] != strconv.Itoa(replicas) || m["num-other-sentinels"] != strconv.Itoa(sentinels-1) {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// SentinelAddrs are the sentinels' host:port, for a failover client.
+func (s *Sentinel) SentinelAddrs() []string {
+	out := make([]string, len(s.Watchers))
+	for i, w := range s.Watchers {
+		out[i] = w.Addr
+	}
+	return out
+}
+
+// PrimaryAddr is the primary's host:port as the first sentinel answers.
+func (s *Sentinel) PrimaryAddr() (string, error) {
+	out, err := s.Watchers[0].Do("SENTINEL", "GET-MASTER-ADDR-BY-NAME", s.Name)
+	if err != nil {
+		return "", err
+	}
+	host, port, ok := strings.Cut(out, "\n")
+	if !ok {
+		return "", fmt.Errorf("redistest: sentinel's primary address: %q", out)
+	}
+	return host + ":" + port, nil
+}
+
+// Node returns the data server listening on addr, or nil.
+func (s *Sentinel) Node(addr string) *Server {
+	for _, n := range s.Nodes {
+		if n.Addr == addr {
+			return n
+		}
+	}
+	return nil
+}
+
+// Failover asks the sentinels for a failover (SENTINEL FAILOVER: the
+// primary is demoted while it runs) and returns the new primary once
+// every sentinel names it and it says it is a primary.
+func (s *Sentinel) Failover(ctx context.Context) (string, error) {
+	old, err := s.PrimaryAddr()
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.Watchers[0].Do("SENTINEL", "FAILOVER", s.Name); err != nil {
+		return "", fmt.Errorf("redistest: SENTINEL FAILOVER: %w", err)
+	}
+	return s.awaitNewPrimary(ctx, old)
+}
+
+// KillPrimary kills the primary (SIGKILL) and returns the replica the
+// sentinels promoted in its place. The killed server can be restarted
+// with Restart; it then rejoins as a replica.
+func (s *Sentinel) KillPrimary(ctx context.Context) (killed *Server, primary string, err error) {
+	old, err := s.PrimaryAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	killed = s.Node(old)
+	if killed == nil {
+		return nil, "", fmt.Errorf("redistest: the primary %s is none of the nodes", old)
+	}
+	killed.Kill()
+	primary, err = s.awaitNewPrimary(ctx, old)
+	return killed, primary, err
+}
+
+// awaitNewPrimary waits until every sentinel names a primary other than
+// old and that server reports role:master.
+func (s *Sentinel) awaitNewPrimary(ctx context.Context, old string) (string, error) {
+	var now string
+	err := s.wait(ctx, "the sentinels to agree on a new primary", func() (bool, error) {
+		now = ""
+		for _, w := range s.Watchers {
+			out, err := w.Do("SENTINEL", "GET-MASTER-ADDR-BY-NAME", s.Name)
+			if err != nil {
+				return false, nil
+			}
+			addr := strings.Replace(out, "\n", ":", 1)
+			if addr == old || (now != "" && addr != now) {
+				return false, nil
+			}
+			now = addr
+		}
+		n := s.Node(now)
+		if n == nil {
+			return false, nil
+		}
+		info, err := n.Do("INFO", "replication")
+		return err == nil && strings.Contains(info, "role:master"), nil
+	})
+	return now, err
+}
+
+// master is SENTINEL MASTER's field list as a map.
+func (s *Sentinel) master(w *Server) (map[string]string, error) {
+	out, err := w.Do("SENTINEL", "MASTER", s.Name)
+	if err != nil {
+		return nil, err
+	}
+	f := strings.Split(out, "\n")
+	m := make(map[string]string, len(f)/2)
+	for i := 0; i+1 < len(f); i += 2 {
+		m[f[i]] = f[i+1]
+	}
+	return m, nil
+}
+
+// wait polls cond every 20 ms for at most 60 s (or until ctx ends).
+func (s *Sentinel) wait(ctx context.Context, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redistest: timed out waiting for %s", what)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("redistest: waiting for %s: %w", what, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Close stops every server and sentinel and removes their directories.
+func (s *Sentinel) Close() {
+	for _, w := range s.Watchers {
+		w.Close()
+	}
+	for _, n := range s.Nodes {
+		n.Close()
+	}
+}
+
+func splitAddr(addr string) (host, port string) {
+	i := strings.LastIndexByte(addr, ':')
+	return addr[:i], addr[i+1:]
+}
