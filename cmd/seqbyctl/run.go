@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/user"
 	"runtime/debug"
@@ -294,9 +295,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "seqbyctl: no Redis: pass -redis URL or set REDIS_URL")
 		return 2
 	}
-	if _, err := redis.ParseURL(o.redis); err != nil {
+	if err := checkURL(o.redis); err != nil {
 		// The URL itself is not echoed: it may carry a password.
-		fmt.Fprintf(stderr, "seqbyctl: bad -redis URL (want redis://[user:password@]host:port[/db] or rediss://...): %v\n", err)
+		fmt.Fprintf(stderr, "seqbyctl: bad -redis URL (want redis://[user:password@]host:port[/db], rediss://..., or sentinels: redis://sentinel:port?master_name=NAME[&addr=sentinel2:port]): %v\n", err)
 		return 2
 	}
 	o.out = stdout
@@ -929,3 +930,15 @@ func safe(s string) string {
 
 // oneLine keeps a multi-line error in one table cell.
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// checkURL parses a Redis URL as runtime.Connect will: one naming
+// sentinels (it has a master_name) in go-redis's failover form, any other
+// as one server's.
+func checkURL(raw string) error {
+	if u, err := url.Parse(raw); err == nil && u.Query().Has("master_name") {
+		_, err := redis.ParseFailoverURL(raw)
+		return err
+	}
+	_, err := redis.ParseURL(raw)
+	return err
+}

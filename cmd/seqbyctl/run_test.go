@@ -176,8 +176,9 @@ func TestRunUsage(t *testing.T) {
 // An engine halts shop:a on a poison head; the commands run in order
 // against it, as an operator would: list, inspect, a refused skip, the
 // skip, then the partition continues.
-// It runs on a single Redis and on a three-master cluster, where REDIS_URL
-// names one node.
+// It runs on a single Redis, on a three-master cluster, where REDIS_URL
+// names one node, and on a primary with a replica behind two sentinels,
+// where REDIS_URL names the sentinels.
 func TestRunOnHaltedPartition(t *testing.T) {
 	t.Run("standalone", func(t *testing.T) {
 		srv := redistest.New(t)
@@ -190,6 +191,13 @@ func TestRunOnHaltedPartition(t *testing.T) {
 		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs()})
 		t.Cleanup(func() { c.Close() })
 		runOnHaltedPartition(t, c, "redis://"+cl.Nodes[2].Addr)
+	})
+	t.Run("sentinel", func(t *testing.T) {
+		s := redistest.NewSentinel(t, 1, 2)
+		c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.Name, SentinelAddrs: s.SentinelAddrs()})
+		t.Cleanup(func() { c.Close() })
+		addrs := s.SentinelAddrs()
+		runOnHaltedPartition(t, c, "redis://"+addrs[0]+"?master_name="+s.Name+"&addr="+addrs[1])
 	})
 }
 
