@@ -2,7 +2,7 @@
 GO ?= go
 FUZZTIME ?= 10s
 
-.PHONY: test redis postgres lint unit runtime-test outbox-test fuzz generate check-generated stress stress-cluster bench
+.PHONY: test redis postgres lint unit runtime-test outbox-test fuzz generate check-generated stress stress-cluster stress-sentinel bench
 
 test: redis postgres lint check-generated unit runtime-test outbox-test fuzz
 
@@ -22,11 +22,14 @@ lint:
 unit:
 	$(GO) test $$($(GO) list ./... | grep -v -e '/runtime' -e '/outbox')
 
-# The guarantee suite runs twice: on a standalone redis-server and on a
-# three-master Redis Cluster (SEQBY_TOPOLOGY=cluster).
+# The guarantee suite runs three times: on a standalone redis-server, on a
+# three-master Redis Cluster (SEQBY_TOPOLOGY=cluster) and on a primary with
+# two replicas and three sentinels (SEQBY_TOPOLOGY=sentinel, where the
+# failover tests run too).
 runtime-test:
 	$(GO) test -race ./runtime/...
 	SEQBY_TOPOLOGY=cluster $(GO) test -race -count=1 ./runtime/guarantee
+	SEQBY_TOPOLOGY=sentinel $(GO) test -race -count=1 ./runtime/guarantee
 
 # The outbox on SQLite and on a private PostgreSQL cluster (internal/pgtest),
 # with relays run as separate processes.
@@ -52,6 +55,10 @@ stress:
 # The same, on a three-master Redis Cluster.
 stress-cluster:
 	SEQBY_TOPOLOGY=cluster $(GO) test -race -count=20 -timeout 60m ./runtime/guarantee
+
+# The same, on a primary with two replicas and three sentinels.
+stress-sentinel: redis
+	SEQBY_TOPOLOGY=sentinel $(GO) test -race -count=20 -timeout 90m ./runtime/guarantee
 
 # Throughput against a private redis-server; results go in docs/benchmarks.md.
 # Throughput and Latency share one go test so that Latency's rate=auto is

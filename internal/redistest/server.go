@@ -114,7 +114,15 @@ func (s *Server) launch(ctx context.Context) error {
 		}
 		args = []string{conf, "--sentinel"}
 	}
-	cmd := exec.Command(s.bin, args...)
+	bin := s.bin
+	if s.cfg.sentinel {
+		// Debian's redis-sentinel package installs the same binary under
+		// that name; without it, redis-server --sentinel is a sentinel too.
+		if b, err := exec.LookPath("redis-sentinel"); err == nil {
+			bin, args = b, args[:1]
+		}
+	}
+	cmd := exec.Command(bin, args...)
 	// The server must not outlive a test process that is killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out := &strings.Builder{}

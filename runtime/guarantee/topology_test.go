@@ -2,36 +2,75 @@ package guarantee
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/internal/redistest"
+	"github.com/seqby/seqby/runtime"
 )
 
-// The suite runs on a standalone redis-server by default, and on a
-// three-master Redis Cluster with SEQBY_TOPOLOGY=cluster (make test runs
-// both). Engine children inherit the variable and the node addresses.
+// The suite runs on a standalone redis-server by default, on a
+// three-master Redis Cluster with SEQBY_TOPOLOGY=cluster, and on a primary
+// with two replicas watched by three sentinels with SEQBY_TOPOLOGY=sentinel
+// (make test runs all three). Engine children inherit the variable and the
+// address.
 const envTopology = "SEQBY_TOPOLOGY"
 
-func onCluster() bool { return os.Getenv(envTopology) == "cluster" }
+func onCluster() bool  { return os.Getenv(envTopology) == "cluster" }
+func onSentinel() bool { return os.Getenv(envTopology) == "sentinel" }
 
-// startRedis starts the test's private Redis and returns its address, or
-// the cluster nodes' addresses joined by commas.
+// startRedis starts the test's private Redis and returns its address: the
+// cluster nodes' addresses joined by commas, or a Sentinel URL.
 func startRedis(t *testing.T) string {
 	t.Helper()
-	if onCluster() {
+	switch {
+	case onCluster():
 		return strings.Join(redistest.NewCluster(t, 3).Addrs(), ",")
+	case onSentinel():
+		_, url := startSentinel(t)
+		return url
 	}
 	return redistest.New(t).Addr
 }
 
-// newClient connects to what startRedis returned.
+// startSentinel starts a primary, two replicas and three sentinels for the
+// test and returns them with the Sentinel URL runtime.Connect takes.
+func startSentinel(t *testing.T) (*redistest.Sentinel, string) {
+	t.Helper()
+	s := redistest.NewSentinel(t, 2, 3)
+	return s, sentinelURL(s)
+}
+
+// sentinelURL is go-redis's failover URL for s: the first sentinel as the
+// host, the others as addr parameters.
+func sentinelURL(s *redistest.Sentinel) string {
+	addrs := s.SentinelAddrs()
+	url := "redis://" + addrs[0] + "/0?master_name=" + s.Name
+	for _, a := range addrs[1:] {
+		url += "&addr=" + a
+	}
+	return url
+}
+
+// newClient connects to what startRedis returned; a Sentinel URL goes
+// through runtime.Connect, as a user's would.
 func newClient(addr string) redis.UniversalClient {
-	if onCluster() {
+	switch {
+	case onCluster():
 		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addr, ","), ContextTimeoutEnabled: true})
+	case strings.HasPrefix(addr, "redis://"):
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c, err := runtime.Connect(ctx, addr)
+		if err != nil {
+			panic(fmt.Sprintf("connect to the sentinels: %v", err))
+		}
+		return c
 	}
 	return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 }
