@@ -18,6 +18,9 @@ import (
 //  2. after a call that confirmed the lease in Redis was *sent* at most
 //     Options.VerifyBound (25ms) earlier: the fenced read or ack that
 //     returned the entry, or else a confirmation sent for this attempt.
+//  3. in the strict replication mode (Options.ReplicaAcks), after every
+//     write made for the partition before the attempt began is on that
+//     many replicas of the same primary (replicas.go).
 //
 // Counting from when the call was sent, not from when its reply came or
 // the entry was decoded, keeps every slow step in between (a slow reply,
@@ -100,6 +103,9 @@ func (g *gate) enter(ctx context.Context) bool {
 	// it even waits for a slot (an entry from memory, a head, a retry
 	// after its backoff) sends it first.
 	begun, holdToConfirm := false, false
+	if g.p != nil && g.p.awaitReplicas(ctx) != nil {
+		return g.refuse() // ctx ended, or the partition was lost to a new primary
+	}
 	needs := func() bool { return g.p != nil && ((g.head && !begun) || time.Since(g.confirmed) > bound) }
 	for {
 		held := false // this pass holds a slot

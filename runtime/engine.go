@@ -115,6 +115,10 @@ type Engine struct {
 	discoveredAt map[string]time.Time
 	beatAt       atomic.Int64
 	renewOK      atomic.Int64
+
+	// replicas confirms writes on replicas in the strict mode
+	// (Options.ReplicaAcks; nil otherwise).
+	replicas *replicaBarrier
 }
 
 // NewEngine returns an engine reading through c. Register handlers, then
@@ -134,6 +138,9 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	if _, ring := c.(*redis.Ring); ring {
 		return nil, fmt.Errorf("seqby engine: a *redis.Ring splits a partition's keys from the keys its calls share with other partitions; use a *redis.Client, a failover client or a *redis.ClusterClient: %w", ErrUnsupportedClient)
 	}
+	if _, cluster := c.(*redis.ClusterClient); cluster && o.ReplicaAcks > 0 {
+		return nil, fmt.Errorf("seqby engine: Options.ReplicaAcks needs one primary's WAIT, and a Redis Cluster's shards fail over one by one; the strict mode is for a primary with replicas (a failover client or a *redis.Client): %w", ErrUnsupportedClient)
+	}
 	if o.StateStore == nil {
 		o.StateStore = NewRedisStateStore(c)
 	}
@@ -145,13 +152,14 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 		metrics: ms, tracer: newTracer(o.TracerProvider),
 		reg: NewRegistry("redis", StreamPartitioning|ConsumerGroups),
 		c:   c, o: o, incarnation: newIncarnation(o.OwnerID), epoch: time.Now(),
-		log:    o.Logger.With("owner", o.OwnerID),
-		sem:    make(chan struct{}, o.Concurrency),
-		wake:   newWaiter(c, o.BlockTimeout),
-		batch:  rdb.NewBatcher(c),
-		index:  newIndexCache(),
-		parts:  map[string]*partition{},
-		faults: map[string]Fault{}, health: map[string]*health{},
+		log:      o.Logger.With("owner", o.OwnerID),
+		sem:      make(chan struct{}, o.Concurrency),
+		wake:     newWaiter(c, o.BlockTimeout),
+		batch:    rdb.NewBatcher(c),
+		replicas: newReplicaBarrier(c, o, o.Logger.With("owner", o.OwnerID)),
+		index:    newIndexCache(),
+		parts:    map[string]*partition{},
+		faults:   map[string]Fault{}, health: map[string]*health{},
 		unowned: map[string]unownedMark{}, unownedAt: map[string]time.Time{}, ownedTotal: map[string]int64{}, held: map[string]*heldMemo{},
 
 		large: map[string]largeCategory{},
@@ -279,6 +287,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	if err := e.checkMemoryPolicy(ctx); err != nil {
 		return err
 	}
+	if err := e.checkReplication(ctx); err != nil {
+		return err
+	}
 	if err := e.claimOwner(ctx); errors.Is(err, ErrOwnerInUse) {
 		return fmt.Errorf("seqby engine: %w", err)
 	} else if err != nil {
@@ -368,6 +379,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	e.mu.Unlock()
 	partsWG.Wait()
+	if e.replicas != nil {
+		e.replicas.loops.Wait() // no partition waits any more: it ends after its barrier
+	}
 	stopHeartbeat()
 	stopWaiter()
 	wg.Wait()

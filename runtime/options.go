@@ -123,6 +123,29 @@ type Options struct {
 	// still logged as unchecked, a reminder to set noeviction there.
 	// Default false.
 	SkipEvictionCheck bool
+	// ReplicaAcks turns on the strict replication mode
+	// (docs/runtime.md, "Failover"): no handler attempt of a keyed
+	// handler or pm starts until every write the engine made before it
+	// (the lease's acquire, the acks of the entries before, what the
+	// handler committed through the engine's client) is on ReplicaAcks
+	// replicas of the same primary, confirmed by a barrier (a write and
+	// WAIT on one connection) shared by every partition waiting at that
+	// moment. A failover to a replica that acknowledged then keeps the
+	// default promise: only the event in flight can run again, and no two
+	// owners. A partition whose writes straddle a change of primary is
+	// let go and claimed afresh. Set it to the number of replicas: a
+	// replica that did not acknowledge may be the one promoted (with two
+	// replicas and ReplicaAcks 1, a manual failover can lose what the
+	// other one acknowledged). While fewer replicas answer, no attempt
+	// starts. Run refuses when the primary has fewer replicas connected
+	// (ErrReplicas). Not on a Redis Cluster (ErrUnsupportedClient).
+	// Default 0: off.
+	ReplicaAcks int
+	// ReplicaTimeout is how long one replica barrier waits for
+	// ReplicaAcks replicas (WAIT's timeout) before it is sent again. Keep
+	// it below the client's ReadTimeout (go-redis's default is 3s).
+	// Default 1s.
+	ReplicaTimeout time.Duration
 	// ReapAfter is how long a partition must stay cold (its lanes empty,
 	// nothing pending in any group, nothing published to it) before its
 	// owner lets it go and the category's reaper removes its streams,
@@ -174,7 +197,7 @@ func (o Options) checkDurations() error {
 		{"LeaseTTL", o.LeaseTTL}, {"HeartbeatInterval", o.HeartbeatInterval}, {"LeaseMargin", o.LeaseMargin}, {"VerifyBound", o.VerifyBound},
 		{"DiscoveryInterval", o.DiscoveryInterval}, {"RetryBackoff", o.RetryBackoff},
 		{"MaxBackoff", o.MaxBackoff}, {"HaltedRetryInterval", o.HaltedRetryInterval}, {"HandlerTimeout", o.HandlerTimeout}, {"BlockTimeout", o.BlockTimeout}, {"ReapAfter", o.ReapAfter},
-		{"HaltRealertInterval", o.HaltRealertInterval},
+		{"HaltRealertInterval", o.HaltRealertInterval}, {"ReplicaTimeout", o.ReplicaTimeout},
 	} {
 		if d.v > 0 && d.v < time.Millisecond {
 			return fmt.Errorf("%w: %s is %v (%d ns), under the 1ms Redis resolution: Options durations are time.Duration values, write e.g. 15*time.Second, not 15000 (or leave it zero for the default)",
@@ -248,6 +271,10 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.ReplicaAcks < 0 {
+		return o, fmt.Errorf("%w: ReplicaAcks %d is negative; set it to the number of replicas, or 0 for the default mode", ErrOptions, o.ReplicaAcks)
+	}
+	def(&o.ReplicaTimeout, time.Second)
 	if o.PartitionWarnThreshold <= 0 {
 		o.PartitionWarnThreshold = 2000
 	}

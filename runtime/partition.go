@@ -75,6 +75,11 @@ type partition struct {
 	// of its own counts from (the fence rule, attempt.go). Only the
 	// partition's own goroutine touches it.
 	confirmedAt time.Time
+	// durableAt, in the strict mode (Options.ReplicaAcks), is when the
+	// last replica barrier that confirmed the partition's writes was sent,
+	// or its acquire (replicas.go). Only the partition's own goroutine
+	// touches it.
+	durableAt time.Time
 	// prefetch is a batched partition's read of new entries sent before
 	// the entries it holds ran out (nil: none in flight), carrying the
 	// acks of the first prefetchAcks entries of unacked; prefetchSent and
@@ -174,6 +179,7 @@ func (e *Engine) newPartition(base context.Context, c consumer, key string, l rd
 func (p *partition) arm(base context.Context, info LeaseInfo, acquiredAt time.Time) {
 	e := p.e
 	p.ctx, p.cancel = context.WithCancelCause(context.WithValue(base, leaseInfoKey{}, info))
+	p.durableAt = acquiredAt
 	deadline := acquiredAt.Add(e.o.LeaseTTL - e.o.LeaseMargin)
 	p.deadlineAt.Store(int64(deadline.Sub(e.epoch)))
 	p.timer = time.AfterFunc(time.Until(deadline), func() {

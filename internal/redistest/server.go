@@ -162,6 +162,13 @@ func (s *Server) Kill() {
 	}
 }
 
+// Pause stops the server's process (SIGSTOP): it keeps its connections
+// and answers nothing until Resume.
+func (s *Server) Pause() error { return s.cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() error { return s.cmd.Process.Signal(syscall.SIGCONT) }
+
 // Restart starts a killed server again on the same port and directory.
 func (s *Server) Restart(ctx context.Context) error { return s.launch(ctx) }
 
