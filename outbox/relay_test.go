@@ -36,6 +36,16 @@ func (c *countingPublisher) PublishRecord(ctx context.Context, r runtime.Record)
 	return c.p.PublishRecord(ctx, r)
 }
 
+func (c *countingPublisher) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, k := range c.n {
+		n += k
+	}
+	return n
+}
+
 func (c *countingPublisher) count(id string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -57,6 +57,9 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message, opts ...Pu
 	if cfg.idSet || cfg.replicas > 0 {
 		return fmt.Errorf("publish batch: WithMessageID and WaitForReplicas apply to one message; publish it with Publish: %w", ErrPublish)
 	}
+	if p.opts.ReplicaAcks > 0 {
+		return fmt.Errorf("publish batch: PublisherOptions.ReplicaAcks is set and a batch does not wait for replicas; publish each message with Publish (or PublishRecord): %w", ErrPublish)
+	}
 	entries := make([]rdb.BatchEntry, len(msgs))
 	for i, m := range msgs {
 		it, err := p.prepare(ctx, m, cfg)

@@ -42,6 +42,17 @@ type PublisherOptions struct {
 	// (propagation.TraceContext). Nothing is written when ctx carries no
 	// span.
 	Propagator propagation.TextMapPropagator
+	// ReplicaAcks makes every Publish and PublishRecord of a partitioned
+	// message wait until that many replicas have it, as
+	// WaitForReplicas(ReplicaAcks, ReplicaTimeout) does (a
+	// WaitForReplicas given to one Publish wins). Set it to the number of
+	// replicas: a replica that did not acknowledge may be the one a
+	// failover promotes. PublishBatch refuses to run with it set (it does
+	// not wait). Default 0: no wait.
+	ReplicaAcks int
+	// ReplicaTimeout bounds ReplicaAcks's wait; past it the publish fails
+	// with ErrNotDurable. Default 1s.
+	ReplicaTimeout time.Duration
 }
 
 // Publisher writes messages to their streams: a partitioned message to its
@@ -91,6 +102,9 @@ func (opts PublisherOptions) withDefaults() PublisherOptions {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.ReplicaTimeout <= 0 {
+		opts.ReplicaTimeout = time.Second
+	}
 	if opts.DedupWindow <= 0 {
 		opts.DedupWindow = 24 * time.Hour
 	}
@@ -117,9 +131,21 @@ type publishConfig struct {
 // stored, until n replicas of its partition's server have it (Redis WAIT
 // on the connection that wrote it), at most timeout (0: without bound):
 // for a caller that needs an acknowledged publish to survive a failover.
+//
+// n must be every replica. A failover may promote a replica that did not
+// acknowledge: with two replicas and n = 1, a manual failover (SENTINEL
+// FAILOVER) loses what the other one acknowledged, since the old primary
+// takes writes until each client switches and its other replica follows
+// it until then.
+//
 // When fewer acknowledge in time, Publish fails with ErrNotDurable, though
-// the message is stored; publish it again with the same WithMessageID to
-// be safe from a duplicate. Ignored for unpartitioned messages.
+// the message is stored: it may survive a failover or not. Publish it
+// again with WithMessageID, the same id as the first time: within the
+// dedup window the server that has it stores nothing again (and the wait
+// counts from that publish, so it covers the first append), and a new
+// primary that lost it stores it. The outbox relay does this by itself
+// (PublisherOptions.ReplicaAcks: every record has an id). Ignored for
+// unpartitioned messages.
 func WaitForReplicas(n int, timeout time.Duration) PublishOption {
 	return func(c *publishConfig) { c.replicas, c.timeout = n, timeout }
 }
@@ -178,6 +204,9 @@ func (p *Publisher) Publish(ctx context.Context, msg Message, opts ...PublishOpt
 // write stores a prepared item; name labels errors.
 func (p *Publisher) write(ctx context.Context, name string, it item, cfg publishConfig) error {
 	once := rdb.Once{Replicas: cfg.replicas, ReplicaTimeout: cfg.timeout}
+	if cfg.replicas <= 0 && p.opts.ReplicaAcks > 0 {
+		once.Replicas, once.ReplicaTimeout = p.opts.ReplicaAcks, p.opts.ReplicaTimeout
+	}
 	if cfg.idSet {
 		once.ID, once.Window = cfg.id, p.opts.DedupWindow
 	}

@@ -191,3 +191,49 @@ func TestReplicationWarning(t *testing.T) {
 		})
 	}
 }
+
+// A publish answered ErrNotDurable and published again with the same
+// message id (from another client: a retry in another process) is
+// durable only once the first append is on the replicas: the re-publish
+// stores nothing, and its wait must still count from the first append.
+// (Redis 7.0 counts a WAIT from the connection's last command, write or
+// not, so this held before append_once rewrote the id on a duplicate;
+// the rewrite keeps it where WAIT counts from the last write only.)
+// PublisherOptions.ReplicaAcks is the same wait for every publish and
+// record; PublishBatch refuses it.
+func TestRepublishAfterNotDurable(t *testing.T) {
+	s, c := startReplicated(t, 1)
+	ctx := ctxT(t)
+	if err := s.Nodes[1].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			s.Nodes[1].Resume()
+		}
+	}()
+	strict := NewPublisher(c, PublisherOptions{ReplicaAcks: 1, ReplicaTimeout: 100 * time.Millisecond})
+	if err := strict.Publish(ctx, ev("a", 1), WithMessageID("m1")); !errors.Is(err, ErrNotDurable) {
+		t.Fatalf("publish with the replica stopped: %v, want ErrNotDurable", err)
+	}
+	again := redis.NewClient(&redis.Options{Addr: s.Nodes[0].Addr, ContextTimeoutEnabled: true})
+	defer again.Close()
+	retry := NewPublisher(again, PublisherOptions{ReplicaAcks: 1, ReplicaTimeout: 100 * time.Millisecond})
+	if err := retry.Publish(ctx, ev("a", 1), WithMessageID("m1")); !errors.Is(err, ErrNotDurable) {
+		t.Fatalf("re-publish with the replica still stopped: %v, want ErrNotDurable", err)
+	}
+	if err := retry.PublishBatch(ctx, []Message{ev("a", 2)}); !errors.Is(err, ErrPublish) {
+		t.Fatalf("PublishBatch with ReplicaAcks: %v, want ErrPublish", err)
+	}
+	resumed = true
+	if err := s.Nodes[1].Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if err := retry.Publish(ctx, ev("a", 1), WithMessageID("m1"), WaitForReplicas(1, 10*time.Second)); err != nil {
+		t.Fatalf("re-publish with the replica back: %v", err)
+	}
+	if n := c.XLen(ctx, "order:{a}").Val(); n != 1 {
+		t.Fatalf("the stream holds %d entries, want 1 (the re-publishes were deduplicated)", n)
+	}
+}
