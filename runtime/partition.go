@@ -637,6 +637,15 @@ func (p *partition) settle(en rdb.Entry, out outcome, h *Halt) bool {
 		e.reportHalt(report)
 		return p.recordHalt(h)
 	}
+	// In the strict mode the entry's effects (a fenced commit through the
+	// engine's client, a pm's state) are on the replicas of the primary
+	// the attempt started on before its ack goes: an ack answered by a
+	// new primary for a commit the old one took with it would lose the
+	// event. A new primary meanwhile ends the partition unacked, and the
+	// next owner runs the entry again (the event in flight).
+	if p.awaitReplicas(p.ctx) != nil {
+		return false
+	}
 	// The ack rides on the next read (ackedPrevious), or is sent alone
 	// before the next entry runs, or when the worker ends (flushAck).
 	p.unacked = append(p.unacked, en)

@@ -15,8 +15,8 @@ import (
 
 // ErrReplicas is returned by Run in the strict replication mode
 // (Options.ReplicaAcks) when Redis cannot keep its promise: the server is
-// not a primary, fewer replicas are connected than ReplicaAcks, or they
-// did not acknowledge a first barrier within ReplicaTimeout. Add replicas,
+// not a primary, fewer replicas are connected than ReplicaAcks, or a
+// first barrier (a write and WAIT) failed. Add replicas,
 // lower ReplicaAcks to the number connected, or leave the strict mode.
 var ErrReplicas = errors.New("redis cannot keep the strict replication mode's promise")
 
@@ -81,12 +81,15 @@ func newReplicaBarrier(c redis.UniversalClient, o Options, log *slog.Logger) *re
 // replicas of the primary that every barrier since from reached, with
 // that barrier's send time (the partition's next from). It fails with
 // errPrimaryChanged when a barrier sent after from met another primary,
-// and with ctx's error when ctx ends first.
-func (b *replicaBarrier) wait(ctx context.Context, from, after time.Time) (time.Time, error) {
+// with ctx's error when ctx ends first, and with errGaveUp when grace has
+// passed since release was closed (a handover or a stop must not wait
+// for replicas that do not come back).
+func (b *replicaBarrier) wait(ctx context.Context, from, after time.Time, release <-chan struct{}, grace time.Duration) (time.Time, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.waiting++
 	defer func() { b.waiting-- }()
+	var giveUp <-chan time.Time
 	for {
 		if b.since.After(from) {
 			return time.Time{}, errPrimaryChanged
@@ -105,11 +108,23 @@ func (b *replicaBarrier) wait(ctx context.Context, from, after time.Time) (time.
 		case <-ctx.Done():
 			b.mu.Lock()
 			return time.Time{}, ctx.Err()
+		case <-release:
+			release = nil
+			t := time.NewTimer(grace)
+			defer t.Stop()
+			giveUp = t.C
+		case <-giveUp:
+			b.mu.Lock()
+			return time.Time{}, errGaveUp
 		case <-ch:
 		}
 		b.mu.Lock()
 	}
 }
+
+// errGaveUp ends a partition asked to hand over or stop whose replicas did
+// not acknowledge within the release grace.
+var errGaveUp = errors.New("replicas did not acknowledge before the partition had to be released")
 
 // loop sends barriers while partitions wait.
 func (b *replicaBarrier) loop() {
@@ -192,9 +207,14 @@ func (p *partition) awaitReplicas(ctx context.Context) error {
 	if b == nil {
 		return nil
 	}
-	at, err := b.wait(ctx, p.durableAt, time.Now())
+	at, err := b.wait(ctx, p.durableAt, time.Now(), p.release, p.e.releaseGrace())
 	if errors.Is(err, errPrimaryChanged) {
 		p.lost(err)
+		return err
+	}
+	if errors.Is(err, errGaveUp) {
+		p.e.log.Warn("seqby: handing over without confirming the partition's last writes on replicas; the entry in hand, if any, runs again at the next owner",
+			"handler", p.reg.Name, "stream", p.lanes[0], "replica_acks", b.n)
 		return err
 	}
 	if err != nil {
@@ -244,16 +264,18 @@ func (e *Engine) checkReplication(ctx context.Context) error {
 	case r.Replicas < e.o.ReplicaAcks:
 		return fmt.Errorf("seqby engine: Options.ReplicaAcks is %d and the primary has %d replicas connected: %w", e.o.ReplicaAcks, r.Replicas, ErrReplicas)
 	}
-	sent := time.Now()
-	acks, err := e.replicas.send(sent)
-	if err == nil && acks < e.o.ReplicaAcks {
-		err = fmt.Errorf("%d of %d replicas acknowledged within %v", acks, e.o.ReplicaAcks, e.o.ReplicaTimeout)
-	}
+	// The first barrier names the primary. Replicas still catching up
+	// (a first sync) only delay the first attempts, which wait for a
+	// barrier of their own anyway.
+	acks, err := e.replicas.send(time.Now())
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
 		return fmt.Errorf("seqby engine: first replica barrier: %w: %w", ErrReplicas, err)
+	}
+	if acks < e.o.ReplicaAcks {
+		e.replicas.warn(acks, nil)
 	}
 	return nil
 }

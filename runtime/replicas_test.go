@@ -97,7 +97,7 @@ func TestReplicaBarrierSeesANewPrimary(t *testing.T) {
 	if _, err := b.send(start); err != nil {
 		t.Fatal(err)
 	}
-	from, err := b.wait(ctx, start, time.Now())
+	from, err := b.wait(ctx, start, time.Now(), nil, 0)
 	if err != nil {
 		t.Fatalf("wait: %v", err)
 	}
@@ -105,10 +105,10 @@ func TestReplicaBarrierSeesANewPrimary(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The replica resyncs with the changed id; the barrier waits for it.
-	if _, err := b.wait(ctx, from, time.Now()); !errors.Is(err, errPrimaryChanged) {
+	if _, err := b.wait(ctx, from, time.Now(), nil, 0); !errors.Is(err, errPrimaryChanged) {
 		t.Fatalf("wait across a new replication id: %v, want errPrimaryChanged", err)
 	}
-	if _, err := b.wait(ctx, time.Now(), time.Now()); err != nil {
+	if _, err := b.wait(ctx, time.Now(), time.Now(), nil, 0); err != nil {
 		t.Fatalf("wait after the change: %v", err)
 	}
 }

@@ -29,8 +29,8 @@ const SentinelName = "seqby"
 
 // StartSentinel starts a primary with replicas replicas (each shaped by
 // cfg) and sentinels sentinels watching it with a majority quorum, and
-// returns once every sentinel knows every replica and every other
-// sentinel. A primary unreachable for a second is failed over.
+// returns once every replica is in sync and every sentinel knows every
+// replica and every other sentinel. A primary unreachable for a second is failed over.
 func StartSentinel(ctx context.Context, replicas, sentinels int, cfg Config) (*Sentinel, error) {
 	if cfg.TLS != nil {
 		return nil, errors.New("redistest: StartSentinel does not take a TLS config")
@@ -71,6 +71,12 @@ func StartSentinel(ctx context.Context, replicas, sentinels int, cfg Config) (*S
 				return fail(fmt.Errorf("redistest: sentinel %s: %v: %w", w.Addr, cmd, err))
 			}
 		}
+	}
+	if err := s.wait(ctx, "every replica in sync", func() (bool, error) {
+		info, err := primary.Do("INFO", "replication")
+		return err == nil && strings.Count(info, "state=online") == replicas, nil
+	}); err != nil {
+		return fail(err)
 	}
 	if err := s.wait(ctx, "every sentinel to know every replica and sentinel", func() (bool, error) {
 		for _, w := range s.Watchers {

@@ -41,6 +41,11 @@ const (
 	envAckBatch = "SEQBY_GUARANTEE_ACK_BATCH"
 	// envVerifyBound, when set, is the instances' Options.VerifyBound.
 	envVerifyBound = "SEQBY_GUARANTEE_VERIFY_BOUND"
+	// envReplicaAcks, when set, is the instances' Options.ReplicaAcks.
+	envReplicaAcks = "SEQBY_GUARANTEE_REPLICA_ACKS"
+	// envWitness, when set, is the address of the Redis the Recorder
+	// also records to (Recorder.Witness).
+	envWitness = "SEQBY_GUARANTEE_WITNESS"
 )
 
 // group is the Recorder's consumer group (its registration name).
@@ -59,7 +64,11 @@ func TestMain(m *testing.M) {
 func childMain() int {
 	return runChild("child",
 		func(c redis.UniversalClient, inst string) runtime.Registration {
-			return (&Recorder{Redis: c, Instance: inst}).SeqbyRegistration()
+			r := &Recorder{Redis: c, Instance: inst}
+			if addr := os.Getenv(envWitness); addr != "" {
+				r.Witness = redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+			}
+			return r.SeqbyRegistration()
 		},
 		func(c redis.UniversalClient, inst string) func(runtime.Halt) {
 			return func(h runtime.Halt) {
@@ -132,6 +141,13 @@ func runChild(role string, reg func(c redis.UniversalClient, inst string) runtim
 			return 2
 		}
 	}
+	if v := os.Getenv(envReplicaAcks); v != "" {
+		if opts.ReplicaAcks, err = strconv.Atoi(v); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: bad %s: %v\n", role, envReplicaAcks, err)
+			return 2
+		}
+		opts.ReplicaTimeout = 200 * time.Millisecond
+	}
 	r := reg(c, inst)
 	if v := os.Getenv(envAckBatch); v != "" {
 		if r.AckBatch, err = strconv.Atoi(v); err != nil {
@@ -203,6 +219,11 @@ type cluster struct {
 	// and the Options.VerifyBound of instances started after they are.
 	ackBatch    int
 	verifyBound time.Duration
+	// replicaAcks, when set, is the Options.ReplicaAcks of instances
+	// started after it is; witness, when set, the address of the Redis
+	// their Recorders also record to.
+	replicaAcks int
+	witness     string
 	pub         *runtime.Publisher
 	logDir      string // the instances' logs
 
@@ -278,6 +299,12 @@ func (c *cluster) launch(id, childEnv, handler string) *child {
 	}
 	if c.verifyBound != 0 {
 		cmd.Env = append(cmd.Env, envVerifyBound+"="+c.verifyBound.String())
+	}
+	if c.replicaAcks != 0 {
+		cmd.Env = append(cmd.Env, envReplicaAcks+"="+strconv.Itoa(c.replicaAcks))
+	}
+	if c.witness != "" {
+		cmd.Env = append(cmd.Env, envWitness+"="+c.witness)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group (a terminal's ^C is for the test, which then
@@ -457,8 +484,14 @@ type mark struct {
 // marks returns key's entry log in order.
 func (c *cluster) marks(key string) []mark {
 	c.t.Helper()
+	return c.parseMarks(c.rdb.LRange(c.ctx, entriesKey(key), 0, -1).Val())
+}
+
+// parseMarks reads "phase|inst|token|seq|at" records.
+func (c *cluster) parseMarks(records []string) []mark {
+	c.t.Helper()
 	var out []mark
-	for _, s := range c.rdb.LRange(c.ctx, entriesKey(key), 0, -1).Val() {
+	for _, s := range records {
 		f := strings.Split(s, "|")
 		if len(f) != 5 {
 			c.t.Fatalf("bad entry record %q", s)

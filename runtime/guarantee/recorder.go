@@ -45,6 +45,10 @@ type Recorder struct {
 	Redis redis.UniversalClient
 	// Instance names the engine instance in records.
 	Instance string
+	// Witness, when set, also receives every entry, exit and commit, in a
+	// Redis of its own: the failover tests' record of what ran, which a
+	// failover of Redis cannot take back.
+	Witness redis.UniversalClient
 }
 
 // On records one step. It sleeps SlowMS without watching ctx on purpose: a
@@ -67,6 +71,8 @@ func (h *Recorder) On(ctx context.Context, e Step) error {
 		holder, event, record, li.Token, check).Err(); err != nil {
 		return fmt.Errorf("record entry of %s: %w", event, err)
 	}
+	h.witness(rctx, e.ClientID, "enter|"+record)
+	defer h.witness(rctx, e.ClientID, "exit|"+record)
 	defer scriptExit.Run(rctx, h.Redis, []string{markerKey(e.ClientID), entriesKey(e.ClientID)}, holder, record)
 	if e.Crash {
 		os.Exit(3)
@@ -85,10 +91,21 @@ func (h *Recorder) On(ctx context.Context, e Step) error {
 	if err != nil {
 		return fmt.Errorf("commit %s: %w", event, err)
 	}
+	if ok == 1 {
+		h.witness(rctx, e.ClientID, "commit|"+record)
+	}
 	if ok != 1 && !e.BlindCommit {
 		return fmt.Errorf("step %s under %s: %w", event, li.Token, ErrCommitFenced)
 	}
 	return nil
+}
+
+// witness appends "phase|inst|token|seq|time" to key's list in the
+// witness Redis, if there is one (time: its TIME, in microseconds).
+func (h *Recorder) witness(ctx context.Context, key, rec string) {
+	if h.Witness != nil {
+		scriptWitness.Run(ctx, h.Witness, []string{witnessKey(key)}, rec)
+	}
 }
 
 // The suite's Redis keys. A key's records share its partition's hash tag
@@ -103,6 +120,7 @@ func rejectedKey(key string) string    { return tag(key) + ":guarantee:rejected"
 func stateKey(key string) string       { return tag(key) + ":guarantee:state" }
 func outageKey(key string) string      { return tag(key) + ":guarantee:outage" }
 func lostLeaseKey(key string) string   { return tag(key) + ":guarantee:lostlease" }
+func witnessKey(key string) string     { return tag(key) + ":guarantee:witness" }
 func haltsKey() string                 { return "guarantee:halts" }
 func statusKey(instance string) string { return "guarantee:status:" + instance }
 
@@ -139,6 +157,13 @@ end
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('RPUSH', KEYS[3], 'enter|' .. ARGV[3] .. '|' .. now)
 return now
+`)
+
+// scriptWitness: KEYS the witness list; ARGV record. Appends
+// "record|now".
+var scriptWitness = redis.NewScript(`
+local t = redis.call('TIME')
+return redis.call('RPUSH', KEYS[1], ARGV[1] .. '|' .. t[1] .. string.format('%06d', tonumber(t[2])))
 `)
 
 // scriptExit: KEYS marker, entries; ARGV holder, record. Clears the marker

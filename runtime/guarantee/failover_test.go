@@ -1,0 +1,287 @@
+package guarantee
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/internal/redistest"
+	"github.com/seqby/seqby/runtime"
+)
+
+// The failover tests run on the Sentinel topology: a primary, two
+// replicas, three sentinels, two engine processes, and a witness, a
+// redis-server of its own to which the Recorder also writes every entry,
+// exit and commit, so what ran is on record even where the failover took
+// Redis's own records back. Every event is published before the failover
+// with PublisherOptions.ReplicaAcks 2 (every replica), so no publish is
+// lost and what the tests see is the engine's writes only.
+
+// failoverTTL is the instances' lease TTL here: longer than a manual
+// failover's switch (about a second), as a production TTL (15s) is.
+const failoverTTL = 5 * time.Second
+
+// failoverKeys and failoverEvents: enough work, at failoverSlowMS an
+// event, that a failover started once every key is failoverStartAt events
+// in lands in the middle of it.
+var failoverKeys = []string{"fo-1", "fo-2", "fo-3", "fo-4"}
+
+const (
+	failoverEvents  = 300
+	failoverSlowMS  = 5
+	failoverStartAt = 40
+)
+
+// failoverScene is one failover test's setup.
+type failoverScene struct {
+	s       *redistest.Sentinel
+	c       *cluster
+	witness redis.UniversalClient
+}
+
+// startFailoverScene starts the topology, two instances (strict:
+// Options.ReplicaAcks 2) and publishes the events.
+func startFailoverScene(t *testing.T, strict bool) *failoverScene {
+	t.Helper()
+	if !onSentinel() {
+		t.Skip("runs on the Sentinel topology (SEQBY_TOPOLOGY=sentinel, part of make test)")
+	}
+	s, url := startSentinel(t)
+	w := redistest.New(t)
+	c := newClusterAt(t, failoverTTL, url)
+	c.witness = w.Addr
+	if strict {
+		c.replicaAcks = 2
+	}
+	c.pub = runtime.NewPublisher(c.rdb, runtime.PublisherOptions{ReplicaAcks: 2, ReplicaTimeout: 5 * time.Second})
+	witness := redis.NewClient(&redis.Options{Addr: w.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { witness.Close() })
+	c.start("i1")
+	c.start("i2")
+	var lists [][]Step
+	for _, k := range failoverKeys {
+		lists = append(lists, slow(failoverSlowMS, steps(k, 1, failoverEvents)))
+	}
+	c.publish(interleave(lists...)...)
+	return &failoverScene{s: s, c: c, witness: witness}
+}
+
+// waitProgress waits until every key's state reached n.
+func (f *failoverScene) waitProgress(n int) {
+	f.c.t.Helper()
+	for _, k := range failoverKeys {
+		f.c.eventually(60*time.Second, fmt.Sprintf("%s applied through %d", k, n), func() bool { return f.c.state(k) >= n })
+	}
+}
+
+// witnessed returns key's witness records: entries, exits and commits.
+func (f *failoverScene) witnessed(key string) []mark {
+	return f.c.parseMarks(f.witness.LRange(f.c.ctx, witnessKey(key), 0, -1).Val())
+}
+
+// enterSeqs are the seqs of key's handler entries, in the witness's order.
+func enterSeqs(ms []mark) []int {
+	var out []int
+	for _, m := range ms {
+		if m.Phase == "enter" {
+			out = append(out, m.Seq)
+		}
+	}
+	return out
+}
+
+// runs splits seqs, with immediate re-runs collapsed, into runs of
+// consecutive seqs: a new run starts wherever a seq is not the one after
+// the seq before it.
+func runs(seqs []int) [][]int {
+	collapsed, _ := collapseReruns(seqs)
+	var out [][]int
+	for i, s := range collapsed {
+		if i == 0 || s != collapsed[i-1]+1 {
+			out = append(out, nil)
+		}
+		out[len(out)-1] = append(out[len(out)-1], s)
+	}
+	return out
+}
+
+// checkWitnessExclusive fails the test if two runs of different events of
+// key were in the handler at once by the witness's clock (nothing is
+// killed here, so nothing is exempt).
+func (f *failoverScene) checkWitnessExclusive(key string) {
+	f.c.t.Helper()
+	ws := windows(f.witnessed(key))
+	for i, a := range ws {
+		for _, b := range ws[i+1:] {
+			if a.Seq != b.Seq && a.overlaps(b) {
+				f.c.t.Errorf("%s: event %d (%s) and event %d (%s) were in the handler at once", key, a.Seq, a.Token, b.Seq, b.Token)
+			}
+		}
+	}
+}
+
+// checkAlive fails the test if an instance exited.
+func (f *failoverScene) checkAlive(ids ...string) {
+	f.c.t.Helper()
+	for _, id := range ids {
+		select {
+		case <-f.c.proc(id).done:
+			f.c.t.Errorf("instance %s exited: %v\n%s", id, f.c.proc(id).err, tail(f.c.proc(id).log, 40))
+		default:
+		}
+	}
+}
+
+// In the strict mode a primary failover mid-run keeps the default
+// promise: the witness saw every key's events enter in publish order with
+// only the event in flight entered again, never two events of a key in
+// the handler at once, and the surviving primary holds every event
+// applied once in order. Run rides through two failovers in a row: a
+// manual one (SENTINEL FAILOVER, the old primary taking writes until each
+// client has switched) and a SIGKILL of the new primary, restarted as a
+// replica so that the strict mode's two replicas are back.
+func TestFailoverStrictMode(t *testing.T) {
+	f := startFailoverScene(t, true)
+	f.waitProgress(failoverStartAt)
+	if _, err := f.s.Failover(f.c.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.waitProgress(failoverStartAt + 40)
+	killed, _, err := f.s.KillPrimary(f.c.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := killed.Restart(f.c.ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.c.waitApplied(90*time.Second, failoverEvents, failoverKeys...)
+	for _, k := range failoverKeys {
+		f.c.checkOrder(k, failoverEvents)
+		if rs := runs(enterSeqs(f.witnessed(k))); len(rs) != 1 {
+			t.Errorf("%s: the witness saw the events enter as %s, want 1..%d with only the event in flight entered again", k, fmtRuns(rs), failoverEvents)
+		}
+		f.checkWitnessExclusive(k)
+	}
+	f.checkAlive("i1", "i2")
+}
+
+// In the default mode a failover loses what the old primary answered and
+// had not passed on: for a manual failover (SENTINEL FAILOVER) everything
+// it took between the promotion of a replica and the moment each client
+// switched, acks and commits alike. The test asserts the bounds
+// docs/runtime.md ("Failover") states for a partition per failover:
+//
+//   - rewind: the entries acked in that window run again, from the
+//     oldest one the new primary holds as pending, in publish order, once
+//     (so the witness sees every event enter, in at most two runs of
+//     consecutive events, the second starting no later than the first
+//     ended);
+//   - order: at most ReadAhead entries (16 here) read ahead from the old
+//     primary commit on the new one before the rewound entries run again;
+//   - loss: at most one event, the one whose commit the old primary
+//     answered and whose ack the new one did, ends acked without its
+//     commit;
+//   - owners: never two events of a key in the handler at once (the lease
+//     TTL outlasts the switch).
+//
+// It also asserts that the rewind is reached: some key ran acked entries
+// again. Publishes wait for every replica, so none is lost.
+func TestFailoverDefaultModeBounds(t *testing.T) {
+	f := startFailoverScene(t, false)
+	f.waitProgress(failoverStartAt)
+	asked := time.Now()
+	if _, err := f.s.Failover(f.c.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range failoverKeys {
+		f.c.eventually(90*time.Second, k+"'s last event applied", func() bool { return slices.Contains(f.c.appliedSeqs(k), failoverEvents) })
+	}
+	const readAhead = 16 // the engine's default ReadAhead
+	reached := false
+	for _, k := range failoverKeys {
+		ms := f.witnessed(k)
+		rs := runs(enterSeqs(ms))
+		applied := f.c.appliedSeqs(k)
+		t.Logf("%s: entered %s; applied on the new primary: %s", k, fmtRuns(rs), fmtSeqs(applied))
+		if len(rs) > 2 || rs[0][0] != 1 || rs[len(rs)-1][len(rs[len(rs)-1])-1] != failoverEvents {
+			t.Errorf("%s: entered %s, want 1..%d with at most one rewind", k, fmtRuns(rs), failoverEvents)
+			continue
+		}
+		if len(rs) == 2 {
+			from, to := rs[1][0], rs[0][len(rs[0])-1]
+			if from > to+1 {
+				t.Errorf("%s: entered %s: events %d..%d never ran", k, fmtRuns(rs), to+1, from-1)
+			}
+			if to > from {
+				reached = true
+			}
+			// The events run again beyond the one in flight (from) first
+			// entered after the failover was asked for.
+			for seq := from + 1; seq <= to; seq++ {
+				if m, ok := entered(ms, "", seq); ok && m.At < asked.UnixMicro() {
+					t.Errorf("%s: event %d, run again after the failover, first entered %v before it was asked for", k, seq, time.Duration(asked.UnixMicro()-m.At)*time.Microsecond)
+				}
+			}
+		}
+		if lost := missing(applied, failoverEvents); len(lost) > 1 {
+			t.Errorf("%s: events %v are not applied on the new primary; at most one may be lost", k, lost)
+		}
+		if ahead := committedAhead(applied); ahead > readAhead {
+			t.Errorf("%s: %d events committed before an earlier one was (applied %s); at most ReadAhead (%d) may", k, ahead, fmtSeqs(applied), readAhead)
+		}
+		f.checkWitnessExclusive(k)
+	}
+	if !reached {
+		t.Errorf("no key ran an acked entry again: the failover lost nothing, and the bound was not shown to be reached")
+	}
+	f.checkAlive("i1", "i2")
+}
+
+// missing lists the seqs of 1..n not in applied.
+func missing(applied []int, n int) []int {
+	var out []int
+	for s := 1; s <= n; s++ {
+		if !slices.Contains(applied, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// committedAhead counts the seqs whose first commit came before the first
+// commit of a smaller seq.
+func committedAhead(applied []int) int {
+	first := map[int]bool{}
+	var order []int
+	for _, s := range applied {
+		if !first[s] {
+			first[s] = true
+			order = append(order, s)
+		}
+	}
+	n := 0
+	for i, s := range order {
+		for _, later := range order[i+1:] {
+			if later < s {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// fmtRuns shows runs as "1..40,38..300".
+func fmtRuns(rs [][]int) string {
+	var parts []string
+	for _, r := range rs {
+		parts = append(parts, fmt.Sprintf("%d..%d", r[0], r[len(r)-1]))
+	}
+	return strings.Join(parts, ",")
+}
+
+// fmtSeqs shows seqs as runs.
+func fmtSeqs(seqs []int) string { return fmtRuns(runs(slices.Clone(seqs))) }
