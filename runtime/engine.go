@@ -329,7 +329,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.keepSignals(ctx, true) // before any worker reads: publishers find the stream, and signal a fan's category
 	// Handlers and the loops that own partitions outlive ctx long enough to
 	// finish the in-flight message; stop tells them to wind down.
-	base := context.WithoutCancel(ctx)
+	base := context.WithValue(context.WithoutCancel(ctx), clientKey{}, e.c)
 	stop := ctx.Done()
 	var wg sync.WaitGroup
 	waitCtx, stopWaiter := context.WithCancel(base)

@@ -237,3 +237,33 @@ func TestRepublishAfterNotDurable(t *testing.T) {
 		t.Fatalf("the stream holds %d entries, want 1 (the re-publishes were deduplicated)", n)
 	}
 }
+
+// A keyed handler and an unkeyed one get the engine's own client from
+// their context, to commit through (one process, one primary at a time).
+func TestClientFromContext(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: redistest.New(t).Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	got := make(chan redis.UniversalClient, 2)
+	handler := func(ctx context.Context, _ *testEvent) error {
+		rc, ok := ClientFromContext(ctx)
+		if !ok {
+			rc = nil
+		}
+		got <- rc
+		return nil
+	}
+	unkeyed := Registration{Name: "audit", Kind: EventHandler, Routes: []Route{orderRoute("", handler)}}
+	r := startEngine(t, c, fastOptions("ctx"), keyedHandler("orders", handler), unkeyed)
+	if err := NewPublisher(c).Publish(ctxT(t), ev("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if rc := <-got; rc != redis.UniversalClient(c) {
+			t.Fatalf("ClientFromContext gave %v, want the engine's client", rc)
+		}
+	}
+	r.stop()
+	if _, ok := ClientFromContext(context.Background()); ok {
+		t.Fatal("ClientFromContext outside a handler: ok")
+	}
+}

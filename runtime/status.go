@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Halt describes a partition stopped on a message it cannot process. The
@@ -103,6 +105,22 @@ type LeaseInfo struct {
 }
 
 type leaseInfoKey struct{}
+
+type clientKey struct{}
+
+// ClientFromContext returns the Redis client of the engine running a
+// handler's message. A handler that keeps effects in Redis should write
+// them through it, fenced with LeaseFromContext: with Sentinel, a client of
+// the handler's own follows a failover at its own moment (up to a second
+// apart from the engine's, measured), so for that while one process would
+// write to two primaries, its commits refused by the new primary's lease
+// while the engine still renews on the old one (docs/runtime.md,
+// "Failover"). False outside an engine's handler (the InlineBroker has no
+// Redis).
+func ClientFromContext(ctx context.Context) (redis.UniversalClient, bool) {
+	c, ok := ctx.Value(clientKey{}).(redis.UniversalClient)
+	return c, ok
+}
 
 // LeaseFromContext returns the lease a keyed handler's or a sequential
 // pm's message runs under. For a pm, Handler is the pm's name, Key the

@@ -13,6 +13,7 @@
 //	go run ./examples/orders                  # embedded Redis (miniredis)
 //	REDIS_URL=redis://127.0.0.1:6379/0 go run ./examples/orders
 //	REDIS_URL=redis://127.0.0.1:7001 go run ./examples/orders   # any node of a cluster
+//	REDIS_URL='redis://127.0.0.1:26379/0?master_name=mymaster&addr=127.0.0.1:26380' go run ./examples/orders   # sentinels
 //	go run ./examples/orders -metrics-addr 127.0.0.1:9464      # engine B's Prometheus metrics while it runs
 //
 // The first run compiles 381 packages (pure-Go SQLite, go-redis, pgx,

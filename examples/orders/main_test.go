@@ -20,8 +20,9 @@ func TestMain(m *testing.M) {
 }
 
 // TestDemo runs the README's demo to completion, on the embedded Redis, on
-// a private real redis-server and on a private three-master cluster (the
-// URL names one node), and checks the story's facts: the takeover
+// a private real redis-server, on a private three-master cluster (the URL
+// names one node) and on a primary with two replicas and three sentinels
+// (a Sentinel URL), and checks the story's facts: the takeover
 // happened, nothing was lost or reordered, the halt was resolved, the
 // replayed event was applied, the pm saw every order, the outbox drained (on SQLite, and on PostgreSQL with
 // DATABASE_URL); with -metrics-addr, the metrics were served.
@@ -35,6 +36,11 @@ func TestDemo(t *testing.T) {
 		{"embedded", func(*testing.T) string { return "" }, []string{"-metrics-addr", "127.0.0.1:0"}, nil},
 		{"redis-server", func(t *testing.T) string { return "redis://" + redistest.New(t).Addr + "/0" }, nil, nil},
 		{"cluster", func(t *testing.T) string { return "redis://" + redistest.NewCluster(t, 3).Nodes[0].Addr }, nil, nil},
+		{"sentinel", func(t *testing.T) string {
+			s := redistest.NewSentinel(t, 2, 3)
+			a := s.SentinelAddrs()
+			return "redis://" + a[0] + "/0?master_name=" + s.Name + "&addr=" + a[1] + "&addr=" + a[2]
+		}, nil, nil},
 		{"postgres-outbox", func(t *testing.T) string { return "redis://" + redistest.New(t).Addr + "/0" }, nil,
 			func(t *testing.T) string { return pgtest.New(t).DSN }},
 	}
