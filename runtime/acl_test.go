@@ -74,9 +74,18 @@ func TestUnderDocumentedACL(t *testing.T) {
 			return redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), Username: user, Password: user + "-secret", ContextTimeoutEnabled: true})
 		})
 	})
+	// The strict mode's barrier (SET, WAIT, INFO) and its Run check
+	// (INFO, CONFIG GET) on a primary with a replica.
+	t.Run("strict", func(t *testing.T) {
+		s, _ := startReplicated(t, 1)
+		p := s.Nodes[0]
+		underDocumentedACL(t, []*redistest.Server{p}, func(user string) redis.UniversalClient {
+			return redis.NewClient(&redis.Options{Addr: p.Addr, Username: user, Password: user + "-secret", ContextTimeoutEnabled: true})
+		}, func(o *Options) { o.ReplicaAcks = 1 })
+	})
 }
 
-func underDocumentedACL(t *testing.T, servers []*redistest.Server, as func(user string) redis.UniversalClient) {
+func underDocumentedACL(t *testing.T, servers []*redistest.Server, as func(user string) redis.UniversalClient, tweak ...func(*Options)) {
 	ctx := ctxT(t)
 	cats := []string{"order", "note", "pmorder", "pmpayment"}
 	for _, s := range servers {
@@ -115,6 +124,9 @@ func underDocumentedACL(t *testing.T, servers []*redistest.Server, as func(user 
 	opts.MaxRetries = -1
 	opts.ReapAfter = 500 * time.Millisecond // the reaper runs under the ACL too
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	for _, f := range tweak {
+		f(&opts)
+	}
 	r := startEngine(t, engine, opts, keyed, notes, flows)
 
 	p := NewPublisher(engine, PublisherOptions{Logger: opts.Logger})
