@@ -71,6 +71,7 @@ stress-sentinel: redis
 bench: redis
 	$(GO) test ./runtime/bench -run '^$$' -bench 'Publish' -benchtime 5000x -count 3
 	$(GO) test ./runtime/bench -run '^$$' -bench 'Throughput|Latency' -benchtime 100000x -count 3 -timeout 30m
+	$(GO) test ./runtime/bench -run '^$$' -bench Replicas -benchtime 20000x -count 1
 	$(GO) test ./runtime/bench -run '^$$' -bench Claim -benchtime 10000x -count 1
 	$(GO) test ./runtime/bench -run '^$$' -bench Idle -benchtime 2000x -count 1
 	$(GO) test ./runtime/bench -run '^$$' -bench Idle -benchtime 100000x -count 1 -timeout 30m

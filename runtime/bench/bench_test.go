@@ -353,6 +353,53 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 }
 
+// BenchmarkReplicas is the strict mode's cost (issue #28): b.N events
+// (20,000 in make bench) over 64 uniform keys and over 1,000 Zipf keys,
+// applied by two engine processes on a primary with two replicas (all on
+// this machine), in the default mode and with Options.ReplicaAcks 2 (a
+// barrier, SET and WAIT, before every attempt and every ack, shared by the
+// partitions waiting at that moment). Reported as for BenchmarkThroughput:
+// msg/s, Redis's CPU and commands per event, the engines' CPU per event.
+func BenchmarkReplicas(b *testing.B) {
+	for _, ks := range []struct {
+		name string
+		keys func(n int) []int
+	}{{"keys=64", uniformKeys(64)}, {"keys=1000-zipf", zipfKeys}} {
+		for _, mode := range []struct {
+			name string
+			acks int
+		}{{"default", 0}, {"strict", 2}} {
+			b.Run(mode.name+"/"+ks.name, func(b *testing.B) {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				s, err := redistest.StartSentinel(ctx, 2, 0, redistest.Config{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(s.Close)
+				c := redis.NewClient(&redis.Options{Addr: s.Nodes[0].Addr, ContextTimeoutEnabled: true})
+				b.Cleanup(func() { c.Close() })
+				publishKeys(ctx, b, c, ks.keys(b.N))
+				if err := c.ConfigResetStat(ctx).Err(); err != nil {
+					b.Fatal(err)
+				}
+				cpu0, t0 := redisCPU(ctx, b, c), time.Now()
+				b.ResetTimer()
+				ep := startProcs(b, c.Options().Addr, 2, procSpec{replicaAcks: mode.acks})
+				waitUntil(b, throughputLimit, "events applied", func() bool { n, _ := ep.applied(); return n >= int64(b.N) })
+				b.StopTimer()
+				all, _, _ := ep.status()
+				b.ReportMetric(all.rate(), "msg/s")
+				redisSecs := redisCPU(ctx, b, c) - cpu0
+				b.ReportMetric(100*redisSecs/time.Since(t0).Seconds(), "redis-cpu-%")
+				reportCommands(ctx, b, c, redisSecs, b.N)
+				cpu := ep.stop(b)
+				b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "engine-cpu-us/ev")
+			})
+		}
+	}
+}
+
 // keySets are BenchmarkThroughput's spreads of events over keys: keys(n)
 // is the key numbers of n events (clientID names them); hot is whether
 // the run reports its hottest key; ackBatch puts the handler in the

@@ -84,6 +84,7 @@ func childProcess(spec string, plain bool) int {
 		opts.OwnerID, opts.Logger = owner, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		reg := h.registration()
 		reg.AckBatch, _ = strconv.Atoi(os.Getenv("SEQBY_BENCH_ACKBATCH"))
+		opts.ReplicaAcks, _ = strconv.Atoi(os.Getenv("SEQBY_BENCH_REPLICA_ACKS"))
 		eng, err := runtime.NewEngine(c, opts)
 		if err == nil {
 			err = eng.Register(reg)
@@ -151,6 +152,9 @@ type procSpec struct {
 	latencyDir string // where the processes write their latencies
 	defaults   bool   // engines with the default Options, not fastDiscovery
 	ackBatch   int    // the registration's AckBatch (0: the default promise)
+	// replicaAcks is the engines' Options.ReplicaAcks (0: the default
+	// mode).
+	replicaAcks int
 }
 
 // procStatus is one process's last status line.
@@ -206,7 +210,7 @@ func startProcs(b *testing.B, addr string, n int, spec procSpec) *engineProcs {
 		// benchmark's own environment cannot leak into a process.
 		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %s-%d", env, addr, name, i),
 			"SEQBY_BENCH_HOTKEY="+spec.hotKey, "SEQBY_BENCH_LATENCY="+spec.latencyDir, "SEQBY_BENCH_DEFAULTS="+defaults,
-			"SEQBY_BENCH_ACKBATCH="+strconv.Itoa(spec.ackBatch))
+			"SEQBY_BENCH_ACKBATCH="+strconv.Itoa(spec.ackBatch), "SEQBY_BENCH_REPLICA_ACKS="+strconv.Itoa(spec.replicaAcks))
 		logs := new(bytes.Buffer)
 		cmd.Stderr = logs
 		ep.logs = append(ep.logs, logs)
