@@ -67,6 +67,11 @@ type gate struct {
 	// head: the entry is a head with a halt record; its attempts begin
 	// with begin_attempt and are marked.
 	head bool
+	// stopped: enter refused before any attempt started because the
+	// strict mode's wait for replicas failed (gave up, met a new primary,
+	// or the lease ended meanwhile); the entry is handed back (outStop),
+	// its delivery with it.
+	stopped bool
 }
 
 // unfencedGate is the gate of a handler without a lease: a slot and a
@@ -104,8 +109,24 @@ func (g *gate) enter(ctx context.Context) bool {
 	// it even waits for a slot (an entry from memory, a head, a retry
 	// after its backoff) sends it first.
 	begun, holdToConfirm := false, false
-	if g.p != nil && g.p.awaitReplicas(ctx) != nil {
-		return g.refuse() // ctx ended, or the partition was lost to a new primary
+	if g.p != nil && g.p.e.replicas != nil {
+		if g.head {
+			// The attempt mark is a write an operator's skip relies on:
+			// made before the barrier, so the barrier covers it.
+			if err := g.p.confirm(ctx, true); errors.Is(err, ErrFenced) || ctx.Err() != nil {
+				return g.refuse()
+			} else if err == nil {
+				begun = true
+			}
+		}
+		if err := g.p.awaitReplicas(ctx); err != nil {
+			// No attempt started: a partition let go (a new primary, a
+			// lease whose renewals replicas did not confirm in time) or
+			// handed over gives the entry back with its delivery
+			// (outStop).
+			g.stopped = true
+			return g.refuse()
+		}
 	}
 	needs := func() bool { return g.p != nil && ((g.head && !begun) || time.Since(g.confirmed) > bound) }
 	for {

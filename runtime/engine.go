@@ -385,6 +385,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	stopHeartbeat()
 	stopWaiter()
 	wg.Wait()
+	if e.replicas != nil {
+		e.replicas.renewals.Wait() // ended with the heartbeat's context
+	}
 	e.log.Info("seqby engine stopped")
 	return nil
 }

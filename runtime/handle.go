@@ -58,6 +58,9 @@ func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, g *gate, reg
 	backoff := policy.RetryBackoff
 	for attempt := 0; ; attempt++ {
 		if !g.enter(hctx) {
+			if g.stopped {
+				return outStop, nil
+			}
 			return outLost, nil
 		}
 		err = e.attempt(hctx, reg, category, en, attempt+1, func(ctx context.Context) error {

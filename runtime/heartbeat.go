@@ -146,17 +146,23 @@ func (e *Engine) renewAll(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, e.o.HeartbeatInterval)
 		sent := time.Now()
 		errs := rdb.RenewAll(rctx, e.c, leases, e.o.LeaseTTL)
+		answered := time.Now()
 		cancel()
 		e.metrics.renew.Record(ctx, time.Since(sent).Seconds())
 		errs = errs[:len(parts)]
 		e.renewedAt(sent, errs)
 		noscript := false
 		failed := map[string]*renewFailure{} // by handler: one line each, not one per lease
+		var confirm []*partition             // renewed, for the strict mode's barrier
 		for i, err := range errs {
 			switch {
 			case err == nil:
 				parts[i].renewErrs = 0
-				parts[i].renewed(sent)
+				if e.replicas != nil {
+					confirm = append(confirm, parts[i])
+				} else {
+					parts[i].renewed(sent)
+				}
 			case rdb.IsNoScript(err):
 				noscript = true
 			case errors.Is(err, ErrLeaseLost):
@@ -180,6 +186,9 @@ func (e *Engine) renewAll(ctx context.Context) {
 				}
 				f.n++
 			}
+		}
+		if len(confirm) > 0 {
+			e.replicas.confirmRenewals(ctx, confirm, sent, answered, e.o.LeaseTTL)
 		}
 		for _, handler := range slices.Sorted(maps.Keys(failed)) {
 			f := failed[handler]

@@ -644,6 +644,10 @@ func (p *partition) settle(en rdb.Entry, out outcome, h *Halt) bool {
 	// event. A new primary meanwhile ends the partition unacked, and the
 	// next owner runs the entry again (the event in flight).
 	if p.awaitReplicas(p.ctx) != nil {
+		// It ran, and runs again at the next owner: no poison, so its
+		// delivery goes back with it (MaxDeliveries) where the lease is
+		// still this owner's.
+		p.stopped = &en
 		return false
 	}
 	// The ack rides on the next read (ackedPrevious), or is sent alone

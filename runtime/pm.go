@@ -134,6 +134,9 @@ func (e *Engine) handlePM(p *partition, g *gate, category string, en rdb.Entry) 
 	for attempt := 1; ; attempt++ {
 		var infra bool
 		if !g.enter(p.ctx) {
+			if g.stopped {
+				return outStop, nil
+			}
 			return outLost, nil
 		}
 		err = e.attempt(ctx, reg, category, en, attempt, func(ctx context.Context) error {

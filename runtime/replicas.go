@@ -16,8 +16,9 @@ import (
 // ErrReplicas is returned by Run in the strict replication mode
 // (Options.ReplicaAcks) when Redis cannot keep its promise: the server is
 // not a primary, fewer replicas are connected than ReplicaAcks, or a
-// first barrier (a write and WAIT) failed. Add replicas,
-// lower ReplicaAcks to the number connected, or leave the strict mode.
+// first barrier (a write and WAIT) failed. Attach the missing replicas
+// (the promise needs every replica a failover may promote), or leave the
+// strict mode.
 var ErrReplicas = errors.New("redis cannot keep the strict replication mode's promise")
 
 // errPrimaryChanged ends a partition whose writes since its last barrier
@@ -51,7 +52,7 @@ type replicaBarrier struct {
 
 	mu sync.Mutex
 	// replid is the primary the last barrier reached; since is when the
-	// first barrier that reached it was sent; done when the newest
+	// first barrier that reached it was answered; done when the newest
 	// barrier that n of its replicas acknowledged was sent.
 	replid      string
 	since, done time.Time
@@ -59,6 +60,7 @@ type replicaBarrier struct {
 	running     bool
 	changed     chan struct{} // closed and replaced when since or done moves
 	loops       sync.WaitGroup
+	renewals    sync.WaitGroup // confirmRenewals goroutines
 
 	// short counts barriers that failed or came back with fewer than n
 	// acknowledgements; warnAt spaces their warnings.
@@ -78,13 +80,18 @@ func newReplicaBarrier(c redis.UniversalClient, o Options, log *slog.Logger) *re
 }
 
 // wait returns once a barrier sent after after was acknowledged by n
-// replicas of the primary that every barrier since from reached, with
-// that barrier's send time (the partition's next from). It fails with
-// errPrimaryChanged when a barrier sent after from met another primary,
-// with ctx's error when ctx ends first, and with errGaveUp when grace has
-// passed since release was closed (a handover or a stop must not wait
-// for replicas that do not come back).
-func (b *replicaBarrier) wait(ctx context.Context, from, after time.Time, release <-chan struct{}, grace time.Duration) (time.Time, error) {
+// replicas of the primary that every barrier answered since from
+// reached, with that barrier's send time (the partition's next from). It
+// fails with errPrimaryChanged when a barrier answered after from met
+// another primary, with ctx's error when ctx ends first, and with
+// errGaveUp once release is closed and left() is not above zero (a
+// handover or a stop must not wait for replicas that do not come back).
+//
+// Writes sent after from go to the primary a barrier answered by then
+// had met: go-redis's failover client drops its connections to the old
+// primary when it switches. A barrier answered later may have run after
+// them, on another primary, so a new primary seen by one fails the wait.
+func (b *replicaBarrier) wait(ctx context.Context, from, after time.Time, release <-chan struct{}, left func() time.Duration) (time.Time, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.waiting++
@@ -110,7 +117,7 @@ func (b *replicaBarrier) wait(ctx context.Context, from, after time.Time, releas
 			return time.Time{}, ctx.Err()
 		case <-release:
 			release = nil
-			t := time.NewTimer(grace)
+			t := time.NewTimer(max(left(), 0))
 			defer t.Stop()
 			giveUp = t.C
 		case <-giveUp:
@@ -139,7 +146,9 @@ func (b *replicaBarrier) loop() {
 		}
 		b.mu.Unlock()
 		sent := time.Now()
-		acks, err := b.send(sent)
+		ctx, cancel := context.WithTimeout(context.Background(), b.timeout+5*time.Second)
+		acks, err := b.send(ctx, sent)
+		cancel()
 		if err == nil && acks >= b.n {
 			backoff = b.backoff
 			continue
@@ -156,13 +165,12 @@ func (b *replicaBarrier) loop() {
 }
 
 // send runs one barrier sent at sent and records what it found.
-func (b *replicaBarrier) send(sent time.Time) (int, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), b.timeout+5*time.Second)
-	defer cancel()
+func (b *replicaBarrier) send(ctx context.Context, sent time.Time) (int, error) {
 	acks, replid, err := rdb.Barrier(ctx, b.c, b.n, b.timeout)
 	if err != nil {
 		return 0, err
 	}
+	answered := time.Now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	moved := false
@@ -170,7 +178,7 @@ func (b *replicaBarrier) send(sent time.Time) (int, error) {
 		if b.replid != "" {
 			b.log.Warn("seqby: Redis has a new primary; partitions whose writes may have been lost are claimed afresh", "replication_id", replid)
 		}
-		b.replid, b.since, moved = replid, sent, true
+		b.replid, b.since, moved = replid, answered, true
 	}
 	if acks >= b.n {
 		b.done, moved = sent, true
@@ -207,7 +215,8 @@ func (p *partition) awaitReplicas(ctx context.Context) error {
 	if b == nil {
 		return nil
 	}
-	at, err := b.wait(ctx, p.durableAt, time.Now(), p.release, p.e.releaseGrace())
+	left := func() time.Duration { return time.Until(p.releasedAt().Add(p.e.releaseGrace())) }
+	at, err := b.wait(ctx, p.durableAt, time.Now(), p.release, left)
 	if errors.Is(err, errPrimaryChanged) {
 		p.lost(err)
 		return err
@@ -222,6 +231,29 @@ func (p *partition) awaitReplicas(ctx context.Context) error {
 	}
 	p.durableAt = at
 	return nil
+}
+
+// confirmRenewals, in the strict mode, moves the deadlines of the
+// partitions renewed by a call sent at sent and answered at answered
+// only once a barrier confirms the renewal on the replicas of the
+// primary that took it: a renewal the old primary took with it would
+// leave the lease expiring earlier on the new one than here, and another
+// instance could claim it while this one still runs an attempt. It runs
+// on its own goroutine (the heartbeat goes on), for at most a lease's
+// life, and Run waits for it.
+func (b *replicaBarrier) confirmRenewals(ctx context.Context, parts []*partition, sent, answered time.Time, within time.Duration) {
+	b.renewals.Add(1)
+	go func() {
+		defer b.renewals.Done()
+		ctx, cancel := context.WithTimeout(ctx, within)
+		defer cancel()
+		if _, err := b.wait(ctx, sent, answered, nil, nil); err != nil {
+			return
+		}
+		for _, p := range parts {
+			p.renewed(sent)
+		}
+	}()
 }
 
 // checkReplication is Run's look at replication. In the strict mode it
@@ -267,7 +299,13 @@ func (e *Engine) checkReplication(ctx context.Context) error {
 	// The first barrier names the primary. Replicas still catching up
 	// (a first sync) only delay the first attempts, which wait for a
 	// barrier of their own anyway.
-	acks, err := e.replicas.send(time.Now())
+	if r.Replicas > e.o.ReplicaAcks {
+		e.log.Warn("seqby: Options.ReplicaAcks is below the number of replicas: a failover may promote a replica that did not acknowledge, and the strict mode's promise holds only for a failover to one that did; set ReplicaAcks to the number of replicas",
+			"replica_acks", e.o.ReplicaAcks, "replicas", r.Replicas)
+	}
+	bctx, cancel := context.WithTimeout(ctx, e.o.ReplicaTimeout+5*time.Second)
+	acks, err := e.replicas.send(bctx, time.Now())
+	cancel()
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -93,11 +94,12 @@ func TestReplicaBarrierSeesANewPrimary(t *testing.T) {
 	opts, _ := Options{ReplicaAcks: 1}.withDefaults()
 	b := newReplicaBarrier(c, opts, slog.New(slog.DiscardHandler))
 	ctx := ctxT(t)
-	start := time.Now()
-	if _, err := b.send(start); err != nil {
+	if _, err := b.send(ctx, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	from, err := b.wait(ctx, start, time.Now(), nil, 0)
+	// Writes sent after the first barrier was answered (a partition's
+	// acquire) count from then.
+	from, err := b.wait(ctx, time.Now(), time.Now(), nil, nil)
 	if err != nil {
 		t.Fatalf("wait: %v", err)
 	}
@@ -105,10 +107,10 @@ func TestReplicaBarrierSeesANewPrimary(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The replica resyncs with the changed id; the barrier waits for it.
-	if _, err := b.wait(ctx, from, time.Now(), nil, 0); !errors.Is(err, errPrimaryChanged) {
+	if _, err := b.wait(ctx, from, time.Now(), nil, nil); !errors.Is(err, errPrimaryChanged) {
 		t.Fatalf("wait across a new replication id: %v, want errPrimaryChanged", err)
 	}
-	if _, err := b.wait(ctx, time.Now(), time.Now(), nil, 0); err != nil {
+	if _, err := b.wait(ctx, time.Now(), time.Now(), nil, nil); err != nil {
 		t.Fatalf("wait after the change: %v", err)
 	}
 }
@@ -266,4 +268,170 @@ func TestClientFromContext(t *testing.T) {
 	if _, ok := ClientFromContext(context.Background()); ok {
 		t.Fatal("ClientFromContext outside a handler: ok")
 	}
+}
+
+// A partition that stops while it waits for replicas hands its entry back
+// with its delivery: one that waits to start never ran, one that waits to
+// be acked ran but is no poison. With MaxDeliveries 1 the next owner runs
+// the entry rather than halt on it. Seen failing (a reviewer's case) when
+// the gate's refusal counted as a lost lease, and when the ack's wait
+// left the entry pending: the next owner halted, "delivered 2 times".
+func TestStrictModeStopGivesTheDeliveryBack(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		// pauseIn: the handler stops the replica while it runs event 1
+		// (its ack waits); else the replica is stopped once event 1 is
+		// acked, and event 2 waits to start.
+		pauseIn bool
+		want    int32 // the event the next owner must run
+	}{
+		{"waiting to start", false, 2},
+		{"waiting to ack", true, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, c := startReplicated(t, 1)
+			var ran, runs atomic.Int32
+			var paused atomic.Bool
+			opts := func(owner string) Options {
+				o := fastOptions(owner)
+				o.ReplicaAcks, o.ReplicaTimeout, o.MaxDeliveries = 1, 50*time.Millisecond, 1
+				return o
+			}
+			h := keyedHandler("orders", func(_ context.Context, e *testEvent) error {
+				if tt.pauseIn && paused.CompareAndSwap(false, true) {
+					if err := s.Nodes[1].Pause(); err != nil {
+						return err
+					}
+				}
+				ran.Store(int32(e.Seq))
+				runs.Add(1)
+				return nil
+			})
+			defer func() {
+				if paused.Load() {
+					s.Nodes[1].Resume()
+				}
+			}()
+			r := startEngine(t, c, opts("s1"), h)
+			ctx := ctxT(t)
+			p := NewPublisher(c, PublisherOptions{})
+			if err := p.Publish(ctx, ev("a", 1)); err != nil {
+				t.Fatal(err)
+			}
+			before := r.replicas.short.Load()
+			if !tt.pauseIn {
+				eventually(t, 10*time.Second, "event 1 acked", func() bool {
+					n, err := c.XPending(ctx, "order:{a}", "orders").Result()
+					return ran.Load() == 1 && err == nil && n.Count == 0
+				})
+				paused.Store(true)
+				if err := s.Nodes[1].Pause(); err != nil {
+					t.Fatal(err)
+				}
+				before = r.replicas.short.Load()
+				if err := p.Publish(ctx, ev("a", 2)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			eventually(t, 10*time.Second, "an entry waiting for the replica", func() bool { return r.replicas.short.Load() >= before+2 })
+			r.stop()
+			paused.Store(false)
+			if err := s.Nodes[1].Resume(); err != nil {
+				t.Fatal(err)
+			}
+			var halts atomic.Int32
+			o2 := opts("s2")
+			o2.OnHalt = func(Halt) { halts.Add(1) }
+			was := runs.Load()
+			startEngine(t, c, o2, h)
+			eventually(t, 20*time.Second, fmt.Sprintf("event %d run by the next owner", tt.want), func() bool {
+				if halts.Load() > 0 {
+					t.Fatal("the next owner halted on an entry handed back")
+				}
+				return runs.Load() > was && ran.Load() == tt.want
+			})
+		})
+	}
+}
+
+// In the strict mode a renewal moves the lease's local deadline only once
+// replicas confirm it: with the only replica stopped, the owner counts
+// its lease lost at the deadline, as a new primary without the renewals
+// would let it expire. Seen failing when every renewal the primary
+// answered moved the deadline: the lease was never counted lost.
+func TestStrictModeRenewalsWaitForReplicas(t *testing.T) {
+	s, c := startReplicated(t, 1)
+	var logs syncBuffer
+	opts := fastOptions("renew")
+	opts.ReplicaAcks, opts.ReplicaTimeout = 1, 50*time.Millisecond
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	var ran atomic.Int32
+	r := startEngine(t, c, opts, keyedHandler("orders", func(_ context.Context, e *testEvent) error {
+		ran.Store(int32(e.Seq))
+		return nil
+	}))
+	if err := NewPublisher(c).Publish(ctxT(t), ev("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "event 1 run", func() bool { return ran.Load() == 1 })
+	if err := s.Nodes[1].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Nodes[1].Resume()
+	eventually(t, 10*time.Second, "the lease counted lost at its deadline", func() bool {
+		return strings.Contains(logs.String(), "lease not renewed before its deadline")
+	})
+	s.Nodes[1].Resume()
+	r.stop()
+}
+
+// In the strict mode an unkeyed handler's entry is acked only once what
+// it committed is on the replicas: with the only replica stopped, the
+// entry it ran stays pending, and is acked once the replica is back. Seen
+// failing when the unfenced worker acked right after the handler: nothing
+// was pending while the replica was stopped.
+func TestStrictModeUnkeyedAckWaits(t *testing.T) {
+	s, c := startReplicated(t, 1)
+	opts := fastOptions("unkeyed")
+	opts.ReplicaAcks, opts.ReplicaTimeout = 1, 50*time.Millisecond
+	var ran atomic.Int32
+	// The keyed handler makes the category partitioned (the unkeyed one
+	// then reads each partition's stream).
+	r := startEngine(t, c, opts, keyedHandler("orders", func(context.Context, *testEvent) error { return nil }),
+		Registration{Name: "audit", Kind: EventHandler, Routes: []Route{orderRoute("", func(context.Context, *testEvent) error {
+			ran.Add(1)
+			return nil
+		})}})
+	eventually(t, 10*time.Second, "the engine consuming", func() bool { return r.Status().Consuming })
+	if err := s.Nodes[1].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	defer func() {
+		if !resumed {
+			s.Nodes[1].Resume()
+		}
+	}()
+	ctx := ctxT(t)
+	if err := NewPublisher(c).Publish(ctx, ev("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	before := r.replicas.short.Load()
+	eventually(t, 10*time.Second, "the entry run, its ack waiting", func() bool { return ran.Load() == 1 && r.replicas.short.Load() >= before+2 })
+	pending := func() int64 {
+		n, err := c.XPending(ctx, "order:{a}", "audit").Result()
+		if err != nil {
+			return -1
+		}
+		return n.Count
+	}
+	if n := pending(); n != 1 {
+		t.Fatalf("%d entries pending while the replica is stopped, want 1 (acked before its effects were confirmed)", n)
+	}
+	resumed = true
+	if err := s.Nodes[1].Resume(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the entry acked", func() bool { return pending() == 0 })
+	r.stop()
 }

@@ -429,10 +429,14 @@ func (u *unfenced) process(en rdb.Entry) {
 	if u.st.isHalted(en.Stream, en.ID) {
 		return
 	}
+	began := time.Now()
 	out, h := e.handle(u.base, u.stop, e.unfencedGate(), u.c.reg, u.c.category, en, false)
 	e.countSettled(u.c.reg, u.c.category, out)
 	switch out {
 	case outDone, outSkip:
+		if !u.replicated(en, began) {
+			return // pending: it runs again, here or elsewhere
+		}
 		ctx, cancel := context.WithTimeout(u.base, 5*time.Second)
 		if err := rdb.Ack(ctx, e.c, en.Stream, u.group, en.ID); err != nil {
 			e.log.Warn("seqby: ack failed; the entry will be re-run", "handler", u.group, "stream", en.Stream, "entry", en.ID, "err", err)
@@ -513,4 +517,24 @@ func sleepOr(stop <-chan struct{}, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// replicated, in the strict mode, waits until what en's handler committed
+// through the engine's client is on Options.ReplicaAcks replicas of the
+// primary it began on, so an ack answered by a new primary never stands
+// for a commit the old one took with it. False: do not ack (a new
+// primary, or no acknowledgement within LeaseTTL), and the entry runs
+// again.
+func (u *unfenced) replicated(en rdb.Entry, began time.Time) bool {
+	b := u.e.replicas
+	if b == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(u.base, u.e.o.LeaseTTL)
+	defer cancel()
+	if _, err := b.wait(ctx, began, time.Now(), nil, nil); err != nil {
+		u.e.log.Warn("seqby: not acking an entry whose effects are not confirmed on replicas; it runs again", "handler", u.group, "stream", en.Stream, "entry", en.ID, "err", err)
+		return false
+	}
+	return true
 }
