@@ -32,15 +32,7 @@ func TestRelayWaitsForReplicas(t *testing.T) {
 		n, err := e.rc.Wait(ctx, 1, 100*time.Millisecond).Result()
 		return err == nil && n == 1
 	})
-	if err := s.Nodes[1].Pause(); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	defer func() {
-		if !resumed {
-			s.Nodes[1].Resume()
-		}
-	}()
+	resume := redistest.Paused(t, s.Nodes[1])
 	pub := &countingPublisher{p: runtime.NewPublisher(e.rc, runtime.PublisherOptions{ReplicaAcks: 1, ReplicaTimeout: 50 * time.Millisecond})}
 	if err := e.placeOrder(ctx, "o-1", &placed{Client: "c-1", Seq: 1}); err != nil {
 		t.Fatal(err)
@@ -50,10 +42,7 @@ func TestRelayWaitsForReplicas(t *testing.T) {
 	if n := e.pending(t); n != 1 {
 		t.Fatalf("%d records PENDING while the replica is stopped, want 1", n)
 	}
-	resumed = true
-	if err := s.Nodes[1].Resume(); err != nil {
-		t.Fatal(err)
-	}
+	resume()
 	eventually(t, 30*time.Second, "the record published", func() bool { return e.pending(t) == 0 })
 	if got := seqs(e.stream(t, "order:{c-1}")); len(got) != 1 || got[0] != 1 {
 		t.Fatalf("stream of c-1: %v, want [1] (once)", got)

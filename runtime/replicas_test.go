@@ -55,15 +55,7 @@ func TestStrictModeWaitsForReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "event 1 run", func() bool { return ran.Load() == 1 })
-	if err := s.Nodes[1].Pause(); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	defer func() {
-		if !resumed {
-			s.Nodes[1].Resume()
-		}
-	}()
+	resume := redistest.Paused(t, s.Nodes[1])
 	before := r.replicas.short.Load()
 	if err := p.Publish(ctx, ev("a", 2)); err != nil {
 		t.Fatal(err)
@@ -76,10 +68,7 @@ func TestStrictModeWaitsForReplicas(t *testing.T) {
 		}
 		return r.replicas.short.Load() >= before+2
 	})
-	resumed = true
-	if err := s.Nodes[1].Resume(); err != nil {
-		t.Fatal(err)
-	}
+	resume()
 	eventually(t, 10*time.Second, "event 2 run once the replica is back", func() bool { return ran.Load() == 2 })
 	r.stop()
 }
@@ -206,15 +195,7 @@ func TestReplicationWarning(t *testing.T) {
 func TestRepublishAfterNotDurable(t *testing.T) {
 	s, c := startReplicated(t, 1)
 	ctx := ctxT(t)
-	if err := s.Nodes[1].Pause(); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	defer func() {
-		if !resumed {
-			s.Nodes[1].Resume()
-		}
-	}()
+	resume := redistest.Paused(t, s.Nodes[1])
 	strict := NewPublisher(c, PublisherOptions{ReplicaAcks: 1, ReplicaTimeout: 100 * time.Millisecond})
 	if err := strict.Publish(ctx, ev("a", 1), WithMessageID("m1")); !errors.Is(err, ErrNotDurable) {
 		t.Fatalf("publish with the replica stopped: %v, want ErrNotDurable", err)
@@ -228,10 +209,7 @@ func TestRepublishAfterNotDurable(t *testing.T) {
 	if err := retry.PublishBatch(ctx, []Message{ev("a", 2)}); !errors.Is(err, ErrPublish) {
 		t.Fatalf("PublishBatch with ReplicaAcks: %v, want ErrPublish", err)
 	}
-	resumed = true
-	if err := s.Nodes[1].Resume(); err != nil {
-		t.Fatal(err)
-	}
+	resume()
 	if err := retry.Publish(ctx, ev("a", 1), WithMessageID("m1"), WaitForReplicas(1, 10*time.Second)); err != nil {
 		t.Fatalf("re-publish with the replica back: %v", err)
 	}
@@ -374,14 +352,11 @@ func TestStrictModeRenewalsWaitForReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "event 1 run", func() bool { return ran.Load() == 1 })
-	if err := s.Nodes[1].Pause(); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Nodes[1].Resume()
+	resume := redistest.Paused(t, s.Nodes[1])
 	eventually(t, 10*time.Second, "the lease counted lost at its deadline", func() bool {
 		return strings.Contains(logs.String(), "lease not renewed before its deadline")
 	})
-	s.Nodes[1].Resume()
+	resume()
 	r.stop()
 }
 
@@ -403,15 +378,7 @@ func TestStrictModeUnkeyedAckWaits(t *testing.T) {
 			return nil
 		})}})
 	eventually(t, 10*time.Second, "the engine consuming", func() bool { return r.Status().Consuming })
-	if err := s.Nodes[1].Pause(); err != nil {
-		t.Fatal(err)
-	}
-	resumed := false
-	defer func() {
-		if !resumed {
-			s.Nodes[1].Resume()
-		}
-	}()
+	resume := redistest.Paused(t, s.Nodes[1])
 	ctx := ctxT(t)
 	if err := NewPublisher(c).Publish(ctx, ev("a", 1)); err != nil {
 		t.Fatal(err)
@@ -428,10 +395,7 @@ func TestStrictModeUnkeyedAckWaits(t *testing.T) {
 	if n := pending(); n != 1 {
 		t.Fatalf("%d entries pending while the replica is stopped, want 1 (acked before its effects were confirmed)", n)
 	}
-	resumed = true
-	if err := s.Nodes[1].Resume(); err != nil {
-		t.Fatal(err)
-	}
+	resume()
 	eventually(t, 10*time.Second, "the entry acked", func() bool { return pending() == 0 })
 	r.stop()
 }

@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,4 +69,25 @@ func NewSentinel(t testing.TB, replicas, sentinels int) *Sentinel {
 	}
 	t.Cleanup(s.Close)
 	return s
+}
+
+// Paused stops s (SIGSTOP) for the test and returns resume, which
+// continues it (SIGCONT) and fails the test if it cannot; resume is also
+// run at cleanup, so a test that fails while s is stopped leaves nothing
+// stopped. Calling resume again does nothing.
+func Paused(t testing.TB, s *Server) (resume func()) {
+	t.Helper()
+	if err := s.Pause(); err != nil {
+		t.Fatalf("redistest: pause %s: %v", s.Addr, err)
+	}
+	var once sync.Once
+	resume = func() {
+		once.Do(func() {
+			if err := s.Resume(); err != nil {
+				t.Errorf("redistest: resume %s: %v", s.Addr, err)
+			}
+		})
+	}
+	t.Cleanup(resume)
+	return resume
 }
