@@ -156,7 +156,7 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 		sem:      make(chan struct{}, o.Concurrency),
 		wake:     newWaiter(c, o.BlockTimeout),
 		batch:    rdb.NewBatcher(c),
-		replicas: newReplicaBarrier(c, o, o.Logger.With("owner", o.OwnerID)),
+		replicas: newReplicaBarrier(c, o, o.Logger.With("owner", o.OwnerID), ms.replicaShort),
 		index:    newIndexCache(),
 		parts:    map[string]*partition{},
 		faults:   map[string]Fault{}, health: map[string]*health{},

@@ -67,10 +67,12 @@ type meters struct {
 	resolved  metric.Int64Counter
 	fenced    metric.Int64Counter
 	reclaimed metric.Int64Counter
-	renew     metric.Float64Histogram
-	discovery metric.Float64Histogram
-	meter     metric.Meter
-	gauges    gauges
+	// replicaShort counts the strict mode's short barriers.
+	replicaShort metric.Int64Counter
+	renew        metric.Float64Histogram
+	discovery    metric.Float64Histogram
+	meter        metric.Meter
+	gauges       gauges
 	// attrs caches the attribute sets of the per-event measurements, by
 	// attrsKey: building one allocates, and it runs for every event. The
 	// keys are bounded by handlers × categories × outcomes (error types).
@@ -127,6 +129,7 @@ func newMeters(mp metric.MeterProvider) (*meters, error) {
 	ms.resolved = counter("seqby.partitions.resolved", "{partition}", "Halted partitions of this instance whose head an operator resolved (seqbyctl skip or dlq move), which ends this instance's lease.")
 	ms.fenced = counter("seqby.lease.fenced", "{call}", "Fenced Redis calls refused because this instance's lease token was stale.")
 	ms.reclaimed = counter("seqby.entries.reclaimed", "{entry}", "Pending entries of a past owner taken over by this instance at claim.")
+	ms.replicaShort = counter("seqby.replicas.short", "{barrier}", "Replica barriers of the strict mode (Options.ReplicaAcks) that failed or came back with fewer acknowledgements than asked; no attempt starts and no entry is acked meanwhile.")
 	ms.renew = seconds("seqby.lease.renew.duration", "Duration of one renewal of all this instance's leases.")
 	ms.discovery = seconds("seqby.discovery.duration", "Duration of one discovery cycle of a handler.")
 	ms.gauges = gauges{

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/runtime/internal/rdb"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // ErrReplicas is returned by Run in the strict replication mode
@@ -63,20 +64,22 @@ type replicaBarrier struct {
 	renewals    sync.WaitGroup // confirmRenewals goroutines
 
 	// short counts barriers that failed or came back with fewer than n
-	// acknowledgements; warnAt spaces their warnings.
-	short  atomic.Int64
-	warnAt atomic.Int64
+	// acknowledgements (and shortMetric, seqby.replicas.short); warnAt
+	// spaces their warnings.
+	short       atomic.Int64
+	shortMetric metric.Int64Counter
+	warnAt      atomic.Int64
 }
 
 // replicaWarnEvery spaces the warnings of barriers that come back short.
 const replicaWarnEvery = 30 * time.Second
 
-func newReplicaBarrier(c redis.UniversalClient, o Options, log *slog.Logger) *replicaBarrier {
+func newReplicaBarrier(c redis.UniversalClient, o Options, log *slog.Logger, short metric.Int64Counter) *replicaBarrier {
 	if o.ReplicaAcks <= 0 {
 		return nil
 	}
 	return &replicaBarrier{c: c, n: o.ReplicaAcks, timeout: o.ReplicaTimeout, backoff: o.RetryBackoff, log: log,
-		changed: make(chan struct{})}
+		changed: make(chan struct{}), shortMetric: short}
 }
 
 // wait returns once a barrier sent after after was acknowledged by n
@@ -154,6 +157,7 @@ func (b *replicaBarrier) loop() {
 			continue
 		}
 		b.short.Add(1)
+		b.shortMetric.Add(context.Background(), 1)
 		b.warn(acks, err)
 		if err != nil {
 			// A refused or failed barrier returns at once (WAIT's timeout

@@ -81,7 +81,11 @@ func TestStrictModeWaitsForReplicas(t *testing.T) {
 func TestReplicaBarrierSeesANewPrimary(t *testing.T) {
 	s, c := startReplicated(t, 1)
 	opts, _ := Options{ReplicaAcks: 1}.withDefaults()
-	b := newReplicaBarrier(c, opts, slog.New(slog.DiscardHandler))
+	ms, err := newMeters(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newReplicaBarrier(c, opts, slog.New(slog.DiscardHandler), ms.replicaShort)
 	ctx := ctxT(t)
 	if _, err := b.send(ctx, time.Now()); err != nil {
 		t.Fatal(err)
