@@ -21,6 +21,8 @@ type Sentinel struct {
 	Nodes []*Server
 	// Watchers are the sentinels.
 	Watchers []*Server
+	// proxies front every server of a StartSentinelProxied topology.
+	proxies map[*Server]*Proxy
 }
 
 // SentinelName is the name under which StartSentinel's sentinels monitor
@@ -32,24 +34,69 @@ const SentinelName = "seqby"
 // returns once every replica is in sync and every sentinel knows every
 // replica and every other sentinel. A primary unreachable for a second is failed over.
 func StartSentinel(ctx context.Context, replicas, sentinels int, cfg Config) (*Sentinel, error) {
+	return startSentinel(ctx, replicas, sentinels, cfg, false)
+}
+
+// StartSentinelProxied is StartSentinel with every server, data node and
+// sentinel, behind a Proxy of its own that it announces as its address
+// (replica-announce-port, sentinel announce-port), so that every
+// connection to it, from clients, replicas and sentinels alike, goes
+// through the proxy and the network can be partitioned
+// (IsolatePrimary). Addresses the sentinels name are the proxies'; Node
+// finds a server by either.
+func StartSentinelProxied(ctx context.Context, replicas, sentinels int, cfg Config) (*Sentinel, error) {
+	return startSentinel(ctx, replicas, sentinels, cfg, true)
+}
+
+func startSentinel(ctx context.Context, replicas, sentinels int, cfg Config, proxied bool) (*Sentinel, error) {
 	if cfg.TLS != nil {
 		return nil, errors.New("redistest: StartSentinel does not take a TLS config")
 	}
 	s := &Sentinel{Name: SentinelName}
+	if proxied {
+		s.proxies = map[*Server]*Proxy{}
+	}
 	fail := func(err error) (*Sentinel, error) {
 		s.Close()
 		return nil, err
 	}
-	primary, err := StartConfig(ctx, cfg)
+	// start starts one server, behind its proxy when proxied; the proxy's
+	// port goes into its arguments so a restart announces it too.
+	start := func(cfg Config) (*Server, error) {
+		var p *Proxy
+		if proxied {
+			var err error
+			if p, err = StartProxy(""); err != nil {
+				return nil, err
+			}
+			_, port := splitAddr(p.Addr)
+			if !cfg.sentinel {
+				cfg.Args = append(append([]string(nil), cfg.Args...), "--replica-announce-ip", "127.0.0.1", "--replica-announce-port", port)
+			}
+		}
+		srv, err := StartConfig(ctx, cfg)
+		if err != nil {
+			if p != nil {
+				p.Close()
+			}
+			return nil, err
+		}
+		if p != nil {
+			p.SetTarget(srv.Addr)
+			s.proxies[srv] = p
+		}
+		return srv, nil
+	}
+	primary, err := start(cfg)
 	if err != nil {
 		return fail(err)
 	}
 	s.Nodes = append(s.Nodes, primary)
-	host, port := splitAddr(primary.Addr)
+	host, port := splitAddr(s.AddrOf(primary))
 	for range replicas {
 		rc := cfg
 		rc.Args = append(append([]string(nil), cfg.Args...), "--replicaof", host, port)
-		r, err := StartConfig(ctx, rc)
+		r, err := start(rc)
 		if err != nil {
 			return fail(err)
 		}
@@ -57,16 +104,24 @@ func StartSentinel(ctx context.Context, replicas, sentinels int, cfg Config) (*S
 	}
 	quorum := strconv.Itoa(sentinels/2 + 1)
 	for range sentinels {
-		w, err := StartConfig(ctx, Config{sentinel: true})
+		w, err := start(Config{sentinel: true})
 		if err != nil {
 			return fail(err)
 		}
 		s.Watchers = append(s.Watchers, w)
-		for _, cmd := range [][]string{
+		var announce [][]string
+		if proxied {
+			_, aport := splitAddr(s.AddrOf(w))
+			announce = [][]string{
+				{"SENTINEL", "CONFIG", "SET", "announce-ip", "127.0.0.1"},
+				{"SENTINEL", "CONFIG", "SET", "announce-port", aport},
+			}
+		}
+		for _, cmd := range append(announce, [][]string{
 			{"SENTINEL", "MONITOR", s.Name, host, port, quorum},
 			{"SENTINEL", "SET", s.Name, "down-after-milliseconds", "1000"},
 			{"SENTINEL", "SET", s.Name, "failover-timeout", "10000"},
-		} {
+		}...) {
 			if _, err := w.Do(cmd...); err != nil {
 				return fail(fmt.Errorf("redistest: sentinel %s: %v: %w", w.Addr, cmd, err))
 			}
@@ -99,9 +154,18 @@ func StartSentinel(ctx context.Context, replicas, sentinels int, cfg Config) (*S
 func (s *Sentinel) SentinelAddrs() []string {
 	out := make([]string, len(s.Watchers))
 	for i, w := range s.Watchers {
-		out[i] = w.Addr
+		out[i] = s.AddrOf(w)
 	}
 	return out
+}
+
+// AddrOf is the address under which the sentinels, replicas and clients
+// know srv: its proxy's in a StartSentinelProxied topology, else its own.
+func (s *Sentinel) AddrOf(srv *Server) string {
+	if p := s.proxies[srv]; p != nil {
+		return p.Addr
+	}
+	return srv.Addr
 }
 
 // PrimaryAddr is the primary's host:port as the first sentinel answers.
@@ -117,10 +181,11 @@ func (s *Sentinel) PrimaryAddr() (string, error) {
 	return host + ":" + port, nil
 }
 
-// Node returns the data server listening on addr, or nil.
+// Node returns the data server listening on addr, or announced as addr
+// (AddrOf), or nil.
 func (s *Sentinel) Node(addr string) *Server {
 	for _, n := range s.Nodes {
-		if n.Addr == addr {
+		if n.Addr == addr || s.AddrOf(n) == addr {
 			return n
 		}
 	}
@@ -156,6 +221,65 @@ func (s *Sentinel) KillPrimary(ctx context.Context) (killed *Server, primary str
 	killed.Kill()
 	primary, err = s.awaitNewPrimary(ctx, old)
 	return killed, primary, err
+}
+
+// IsolatePrimary partitions the network in two, as a failed switch
+// might: on one side the primary and the clients that dial from source
+// (SourceDialer), on the other the replicas, the sentinels and every
+// other client. The primary's own connections out are not cut (a primary
+// makes none). It returns once the sentinels promoted a replica, with the
+// isolated server, still a primary on its side taking its clients'
+// writes, and the new primary's address. Heal ends the partition; the
+// sentinels then make the isolated server a replica of the new primary,
+// and what it took meanwhile is gone. Only a StartSentinelProxied
+// topology can be partitioned.
+func (s *Sentinel) IsolatePrimary(ctx context.Context, source string) (isolated *Server, primary string, err error) {
+	if s.proxies == nil {
+		return nil, "", errors.New("redistest: IsolatePrimary needs a topology from StartSentinelProxied")
+	}
+	old, err := s.PrimaryAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	isolated = s.Node(old)
+	if isolated == nil {
+		return nil, "", fmt.Errorf("redistest: the primary %s is none of the nodes", old)
+	}
+	for srv, p := range s.proxies {
+		if srv == isolated {
+			p.Only(source)
+		} else {
+			p.Cut(source)
+		}
+	}
+	primary, err = s.awaitNewPrimary(ctx, old)
+	return isolated, primary, err
+}
+
+// Heal ends a partition, so every client may reach every server again,
+// and returns once every data server but the primary is a replica with
+// its link to the primary up: the sentinels have made the isolated
+// server one, and it has resynchronised.
+func (s *Sentinel) Heal(ctx context.Context) error {
+	for _, p := range s.proxies {
+		p.Heal()
+	}
+	return s.wait(ctx, "every server but the primary to replicate it", func() (bool, error) {
+		primary, err := s.PrimaryAddr()
+		if err != nil {
+			return false, nil
+		}
+		for _, n := range s.Nodes {
+			if s.AddrOf(n) == primary {
+				continue
+			}
+			info, err := n.Do("INFO", "replication")
+			if err != nil || !strings.Contains(info, "role:slave") || !strings.Contains(info, "master_link_status:up") {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
 }
 
 // awaitNewPrimary waits until every sentinel names a primary other than
@@ -228,6 +352,9 @@ func (s *Sentinel) Close() {
 	}
 	for _, n := range s.Nodes {
 		n.Close()
+	}
+	for _, p := range s.proxies {
+		p.Close()
 	}
 }
 

@@ -71,6 +71,24 @@ func NewSentinel(t testing.TB, replicas, sentinels int) *Sentinel {
 	return s
 }
 
+// NewSentinelProxied is NewSentinel with every server behind a proxy
+// (StartSentinelProxied), so the test can partition the network. It
+// skips the test where the platform cannot (CanPartition).
+func NewSentinelProxied(t testing.TB, replicas, sentinels int) *Sentinel {
+	t.Helper()
+	if err := CanPartition(); err != nil {
+		t.Skip(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	s, err := StartSentinelProxied(ctx, replicas, sentinels, Config{})
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
 // Paused stops s (SIGSTOP) for the test and returns resume, which
 // continues it (SIGCONT) and fails the test if it cannot; resume is also
 // run at cleanup, so a test that fails while s is stopped leaves nothing

@@ -43,18 +43,29 @@ type failoverScene struct {
 }
 
 // startFailoverScene starts the topology, two instances (strict:
-// Options.ReplicaAcks 2) and publishes the events.
-func startFailoverScene(t *testing.T, strict bool) *failoverScene {
+// Options.ReplicaAcks 2) and publishes the events. With partitionable,
+// every server is behind a proxy (redistest.StartSentinelProxied) and i1
+// dials from redistest.Partitioned, so IsolatePrimary can leave it alone
+// with the old primary.
+func startFailoverScene(t *testing.T, strict, partitionable bool) *failoverScene {
 	t.Helper()
 	if !onSentinel() {
 		t.Skip("runs on the Sentinel topology (SEQBY_TOPOLOGY=sentinel, part of make test)")
 	}
-	s, url := startSentinel(t)
+	var s *redistest.Sentinel
+	if partitionable {
+		s = redistest.NewSentinelProxied(t, 2, 3)
+	} else {
+		s = redistest.NewSentinel(t, 2, 3)
+	}
 	w := redistest.New(t)
-	c := newClusterAt(t, failoverTTL, url)
+	c := newClusterAt(t, failoverTTL, sentinelURL(s))
 	c.witness = w.Addr
 	if strict {
 		c.replicaAcks = 2
+	}
+	if partitionable {
+		c.sources = map[string]string{"i1": redistest.Partitioned}
 	}
 	c.pub = runtime.NewPublisher(c.rdb, runtime.PublisherOptions{ReplicaAcks: 2, ReplicaTimeout: 5 * time.Second})
 	witness := redis.NewClient(&redis.Options{Addr: w.Addr, ContextTimeoutEnabled: true})
@@ -144,7 +155,7 @@ func (f *failoverScene) checkAlive(ids ...string) {
 // client has switched) and a SIGKILL of the new primary, restarted as a
 // replica so that the strict mode's two replicas are back.
 func TestFailoverStrictMode(t *testing.T) {
-	f := startFailoverScene(t, true)
+	f := startFailoverScene(t, true, false)
 	f.waitProgress(failoverStartAt)
 	if _, err := f.s.Failover(f.c.ctx); err != nil {
 		t.Fatal(err)
@@ -189,7 +200,7 @@ func TestFailoverStrictMode(t *testing.T) {
 // about 5 s), and the fence refuses only the stale owner's commits.
 // Publishes wait for every replica, so none is lost.
 func TestFailoverDefaultModeBounds(t *testing.T) {
-	f := startFailoverScene(t, false)
+	f := startFailoverScene(t, false, false)
 	f.waitProgress(failoverStartAt)
 	// A rewind needs events applied in the switch: if the engines were
 	// done before it (a slow promotion), publish more and fail over again.

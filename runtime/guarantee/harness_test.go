@@ -46,6 +46,9 @@ const (
 	// envWitness, when set, is the address of the Redis the Recorder
 	// also records to (Recorder.Witness).
 	envWitness = "SEQBY_GUARANTEE_WITNESS"
+	// envSource, when set, is the address an instance dials Redis from
+	// (redistest.SourceDialer), so a test's partition can cut it off.
+	envSource = "SEQBY_GUARANTEE_SOURCE"
 )
 
 // group is the Recorder's consumer group (its registration name).
@@ -104,7 +107,7 @@ func runChild(role string, reg func(c redis.UniversalClient, inst string) runtim
 			}
 		}
 	}()
-	c := newClient(addr)
+	c := newClientFrom(addr, os.Getenv(envSource))
 	defer c.Close()
 	opts := runtime.Options{
 		OwnerID:           inst,
@@ -224,6 +227,9 @@ type cluster struct {
 	// their Recorders also record to.
 	replicaAcks int
 	witness     string
+	// sources, per instance id, is the address it dials Redis from
+	// (envSource).
+	sources map[string]string
 	pub         *runtime.Publisher
 	logDir      string // the instances' logs
 
@@ -305,6 +311,9 @@ func (c *cluster) launch(id, childEnv, handler string) *child {
 	}
 	if c.witness != "" {
 		cmd.Env = append(cmd.Env, envWitness+"="+c.witness)
+	}
+	if src := c.sources[id]; src != "" {
+		cmd.Env = append(cmd.Env, envSource+"="+src)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group (a terminal's ^C is for the test, which then

@@ -75,6 +75,22 @@ func newClient(addr string) redis.UniversalClient {
 	return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 }
 
+// newClientFrom is newClient dialing from source
+// (redistest.SourceDialer), so that a partition can cut it off; only a
+// Sentinel URL takes a source, and "" is newClient.
+func newClientFrom(addr, source string) redis.UniversalClient {
+	if source == "" {
+		return newClient(addr)
+	}
+	opts, err := redis.ParseFailoverURL(addr)
+	if err != nil {
+		panic(fmt.Sprintf("a client from %s needs a Sentinel URL: %v", source, err))
+	}
+	opts.ContextTimeoutEnabled = true
+	opts.Dialer = redistest.SourceDialer(source)
+	return redis.NewFailoverClient(opts)
+}
+
 // keys lists the keys matching pattern on every node.
 func keys(ctx context.Context, c redis.UniversalClient, pattern string) ([]string, error) {
 	if cc, ok := c.(*redis.ClusterClient); ok {
