@@ -230,8 +230,8 @@ type cluster struct {
 	// sources, per instance id, is the address it dials Redis from
 	// (envSource).
 	sources map[string]string
-	pub         *runtime.Publisher
-	logDir      string // the instances' logs
+	pub     *runtime.Publisher
+	logDir  string // the instances' logs
 
 	mu    sync.Mutex
 	procs map[string]*child
