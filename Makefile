@@ -58,7 +58,7 @@ stress-cluster:
 
 # The same, on a primary with two replicas and three sentinels.
 stress-sentinel: redis
-	SEQBY_TOPOLOGY=sentinel $(GO) test -race -count=20 -timeout 90m ./runtime/guarantee
+	SEQBY_TOPOLOGY=sentinel $(GO) test -race -count=20 -timeout 150m ./runtime/guarantee
 
 # Throughput against a private redis-server; results go in docs/benchmarks.md.
 # Throughput and Latency share one go test so that Latency's rate=auto is
