@@ -72,6 +72,9 @@ type gate struct {
 	// or the lease ended meanwhile); the entry is handed back (outStop),
 	// its delivery with it.
 	stopped bool
+	// paused: enter refused because an operator paused the partition or
+	// its handler (pause.go); no attempt started (outPause).
+	paused bool
 }
 
 // unfencedGate is the gate of a handler without a lease: a slot and a
@@ -109,11 +112,18 @@ func (g *gate) enter(ctx context.Context) bool {
 	// it even waits for a slot (an entry from memory, a head, a retry
 	// after its backoff) sends it first.
 	begun, holdToConfirm := false, false
+	if g.p != nil && g.e.handlerPaused(g.p.reg.Name) != nil {
+		g.paused = true
+		return g.refuse()
+	}
 	if g.p != nil && g.p.e.replicas != nil {
 		if g.head {
 			// The attempt mark is a write an operator's skip relies on:
 			// made before the barrier, so the barrier covers it.
-			if err := g.p.confirm(ctx, true); errors.Is(err, ErrFenced) || ctx.Err() != nil {
+			if err := g.p.confirm(ctx, true); pausedBy(err) {
+				g.paused = true
+				return g.refuse()
+			} else if errors.Is(err, ErrFenced) || ctx.Err() != nil {
 				return g.refuse()
 			} else if err == nil {
 				begun = true
@@ -163,6 +173,7 @@ func (g *gate) enter(ctx context.Context) bool {
 		sent := time.Now()
 		err := g.p.confirm(ctx, g.head && !begun)
 		if err == nil {
+			g.p.unpaused()
 			g.confirmed, begun = sent, true
 			if rtt := time.Since(sent); rtt > bound {
 				g.e.warnSlowConfirm(rtt)
@@ -182,6 +193,10 @@ func (g *gate) enter(ctx context.Context) bool {
 		}
 		if held {
 			g.release()
+		}
+		if pausedBy(err) {
+			g.paused = true
+			return g.refuse()
 		}
 		if errors.Is(err, ErrFenced) || ctx.Err() != nil {
 			return g.refuse()

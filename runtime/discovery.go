@@ -123,6 +123,7 @@ func (e *Engine) cycle(base context.Context, stop <-chan struct{}, handler strin
 		e.log.Warn("seqby: member heartbeat failed", "handler", handler, "err", err)
 		return
 	}
+	e.readHandlerPause(ctx, handler)
 	units, err := list(ctx)
 	if err != nil {
 		e.log.Warn("seqby: discovery failed", "handler", handler, "err", err)

@@ -58,6 +58,9 @@ type Engine struct {
 	metrics *meters
 	tracer  trace.Tracer
 
+	// pauses are the whole-handler pauses discovery found (pause.go).
+	pauses pauses
+
 	mu      sync.Mutex
 	running bool
 	// consuming: Run finished starting (Status.Consuming).
@@ -272,6 +275,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.startedAt, e.discoveredAt = time.Now(), map[string]time.Time{}
 	e.mu.Unlock()
 	defer func() { e.mu.Lock(); e.running, e.consuming = false, false; e.mu.Unlock() }()
+	defer e.endPauses()
 	observing, err := e.metrics.register(e)
 	if err != nil {
 		return fmt.Errorf("seqby engine: register the metrics callback: %w", err)
@@ -407,6 +411,12 @@ func (e *Engine) Status() Status {
 	for _, p := range e.parts {
 		s.Partitions = append(s.Partitions, p.status())
 	}
+	e.pauses.mu.Lock()
+	for h := range e.pauses.m {
+		s.PausedHandlers = append(s.PausedHandlers, h)
+	}
+	e.pauses.mu.Unlock()
+	sort.Strings(s.PausedHandlers)
 	sort.Slice(s.Partitions, func(i, j int) bool {
 		a, b := s.Partitions[i], s.Partitions[j]
 		if a.Handler != b.Handler {

@@ -21,6 +21,9 @@ const (
 	// published before it first started, or deleted while pending): ack
 	// it as outDone, without a handler call, counted apart.
 	outSkip
+	// outPause: an operator paused the partition or its handler before
+	// an attempt started; keep the entry to run once resumed.
+	outPause
 )
 
 // handle decodes one entry and runs the handler on it, retrying with
@@ -58,6 +61,9 @@ func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, g *gate, reg
 	backoff := policy.RetryBackoff
 	for attempt := 0; ; attempt++ {
 		if !g.enter(hctx) {
+			if g.paused {
+				return outPause, nil
+			}
 			if g.stopped {
 				return outStop, nil
 			}

@@ -23,7 +23,10 @@ import (
 type Health struct {
 	Ready bool `json:"ready"` // "Ready" above: live, started, Redis and the leases healthy
 	Live  bool `json:"live"`  // "Live" above: Run and its lease heartbeat running
-	// Reasons say what is wrong, one line each; empty when ready.
+	// Reasons say what is wrong, one line each, and what an operator
+	// paused (a handler, or partitions this instance owns, each a line
+	// starting "paused: "), which leaves the instance ready; empty when
+	// ready with nothing paused.
 	Reasons []string `json:"reasons"`
 	// LastRenew is when the last successful renewal of this instance's
 	// leases was sent (a heartbeat with none to renew counts: the first
@@ -96,6 +99,7 @@ func (e *Engine) report(ctx context.Context, ping bool) Health {
 		}
 	}
 	h.Ready = h.Live && len(h.Reasons) == 0
+	h.Reasons = append(h.Reasons, e.pausedReasons()...)
 	return h
 }
 

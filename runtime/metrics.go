@@ -135,6 +135,7 @@ func newMeters(mp metric.MeterProvider) (*meters, error) {
 	ms.gauges = gauges{
 		owned:    gauge("seqby.partitions.owned", "{partition}", "Partitions this instance owns, per handler."),
 		halted:   gauge("seqby.partitions.halted", "{partition}", "Halted partitions across every instance, per handler (from the halt index in Redis)."),
+		paused:   gauge("seqby.partitions.paused", "{partition}", "Partitions this instance owns that an operator paused (seqbyctl pause), per handler: every one it owns while the handler is paused."),
 		lag:      gauge("seqby.partition.lag", "s", "Age of the oldest entry not handled yet, per owned partition with work."),
 		backlog:  gauge("seqby.partition.backlog", "{entry}", "Entries not handled yet, per owned partition with work."),
 		hlag:     gauge("seqby.handler.lag", "s", "The largest seqby.partition.lag of a handler on this instance (0 when it has no work)."),
@@ -157,12 +158,12 @@ func (ms *meters) register(e *Engine) (metric.Registration, error) {
 	return ms.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		e.observe(ctx, o, g)
 		return nil
-	}, g.owned, g.halted, g.lag, g.backlog, g.hlag, g.hbacklog, g.index)
+	}, g.owned, g.halted, g.paused, g.lag, g.backlog, g.hlag, g.hbacklog, g.index)
 }
 
 // gauges are the observable instruments, observed together.
 type gauges struct {
-	owned, halted, lag, backlog, hlag, hbacklog, index metric.Float64ObservableGauge
+	owned, halted, paused, lag, backlog, hlag, hbacklog, index metric.Float64ObservableGauge
 }
 
 // observeTimeout bounds the Redis reads of one collection.
@@ -184,12 +185,15 @@ func (e *Engine) observe(ctx context.Context, o metric.Observer, g gauges) {
 	}
 	e.mu.Lock()
 	var busy []work
-	owned := map[string]int{}
+	owned, paused := map[string]int{}, map[string]int{}
 	for _, p := range e.parts {
 		if !p.holding() {
 			continue
 		}
 		owned[p.reg.Name]++
+		if p.paused.Load() || e.handlerPaused(p.reg.Name) != nil {
+			paused[p.reg.Name]++
+		}
 		if oldest := p.lagOldest.Load(); oldest != 0 {
 			busy = append(busy, work{p, max(now.Sub(time.UnixMilli(oldest)), 0), p.lagLocal.Load()})
 		}
@@ -244,6 +248,7 @@ func (e *Engine) observe(ctx context.Context, o metric.Observer, g gauges) {
 	for _, h := range handlers {
 		attrs := metric.WithAttributes(attrHandler.String(h))
 		o.ObserveFloat64(g.owned, float64(owned[h]), attrs)
+		o.ObserveFloat64(g.paused, float64(paused[h]), attrs)
 		o.ObserveFloat64(g.hlag, hlag[h], attrs)
 		o.ObserveFloat64(g.hbacklog, float64(hbacklog[h]), attrs)
 	}

@@ -143,6 +143,9 @@ type partition struct {
 	// renew sent + LeaseTTL - LeaseMargin, when the timer fires. No
 	// attempt starts after it (attempt.go).
 	deadlineAt atomic.Int64
+	// paused: the last confirmation found the partition paused by an
+	// operator, or its handler is (pause.go); it sleeps until resumed.
+	paused atomic.Bool
 	// marked: an attempt of the halted head is marked in Redis
 	// (attempt.go), so the heartbeat renews the mark with the lease.
 	marked atomic.Bool
@@ -288,7 +291,7 @@ func (p *partition) status() PartitionStatus {
 		category = strings.Join(p.cats, ",")
 	}
 	st := PartitionStatus{Handler: p.reg.Name, Category: category, Key: p.key, Stream: p.lanes[0],
-		Token: p.lease.Token(), Generation: p.lease.Generation, Halted: p.halt != nil}
+		Token: p.lease.Token(), Generation: p.lease.Generation, Halted: p.halt != nil, Paused: p.paused.Load()}
 	if p.halt != nil {
 		h := *p.halt // a copy: the caller may keep or change it
 		st.Halt = &h
@@ -327,10 +330,16 @@ func (p *partition) work() (asleep bool) {
 	e := p.e
 	for !p.parked() {
 		seq := e.wake.mark(p.category, p.key)
+		if hp := e.handlerPaused(p.reg.Name); hp != nil {
+			return p.sleepPaused([]uint64{seq}, hp)
+		}
 		var confirmed time.Time // when the fenced call that returned en was sent (attempt.go)
 		en, ok, err := p.heldHead()
 		if !ok {
 			en, ok, confirmed, err = p.next(seq)
+		}
+		if pausedBy(err) {
+			return p.sleepPaused([]uint64{seq}, nil)
 		}
 		if err != nil {
 			if !p.retryable(err) {
@@ -351,6 +360,14 @@ func (p *partition) work() (asleep bool) {
 		out, h := outHalt, e.overDelivered(p.reg, p.category, en)
 		if h == nil {
 			out, h = e.handle(p.ctx, p.release, p.gate(en, confirmed), p.reg, p.category, en, p.isHalted())
+		}
+		if out == outPause {
+			// No attempt started: the entry runs first once resumed (a
+			// halted head stays held as the head).
+			if p.head == nil {
+				p.ahead = append([]rdb.Entry{en}, p.ahead...)
+			}
+			return p.sleepPaused([]uint64{seq}, e.handlerPaused(p.reg.Name))
 		}
 		e.countSettled(p.reg, p.category, out)
 		if !p.settle(en, out, h) {
@@ -399,9 +416,13 @@ func (p *partition) next(seq uint64) (en rdb.Entry, ok bool, confirmed time.Time
 	if len(p.ahead) == 0 {
 		sent := time.Now()
 		es, more, err := e.batch.ReadAhead(p.ctx, p.lease, p.reg.Name, p.lanes, p.readCount(), p.unacked, p.deep)
+		if pausedBy(err) {
+			p.ackedPrevious() // the acks it carried were done
+		}
 		if err != nil {
 			return rdb.Entry{}, false, time.Time{}, err
 		}
+		p.unpaused()
 		p.confirmedAt = sent
 		p.ackedPrevious()
 		p.readMark, p.drained = seq, !more
@@ -438,11 +459,14 @@ func (p *partition) ackUnacked() error {
 	if len(p.unacked) == 0 {
 		return nil
 	}
-	if err := p.e.batch.AckEntries(p.ctx, p.lease, p.reg.Name, p.unacked, p.deep); err != nil {
+	err := p.e.batch.AckEntries(p.ctx, p.lease, p.reg.Name, p.unacked, p.deep)
+	if err != nil && !pausedBy(err) {
 		return err
 	}
+	// Paused: the acks were done, and the lease is not confirmed for the
+	// next entry (the caller sleeps).
 	p.ackedPrevious()
-	return nil
+	return err
 }
 
 // prefetchIf sends, for a batched partition whose backlog is deeper than
@@ -476,6 +500,9 @@ func (p *partition) collect(ctx context.Context) error {
 	es, more, err := p.prefetch.Wait(ctx)
 	k, sent, mark := p.prefetchAcks, p.prefetchSent, p.prefetchMark
 	p.prefetch, p.prefetchAcks = nil, 0
+	if pausedBy(err) {
+		p.ackedFirst(k) // the acks it carried were done
+	}
 	if err != nil {
 		p.deep = false
 		return err
@@ -673,7 +700,7 @@ func (p *partition) settle(en rdb.Entry, out outcome, h *Halt) bool {
 func (p *partition) ackBeforeHalt() bool {
 	for len(p.unacked) > 0 {
 		err := p.ackUnacked()
-		if err == nil {
+		if err == nil || pausedBy(err) { // paused: acked all the same
 			p.redisOK()
 			return true
 		}

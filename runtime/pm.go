@@ -58,11 +58,26 @@ func (p *partition) workPM() (asleep bool) {
 		for i, c := range p.cats {
 			marks[i] = e.wake.mark(c, p.key)
 		}
+		if hp := e.handlerPaused(p.reg.Name); hp != nil {
+			return p.sleepPaused(marks, hp)
+		}
 		var confirmed time.Time // when the fenced read was sent (attempt.go)
 		en, ok, err := p.heldHead()
-		if !ok {
+		if !ok && len(p.ahead) > 0 {
+			// The entry a pause stopped before its attempt: still
+			// delivered here, it runs first (confirmed anew by its gate).
+			en, ok = p.ahead[0], true
+			p.ahead = p.ahead[1:]
+		} else if !ok {
 			confirmed = time.Now()
 			en, ok, err = e.batch.ReadOldest(p.ctx, p.lease, p.reg.Name, p.lanes, p.primaries, p.unacked)
+			if err == nil {
+				p.unpaused()
+			}
+		}
+		if pausedBy(err) {
+			p.ackedPrevious() // the ack it carried was done
+			return p.sleepPaused(marks, nil)
 		}
 		if err != nil {
 			if !p.retryable(err) {
@@ -85,6 +100,12 @@ func (p *partition) workPM() (asleep bool) {
 		out, h := outHalt, e.overDelivered(p.reg, category, en)
 		if h == nil {
 			out, h = e.handlePM(p, p.gate(en, confirmed), category, en)
+		}
+		if out == outPause {
+			if p.head == nil {
+				p.ahead = append([]rdb.Entry{en}, p.ahead...)
+			}
+			return p.sleepPaused(marks, e.handlerPaused(p.reg.Name))
 		}
 		e.countSettled(p.reg, category, out)
 		if !p.settle(en, out, h) {
@@ -134,6 +155,9 @@ func (e *Engine) handlePM(p *partition, g *gate, category string, en rdb.Entry) 
 	for attempt := 1; ; attempt++ {
 		var infra bool
 		if !g.enter(p.ctx) {
+			if g.paused {
+				return outPause, nil
+			}
 			if g.stopped {
 				return outStop, nil
 			}

@@ -17,20 +17,32 @@ import (
 // cats counted after the matching mark, a release, the end of p.ctx, or d
 // passes.
 func (p *partition) sleep(d time.Duration, cats []string, marks []uint64) {
+	p.sleepUntil(d, cats, marks, nil)
+}
+
+// sleepUntil is sleep that also ends when until does (nil: never), and
+// with no timer when d is not positive.
+func (p *partition) sleepUntil(d time.Duration, cats []string, marks []uint64, until context.Context) {
 	e := p.e
 	var (
 		armed  sync.Mutex // held while arming: a wake waits for it
 		once   sync.Once
 		timer  *time.Timer
 		stop   func() bool
+		stop2  func() bool
 		cancel []func()
 	)
 	wake := func() {
 		once.Do(func() {
 			go func() {
 				armed.Lock()
-				timer.Stop()
+				if timer != nil {
+					timer.Stop()
+				}
 				stop()
+				if stop2 != nil {
+					stop2()
+				}
 				for _, c := range cancel {
 					c()
 				}
@@ -44,8 +56,13 @@ func (p *partition) sleep(d time.Duration, cats []string, marks []uint64) {
 	}
 	armed.Lock()
 	defer armed.Unlock()
-	timer = time.AfterFunc(d, wake)
+	if d > 0 {
+		timer = time.AfterFunc(d, wake)
+	}
 	stop = context.AfterFunc(p.ctx, wake)
+	if until != nil {
+		stop2 = context.AfterFunc(until, wake)
+	}
 	for i, c := range cats {
 		cancel = append(cancel, e.wake.notify(c, p.key, marks[i], wake))
 	}

@@ -45,6 +45,11 @@ type PartitionStatus struct {
 	Generation int64  // the lease's generation, larger for every later owner (see LeaseInfo.Generation)
 	Halted     bool   // the partition's head failed for good: nothing later of its key runs until resolved
 	Halt       *Halt  // set when Halted
+	// Paused: an operator paused the partition (inspect.Inspector.Pause)
+	// or its handler, as its last confirmation or discovery found: the
+	// entry in flight finished, and nothing later of its key starts until
+	// it is resumed. The lease stays held.
+	Paused bool
 }
 
 // Status is a snapshot of an engine instance.
@@ -65,6 +70,10 @@ type Status struct {
 	// Options.PartitionWarnThreshold at their last discovery, with that
 	// count: partitioned streams suit bounded key sets. Nil when none.
 	LargeCategories map[string]int
+	// PausedHandlers are the handlers an operator paused whole
+	// (inspect.Inspector.PauseHandler), as this instance's last discovery
+	// cycle found; their partitions start nothing. Nil when none.
+	PausedHandlers []string
 	// Faults lists the partitions this instance released after permanent
 	// Redis errors (while benched) and those it found without an owner for
 	// longer than Engine.UnownedAfter(), sorted by kind, handler, stream.
@@ -76,6 +85,17 @@ func (s Status) Halted() []PartitionStatus {
 	var out []PartitionStatus
 	for _, p := range s.Partitions {
 		if p.Halted {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Paused returns the owned partitions that are paused.
+func (s Status) Paused() []PartitionStatus {
+	var out []PartitionStatus
+	for _, p := range s.Partitions {
+		if p.Paused {
 			out = append(out, p)
 		}
 	}

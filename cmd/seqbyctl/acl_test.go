@@ -119,6 +119,15 @@ func commandsUnderACL(t *testing.T, c redis.UniversalClient, servers []*redistes
 		{[]string{"dlq", "drop", "-stream", "shop:{d}:dlq", "-id", "<d>", "-dry-run"}, 0},
 		{[]string{"dlq", "drop", "-stream", "shop:{d}:dlq", "-id", "<d>"}, 0},
 		{[]string{"dlq", "drop", "-stream", "shop:{d}:dlq", "-id", "1-1"}, 1},
+		{[]string{"pause", "-handler", "ops", "-stream", "shop:{a}", "-dry-run"}, 0},
+		{[]string{"pause", "-handler", "ops", "-stream", "shop:{a}"}, 0},
+		{[]string{"paused"}, 1},
+		{[]string{"paused", "-handler", "ops"}, 1},
+		{[]string{"resume", "-handler", "ops", "-stream", "shop:{a}", "-dry-run"}, 0},
+		{[]string{"resume", "-handler", "ops", "-stream", "shop:{a}"}, 0},
+		{[]string{"pause", "-handler", "ops", "-all"}, 0},
+		{[]string{"resume", "-handler", "ops", "-all"}, 0},
+		{[]string{"paused"}, 0},
 		{[]string{"audit"}, 0},
 	}
 	ids := map[string]string{}
@@ -141,8 +150,8 @@ func commandsUnderACL(t *testing.T, c redis.UniversalClient, servers []*redistes
 			t.Fatalf("seqbyctl %s was refused: %s", strings.Join(args, " "), errb.String())
 		}
 	}
-	if n := c.XLen(ctx, "seqby:__audit__").Val(); n != 5 {
-		t.Fatalf("the audit stream has %d entries, want 5 (skip, 2 dlq moves, replay, drop)", n)
+	if n := c.XLen(ctx, "seqby:__audit__").Val(); n != 9 {
+		t.Fatalf("the audit stream has %d entries, want 9 (skip, 2 dlq moves, replay, drop, 2 pauses, 2 resumes)", n)
 	}
 	for _, s := range servers {
 		admin := redis.NewClient(&redis.Options{Addr: s.Addr})

@@ -1,5 +1,6 @@
 // Command seqbyctl is the operator tool for seqby: it shows handlers'
-// partitions, resolves halted partitions and handles dead-letter entries.
+// partitions, resolves halted partitions, handles dead-letter entries, and
+// pauses and resumes keys.
 //
 // A partition of a keyed handler (or a sequential process manager's
 // correlation value) halts on a message it cannot process: the message
@@ -31,7 +32,8 @@
 //	    "<owner_id>~<incarnation>:<generation>"; "-" when the lease is
 //	    free; a pm's lease is its correlation value's), pending (entries
 //	    delivered to the handler and not acked), lag (entries not delivered to it yet; a stream its group has not
-//	    read yet counts whole), halted (a halt record exists) and idle (time
+//	    read yet counts whole), halted (a halt record exists), paused (an
+//	    operator paused it or the whole handler) and idle (time
 //	    since the newest entry was appended, from its entry id, on Redis's
 //	    clock; "-" when none ever was). Pending and lag add up the partition
 //	    stream and its backfill lane (-backfill: the engines'
@@ -84,6 +86,29 @@
 //
 //	seqbyctl dlq drop -stream DLQSTREAM -id ID [-dry-run] [-as WHO]
 //	    Delete entry ID from DLQSTREAM (and the DLQ with its last entry).
+//
+//	seqbyctl pause -handler NAME (-stream STREAM [-category CATEGORY] | -all) [-dry-run] [-as WHO]
+//	    Pause the partition STREAM of NAME: the event in flight, if any,
+//	    finishes, and no later event of the key starts on any engine until
+//	    resume. The partition stays owned and costs nothing while paused;
+//	    the pause (a mark in the partition's slot,
+//	    category:{key}:__lease__:NAME:__paused__) outlives handovers,
+//	    restarts and the reaper. The command returns once no attempt can
+//	    start. With -all, every partition of NAME (seqby:__pause__:NAME),
+//	    from the engines' next discovery cycle on. A pause in force is
+//	    left as it is.
+//
+//	seqbyctl resume -handler NAME (-stream STREAM [-category CATEGORY] | -all) [-dry-run] [-as WHO]
+//	    End the pause and wake the partition's owner, which goes on with
+//	    the next event within one wake-up (-all: the handler's pause; its
+//	    engines go on from their next discovery cycle; pauses of single
+//	    partitions stay). Exits 1 when it was not paused.
+//
+//	seqbyctl paused [-handler NAME]
+//	    List the pauses (of every handler without -handler): handler,
+//	    partition ("*" for the whole handler), who paused it, since when,
+//	    and the key holding the pause. Exits 1 when it lists one, as halted
+//	    does.
 //
 //	seqbyctl audit [-n N]
 //	    The newest N (default 20) entries of the audit stream, newest
@@ -167,7 +192,7 @@
 // both right: the replay keeps the original's message id. The demo's
 // journal (examples/orders/billing) does it.
 //
-// -dry-run, on skip, dlq move, dlq replay and dlq drop, runs every check
+// -dry-run, on skip, dlq move, dlq replay, dlq drop, pause and resume, runs every check
 // the command would run (for skip and dlq move the same checks, in one
 // script) and prints what would be done; it changes nothing of the
 // partitions and dead-letter streams, writes no audit entry, and exits 0
@@ -175,7 +200,8 @@
 // halted, it may remove a halt-index member whose halt record is gone:
 // bookkeeping only.)
 //
-// Audit: after skip, dlq move, dlq replay or dlq drop changed something,
+// Audit: after skip, dlq move, dlq replay, dlq drop, pause or resume
+// changed something,
 // seqbyctl appends an entry to the stream seqby:__audit__ with the fields
 // who (-as, default "$USER@hostname"), when (RFC 3339, UTC), command,
 // handler, partition, stream and entry_id (the stream and entry acted on:
@@ -188,14 +214,16 @@
 // JSON (-json): every command prints JSON on stdout, with snake_case
 // field names; a list prints [] when empty, never null. halted prints the
 // halt records; partitions a list with category, key, stream, owner,
-// generation, pending, lag, halted and idle; inspect an object whose
+// generation, pending, lag, halted, paused and idle; paused a list of
+// handler, partition ("" for a whole handler), mark, by and at; inspect an object whose
 // durations (lease_ttl, and idle of each pending entry) are Go duration
 // strings such as "1.5s" (they were nanosecond numbers, lease_ttl_ns and
 // idle_ns, before); dlq list a list of dlq, id, moved_at, stream,
 // entry_id, handler, partition, reason, error, type, message_id and
 // fields; audit a list of audit entries (id, who, when, command, handler,
-// partition, stream, entry_id, result); skip, dlq move, dlq replay and
-// dlq drop print their audit entry with "dry_run" (id "" on a dry run).
+// partition, stream, entry_id, result); skip, dlq move, dlq replay, dlq
+// drop, pause and resume print their audit entry (pause of something
+// paused already prints the pause in force) with "dry_run" (id "" on a dry run).
 // A partition's idle is a duration string, or null when no entry was
 // ever appended. Times are RFC 3339.
 //
@@ -217,7 +245,7 @@
 // own error, and exits 1: the Redis client library's own log lines (its
 // connection pool's dial failures) are silenced.
 //
-// Exit status: 0 on success (halted: no halts), 1 when an operation is
+// Exit status: 0 on success (halted, paused: none listed), 1 when an operation is
 // refused or fails, including Redis errors and unknown handlers,
 // partitions and dead-letter entries (halted: halts listed), 2 on a usage
 // error (unknown command or flag, a missing flag, a stray argument, no

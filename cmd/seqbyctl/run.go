@@ -40,6 +40,7 @@ type opts struct {
 	backfill                string
 	value                   string // a pm's correlation value
 	dryRun                  bool
+	all                     bool // pause, resume: the whole handler
 	n                       int
 
 	out io.Writer // stdout, or io.Discard with -q
@@ -66,13 +67,13 @@ is still pending are listed; stale ones are removed. Exits 1 when it lists a
 halt (0 when none), so a script or a check can run "seqbyctl -q halted".`,
 		do: halted},
 	{name: "partitions", synopsis: "-handler NAME [-backfill SUFFIX]", flags: []string{"handler", "backfill"}, required: []string{"handler"},
-		summary: "a handler's partitions: owner, generation, pending, lag, halted, idle",
+		summary: "a handler's partitions: owner, generation, pending, lag, halted, paused, idle",
 		about: `Lists one row per partition of every category NAME reads (an unpartitioned
 category's stream is one row with key "-"): key, stream, owner and generation
 (from the lease token "<owner_id>~<incarnation>:<generation>"; "-" when free),
 pending (entries delivered to the handler and not acked),
-lag (entries not delivered to it yet), halted (a halt record exists) and
-idle (time since the newest entry was appended, from its id, on Redis's clock). Pending and lag add up the partition
+lag (entries not delivered to it yet), halted (a halt record exists), paused
+(an operator paused it or the whole handler: seqbyctl pause) and idle (time since the newest entry was appended, from its id, on Redis's clock). Pending and lag add up the partition
 stream and its backfill lane (-backfill: the engines' BackfillSuffix, when
 they set one).`,
 		do: partitions},
@@ -145,6 +146,37 @@ handlers it is a duplicate of the original they handled.`,
 		summary:  "delete a dead-letter entry",
 		about:    `Deletes entry ID from DLQSTREAM (and the stream with its last entry).`,
 		do:       dlqDrop},
+	{name: "pause", synopsis: "-handler NAME (-stream STREAM [-category CATEGORY] | -all) [-dry-run] [-as WHO]", flags: []string{"handler", "stream", "category", "all", "dry-run", "as"},
+		required: []string{"handler"},
+		summary:  "stop a partition (or, with -all, every partition of a handler) until resume",
+		about: `Pauses the partition STREAM of NAME: the event in flight, if any, finishes and
+no later event of the key starts, on any engine, until "seqbyctl resume". The
+partition stays owned and costs nothing while paused; the pause outlives
+handovers, restarts and the reaper. It is a mark in the partition's slot
+(category:{key}:__lease__:NAME:__paused__) that every call an attempt starts
+under checks; the command returns once no attempt can start any more.
+
+With -all instead of -stream it pauses every partition of NAME: the engines
+stop starting its events from their next discovery cycle
+(Options.DiscoveryInterval). A partition paused already is left as it is.
+Both are recorded in the audit stream.`,
+		do: pauseCmd},
+	{name: "resume", synopsis: "-handler NAME (-stream STREAM [-category CATEGORY] | -all) [-dry-run] [-as WHO]", flags: []string{"handler", "stream", "category", "all", "dry-run", "as"},
+		required: []string{"handler"},
+		summary:  "end a pause; the partition goes on with its next event",
+		about: `Ends the pause of the partition STREAM of NAME and wakes its owner, which goes
+on with the next event of the key within one wake-up. With -all it ends the
+pause of the whole handler (its engines go on from their next discovery
+cycle); pauses of single partitions stay. Exits 1 when it was not paused.
+Recorded in the audit stream.`,
+		do: resumeCmd},
+	{name: "paused", synopsis: "[-handler NAME]", flags: []string{"handler"},
+		summary: "list paused handlers and partitions; exit 1 when there are any",
+		about: `Lists the pauses of NAME (of every handler without -handler): handler,
+partition ("*" for the whole handler), who paused it and when, and the Redis
+key holding the pause. Exits 1 when it lists a pause (0 when none), as halted
+does.`,
+		do: pausedCmd},
 	{name: "audit", synopsis: "[-n N]", flags: []string{"n"},
 		summary: "the newest operator actions, from seqby:__audit__",
 		about: `Lists the newest N entries (default 20) of the audit stream seqby:__audit__,
@@ -196,6 +228,9 @@ var flagDefs = map[string]func(fs *flag.FlagSet, o *opts){
 	},
 	"value": func(fs *flag.FlagSet, o *opts) {
 		fs.StringVar(&o.value, "value", "", "the pm's correlation `VALUE` (o-1; the key of its partition streams, order:{o-1})")
+	},
+	"all": func(fs *flag.FlagSet, o *opts) {
+		fs.BoolVar(&o.all, "all", false, "the whole handler: every partition of it")
 	},
 	"dry-run": func(fs *flag.FlagSet, o *opts) {
 		fs.BoolVar(&o.dryRun, "dry-run", false, "check and print what would be done; change nothing")
@@ -437,6 +472,15 @@ func (c *command) check(o *opts, rest []string) error {
 	if len(rest) > 0 {
 		return fmt.Errorf("unexpected arguments %q (values go after their flags: -handler NAME)", rest)
 	}
+	if slices.Contains(c.flags, "all") {
+		// pause, resume: a partition or the whole handler, exactly one.
+		switch {
+		case o.all && o.stream != "":
+			return errors.New("give -stream (a partition) or -all (the whole handler), not both")
+		case !o.all && o.stream == "":
+			return errors.New("missing -stream (a partition) or -all (the whole handler)")
+		}
+	}
 	if slices.Contains(c.flags, "n") && o.n < 1 {
 		return fmt.Errorf("-n %d: want at least 1", o.n)
 	}
@@ -610,9 +654,12 @@ func partitions(ctx context.Context, in *inspect.Inspector, o *opts) error {
 		return nil
 	}
 	w := tabwriter.NewWriter(o.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "KEY\tSTREAM\tOWNER\tGENERATION\tPENDING\tLAG\tHALTED\tIDLE")
+	fmt.Fprintln(w, "KEY\tSTREAM\tOWNER\tGENERATION\tPENDING\tLAG\tHALTED\tPAUSED\tIDLE")
 	for _, p := range ps {
-		gen, idle, halted := "-", "-", "no"
+		gen, idle, halted, paused := "-", "-", "no", "no"
+		if p.Paused {
+			paused = "yes"
+		}
 		if p.Owner != "" {
 			gen = strconv.FormatInt(p.Generation, 10)
 		}
@@ -622,8 +669,8 @@ func partitions(ctx context.Context, in *inspect.Inspector, o *opts) error {
 		if p.Halted {
 			halted = "yes"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", orDash(safe(p.Key)), safe(p.Stream), orDash(safe(p.Owner)), gen,
-			p.Pending, p.Lag, halted, idle)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", orDash(safe(p.Key)), safe(p.Stream), orDash(safe(p.Owner)), gen,
+			p.Pending, p.Lag, halted, paused, idle)
 	}
 	return w.Flush()
 }
@@ -810,6 +857,113 @@ func resolve(dlq bool) func(context.Context, *inspect.Inspector, *opts) error {
 			safe(r.Partition), safe(o.handler))
 		return finish(ctx, in, o, a, done, would)
 	}
+}
+
+func pauseCmd(ctx context.Context, in *inspect.Inspector, o *opts) error {
+	var p inspect.Pause
+	var err error
+	switch {
+	case o.all && o.dryRun:
+		p, err = in.CheckPauseHandler(ctx, o.handler)
+	case o.all:
+		p, err = in.PauseHandler(ctx, o.handler, o.as)
+	case o.dryRun:
+		p, err = in.CheckPause(ctx, o.handler, o.stream)
+	default:
+		p, err = in.Pause(ctx, o.handler, o.stream, o.as)
+	}
+	if err != nil {
+		return bareKeyHint(err, o)
+	}
+	what := safe(o.stream) + " of " + safe(o.handler)
+	if o.all {
+		what = "every partition of " + safe(o.handler)
+	}
+	if p.Already {
+		if o.json {
+			return writeJSON(o.out, p)
+		}
+		fmt.Fprintf(o.out, "%s is paused already (by %s at %s); nothing changed\n", what, safe(p.By), p.At.Format(time.RFC3339))
+		return nil
+	}
+	a := inspect.AuditEntry{Command: "pause", Handler: o.handler, Partition: p.Partition, Stream: p.Partition,
+		Result: "paused (" + p.Mark + ")"}
+	done := "paused " + what + "\nno later event of it starts until seqbyctl resume; the one in flight, if any, finishes"
+	if o.all {
+		a.Partition, a.Result = "*", "paused every partition ("+p.Mark+")"
+		done = "paused " + what + "\nits engines start no event of it from their next discovery cycle until seqbyctl resume -all"
+	}
+	if o.dryRun {
+		a.Result = "would pause"
+	}
+	return finish(ctx, in, o, a, done, "would pause "+what)
+}
+
+func resumeCmd(ctx context.Context, in *inspect.Inspector, o *opts) error {
+	var p inspect.Pause
+	var err error
+	switch {
+	case o.all && o.dryRun:
+		p, err = in.CheckResumeHandler(ctx, o.handler)
+	case o.all:
+		p, err = in.ResumeHandler(ctx, o.handler)
+	case o.dryRun:
+		p, err = in.CheckResume(ctx, o.handler, o.stream)
+	default:
+		p, err = in.Resume(ctx, o.handler, o.stream)
+	}
+	if err != nil {
+		return bareKeyHint(err, o)
+	}
+	what := safe(o.stream) + " of " + safe(o.handler)
+	a := inspect.AuditEntry{Command: "resume", Handler: o.handler, Partition: p.Partition, Stream: p.Partition,
+		Result: fmt.Sprintf("resumed (paused by %s at %s)", p.By, p.At.Format(time.RFC3339))}
+	done := "resumed " + what + "; its owner goes on with the next event"
+	if o.all {
+		what = "every partition of " + safe(o.handler)
+		a.Partition = "*"
+		done = "resumed " + what + "; its engines go on from their next discovery cycle (pauses of single partitions stay)"
+	}
+	if o.dryRun {
+		a.Result = "would resume"
+	}
+	return finish(ctx, in, o, a, done, fmt.Sprintf("would resume %s, paused by %s at %s", what, safe(p.By), p.At.Format(time.RFC3339)))
+}
+
+func pausedCmd(ctx context.Context, in *inspect.Inspector, o *opts) error {
+	if o.handler != "" {
+		if _, err := in.Handler(ctx, o.handler); err != nil {
+			return err
+		}
+	}
+	ps, err := in.Paused(ctx, o.handler)
+	if err != nil {
+		return err
+	}
+	if o.json {
+		if err := writeJSON(o.out, ps); err != nil {
+			return err
+		}
+	} else if len(ps) == 0 {
+		fmt.Fprintln(o.out, "no paused handlers or partitions")
+	} else {
+		w := tabwriter.NewWriter(o.out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "HANDLER\tPARTITION\tBY\tSINCE\tMARK")
+		for _, p := range ps {
+			part := p.Partition
+			if part == "" {
+				part = "*"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", safe(p.Handler), safe(part), orDash(safe(p.By)), p.At.Format(time.RFC3339), safe(p.Mark))
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
+	}
+	if len(ps) > 0 {
+		return exitStatus(1)
+	}
+	return nil
 }
 
 func dlqList(ctx context.Context, in *inspect.Inspector, o *opts) error {

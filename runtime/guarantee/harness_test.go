@@ -179,11 +179,19 @@ func runChild(role string, reg func(c redis.UniversalClient, inst string) runtim
 		t := time.NewTicker(50 * time.Millisecond)
 		defer t.Stop()
 		for n := 1; ; n++ {
-			var owned []string
-			for _, p := range e.Status().Partitions {
+			var owned, paused []string
+			st := e.Status()
+			for _, h := range st.PausedHandlers {
+				paused = append(paused, "handler:"+h)
+			}
+			for _, p := range st.Partitions {
 				owned = append(owned, describe(p))
+				if p.Paused {
+					paused = append(paused, describe(p))
+				}
 			}
 			c.Set(statusCtx, statusKey(inst), strconv.Itoa(n)+"|"+strings.Join(owned, ","), 0)
+			c.Set(statusCtx, pausedStatusKey(inst), strconv.Itoa(n)+"|"+strings.Join(paused, ","), 0)
 			select {
 			case <-statusCtx.Done():
 				return
@@ -470,6 +478,21 @@ func (c *cluster) state(key string) int {
 // status returns the latest numbered snapshot of id's owned lease tokens.
 func (c *cluster) status(id string) (int, []string) {
 	v, err := c.rdb.Get(c.ctx, statusKey(id)).Result()
+	if err != nil {
+		return 0, nil
+	}
+	num, toks, _ := strings.Cut(v, "|")
+	n, _ := strconv.Atoi(num)
+	if toks == "" {
+		return n, nil
+	}
+	return n, strings.Split(toks, ",")
+}
+
+// pausedStatus returns the latest numbered snapshot of the lease tokens
+// of id's partitions that it found paused.
+func (c *cluster) pausedStatus(id string) (int, []string) {
+	v, err := c.rdb.Get(c.ctx, pausedStatusKey(id)).Result()
 	if err != nil {
 		return 0, nil
 	}

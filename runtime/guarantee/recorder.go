@@ -124,6 +124,9 @@ func witnessKey(key string) string     { return tag(key) + ":guarantee:witness" 
 func haltsKey() string                 { return "guarantee:halts" }
 func statusKey(instance string) string { return "guarantee:status:" + instance }
 
+// pausedStatusKey holds an instance's snapshots of its paused partitions.
+func pausedStatusKey(instance string) string { return "guarantee:paused:" + instance }
+
 // noLeaseKey stands in for the lease key when there is none (inline broker).
 func noLeaseKey(key string) string { return tag(key) + ":guarantee:nolease" }
 

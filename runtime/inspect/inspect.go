@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/runtime/internal/rdb"
@@ -18,6 +19,9 @@ type Inspector struct {
 	// backfill is the engines' BackfillSuffix: the lane Inspect and
 	// Partitions read next to each partition stream.
 	backfill string
+	// verifyBound is the engines' VerifyBound, which Pause waits out
+	// (0: the default, pause.go).
+	verifyBound time.Duration
 }
 
 // New returns an Inspector on c (a client, failover client or cluster

@@ -14,7 +14,8 @@ import (
 // Partitions lists the partitions of every category handler reads, sorted
 // by category and key: for each, its lease holder and generation, the
 // handler's pending entries and lag, whether it is halted and how long
-// since its newest entry. An unpartitioned category's stream is one row
+// since its newest entry, and whether an operator paused it (or the whole
+// handler). An unpartitioned category's stream is one row
 // with an empty key. It reads the categories' indexes whole and pipelines
 // a few commands per partition: an operator's call. An unknown handler is
 // an error matching ErrUnknownHandler.
@@ -26,6 +27,14 @@ func (i *Inspector) Partitions(ctx context.Context, handler string) ([]Partition
 	halts, err := rdb.Halts(ctx, i.c, handler)
 	if err != nil {
 		return nil, err
+	}
+	paused, err := rdb.PausedMarks(ctx, i.c, handler)
+	if err != nil {
+		return nil, err
+	}
+	handlerPaused, err := i.c.Exists(ctx, rdb.HandlerPauseKey(handler)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read the handler's pause: %w", err)
 	}
 	// Entry ids carry Redis's clock, so idle time is measured on it too.
 	now, err := i.c.Time(ctx).Result()
@@ -118,6 +127,9 @@ func (i *Inspector) Partitions(ctx context.Context, handler string) ([]Partition
 		_, keyed := halts[rdb.HaltKey(p.Stream, handler)]
 		_, pm := halts[rdb.PMHaltKey(handler, p.Key)]
 		p.Halted = keyed || pm
+		_, keyedPause := paused[rdb.PauseKey(rdb.LeaseKey(p.Stream, handler))]
+		_, pmPause := paused[rdb.PauseKey(rdb.PMLeaseKey(handler, p.Key))]
+		p.Paused = keyedPause || pmPause || handlerPaused > 0
 		kept = append(kept, *p)
 	}
 	return kept, nil

@@ -160,6 +160,9 @@ type PartitionInfo struct {
 	// Halted reports that a halt record exists for the partition (for a
 	// pm: for its correlation value); inspect it for the head.
 	Halted bool `json:"halted"`
+	// Paused reports that an operator paused the partition, or the whole
+	// handler (Pause, PauseHandler): nothing of it starts until resumed.
+	Paused bool `json:"paused"`
 	// Idle is the time since the newest entry was appended to the
 	// partition (from its entry id, on Redis's clock; trimmed entries
 	// count); -1 when none ever was.

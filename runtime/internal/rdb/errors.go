@@ -26,8 +26,19 @@ var ErrLeaseLost = errors.New("lease lost; stop processing the partition and let
 // never read or ack it again under that generation.
 var ErrFenced = errors.New("fenced: the lease is no longer held at this generation; abandon the partition")
 
+// ErrPaused is returned by a fenced read, ack or verification whose lease
+// holds but whose partition an operator paused (its PauseKey exists):
+// the acks it carried were done, nothing was read, and no attempt may
+// start under that confirmation. The owner keeps the lease and waits for
+// a wake-up (Resume signals the key).
+var ErrPaused = errors.New("the partition is paused by an operator; no attempt starts until it is resumed (seqbyctl resume)")
+
 // fenceErr prefixes the error a script returns when its lease check fails.
 const fenceErr = "SEQBY_FENCED"
+
+// pauseErr prefixes the error a script returns when the partition is
+// paused.
+const pauseErr = "SEQBY_PAUSED"
 
 // isFenceErr reports whether err is a script's fence error.
 func isFenceErr(err error) bool { return err != nil && strings.HasPrefix(err.Error(), fenceErr) }
@@ -36,6 +47,9 @@ func isFenceErr(err error) bool { return err != nil && strings.HasPrefix(err.Err
 func fenced(err error, l Lease) error {
 	if isFenceErr(err) {
 		return fmt.Errorf("%s as %s: %w", l.Ref.Key, l.Token(), ErrFenced)
+	}
+	if err != nil && strings.HasPrefix(err.Error(), pauseErr) {
+		return fmt.Errorf("%s: %w", l.Ref.Key, ErrPaused)
 	}
 	return err
 }

@@ -120,6 +120,24 @@ func AttemptKey(leaseKey string) string { return leaseKey + ":__attempt__" }
 // as a resolution, not as a loss.
 func ResolvedKey(leaseKey string) string { return leaseKey + ":__resolved__" }
 
+// PauseKey is the pause mark of a lease's partition (or pm correlation
+// value), in its slot: while it exists an operator has paused the
+// partition, and no attempt starts under the lease (every fenced read,
+// ack and verification refuses with SEQBY_PAUSED). It holds the pause's
+// note (JSON: who, when) and has no TTL: Resume deletes it, and the
+// reaper keeps a paused partition.
+func PauseKey(leaseKey string) string { return leaseKey + ":__paused__" }
+
+// PausedKey is the set of a handler's pause marks (PauseKey), for
+// operators' listings; a member whose mark is gone is stale and is
+// removed by the listing.
+func PausedKey(group string) string { return "seqby:__paused__:" + group }
+
+// HandlerPauseKey is the pause of a whole handler (every key): while it
+// exists, engines start no attempt of the handler from their next
+// discovery on. It holds the pause's note (JSON) and has no TTL.
+func HandlerPauseKey(group string) string { return "seqby:__pause__:" + group }
+
 // OwnerKey holds the incarnation of the live engine instance running with
 // an OwnerID: "seqby:__owner__:<owner id>", taken at Run with the lease
 // TTL and renewed by every heartbeat, so a second live process given the

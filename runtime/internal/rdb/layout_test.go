@@ -20,6 +20,7 @@ func layout() []string {
 		LeaseKey(stream, "handler"),
 		AttemptKey(LeaseKey(stream, "handler")),
 		ResolvedKey(LeaseKey(stream, "handler")),
+		PauseKey(LeaseKey(stream, "handler")),
 		GenerationKey(stream, "handler"),
 		HaltKey(stream, "handler"),
 		WakeKey(stream),
@@ -43,6 +44,8 @@ func layout() []string {
 		OwnerSignalKey("incarnation"),
 		DeployKey("handler"),
 		HaltedKey("handler"),
+		PausedKey("handler"),
+		HandlerPauseKey("handler"),
 		AuditKey,
 	}
 }

@@ -244,7 +244,7 @@ const renewBatch = 500
 // Verify checks in Redis that the lease still holds this token: nil, or
 // ErrFenced when it does not (lost, expired, or taken by another owner).
 func (l Lease) Verify(ctx context.Context, c redis.UniversalClient) error {
-	if err := scriptVerify.Run(ctx, c, []string{l.Ref.Key}, l.Token()).Err(); err != nil {
+	if err := scriptVerify.Run(ctx, c, []string{l.Ref.Key, PauseKey(l.Ref.Key)}, l.Token()).Err(); err != nil {
 		return fmt.Errorf("verify lease %s: %w", l.Ref.Key, fenced(err, l))
 	}
 	return nil
@@ -256,7 +256,7 @@ func (l Lease) Verify(ctx context.Context, c redis.UniversalClient) error {
 // not hold this token. Renew the mark with the lease while the attempt
 // runs (AttemptMark in RenewAll) and end it with EndAttempt.
 func (l Lease) BeginAttempt(ctx context.Context, c redis.UniversalClient, ttl time.Duration) error {
-	keys := []string{l.Ref.Key, AttemptKey(l.Ref.Key)}
+	keys := []string{l.Ref.Key, AttemptKey(l.Ref.Key), PauseKey(l.Ref.Key)}
 	if err := scriptBeginAttempt.Run(ctx, c, keys, l.Token(), ttl.Milliseconds()).Err(); err != nil {
 		return fmt.Errorf("begin an attempt under lease %s: %w", l.Ref.Key, fenced(err, l))
 	}

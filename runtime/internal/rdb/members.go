@@ -147,6 +147,24 @@ func DeployRecords(ctx context.Context, c redis.UniversalClient, group, skip str
 	return out, nil
 }
 
+// DeployKinds returns the kinds of group's deploy records ("keyed",
+// "sequential", "unkeyed"), those of a format this version cannot read
+// left out. An operator's read: one HGETALL, which seqbyctl's ACL user
+// may run (it has no HGET for DeployRecords' script).
+func DeployKinds(ctx context.Context, c redis.UniversalClient, group string) ([]string, error) {
+	all, err := c.HGetAll(ctx, DeployKey(group)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("read the deploy records of %s: %w", group, err)
+	}
+	var out []string
+	for owner, raw := range all {
+		if r, ok := parseDeployRecord(owner, raw); ok {
+			out = append(out, r.Kind)
+		}
+	}
+	return out, nil
+}
+
 // DeployConflict is a live instance of another kind found by RecordDeploy.
 type DeployConflict struct {
 	Owner string

@@ -59,7 +59,7 @@ func Reap(ctx context.Context, c redis.UniversalClient, category, key, backfillS
 		}
 		for _, g := range groups {
 			keys = append(keys, LeaseKey(stream, g), PMLeaseKey(g, key), GenerationKey(stream, g), PMGenerationKey(g, key), HaltKey(stream, g),
-				StateKey(g, key))
+				StateKey(g, key), PauseKey(LeaseKey(stream, g)), PauseKey(PMLeaseKey(g, key)))
 			args = append(args, g)
 		}
 		keys = append(keys, WakeKey(stream))

@@ -92,6 +92,10 @@ type RoundResult struct {
 	// single script's same error), after which what the slice did before
 	// it (its acks) stays done.
 	//
+	// ErrPaused: the lease held and the partition is paused; the acks were
+	// done (Acked), nothing was read, and the lease is not confirmed for
+	// an attempt.
+	//
 	// ErrFenced is as sure as the single scripts' fence on a cluster too:
 	// a slice whose lease is missing where the round ran is probed again
 	// (round.lua), so a lease still on the source node of a slot
@@ -104,7 +108,8 @@ type RoundResult struct {
 	// does not say); nil when every lane is drained.
 	Entries []Entry
 	More    bool
-	// Acked is XACK's count for RoundAck.
+	// Acked is XACK's count for RoundAck, and for any op that found the
+	// partition paused.
 	Acked int64
 }
 
@@ -135,7 +140,7 @@ func BuildRound(slices []RoundSlice, cluster bool) (keys []string, args []any, e
 		if err != nil {
 			return nil, nil, fmt.Errorf("round slice %d (%s): %w: %w", i, s.Lease.Ref.Key, errBadSlice, err)
 		}
-		nk += 1 + len(s.Lanes)
+		nk += 2 + len(s.Lanes)
 		nids += len(s.AckIDs)
 	}
 	if len(slices) > RoundMaxSlices || nk > RoundMaxKeys || nids > RoundMaxAckIDs {
@@ -144,23 +149,23 @@ func BuildRound(slices []RoundSlice, cluster bool) (keys []string, args []any, e
 	}
 	declared := nk
 	if cluster && len(slices) > 0 {
-		declared = 1 + len(slices[0].Lanes)
+		declared = 2 + len(slices[0].Lanes)
 	}
 	keys = make([]string, 0, declared)
 	args = make([]any, 0, 2+roundHeader*len(slices)+nids+nk-declared)
 	args = append(args, len(slices), nk-declared)
 	for i, s := range slices {
 		if i == 0 || !cluster {
-			keys = append(append(keys, s.Lease.Ref.Key), s.Lanes...)
+			keys = append(append(keys, s.Lease.Ref.Key, PauseKey(s.Lease.Ref.Key)), s.Lanes...)
 		}
-		args = append(args, string(s.Op), 1+len(s.Lanes), s.Lease.Token(), s.Group, s.N, s.AckLane, len(s.AckIDs))
+		args = append(args, string(s.Op), 2+len(s.Lanes), s.Lease.Token(), s.Group, s.N, s.AckLane, len(s.AckIDs))
 		for _, id := range s.AckIDs {
 			args = append(args, id)
 		}
 	}
 	if declared < nk {
 		for _, s := range slices[1:] {
-			args = append(args, s.Lease.Ref.Key)
+			args = append(args, s.Lease.Ref.Key, PauseKey(s.Lease.Ref.Key))
 			for _, l := range s.Lanes {
 				args = append(args, l)
 			}
@@ -258,6 +263,9 @@ func ParseRound(slices []RoundSlice, reply any) ([]RoundResult, error) {
 			out[i].Err = fmt.Errorf("round slice %d (%s): %s: %w", i, s.Lease.Ref.Key, msg, ErrNotLocal)
 		case status == 1 && len(r) == 2:
 			out[i] = parseRoundSlice(i, s, r[1])
+		case status == 2 && len(r) == 2:
+			out[i].Acked, _ = r[1].(int64)
+			out[i].Err = fmt.Errorf("round slice %d: %s: %w", i, s.Lease.Ref.Key, ErrPaused)
 		default:
 			out[i].Err = fmt.Errorf("round slice %d (%s): unexpected reply %v", i, s.Lease.Ref.Key, res[i])
 		}

@@ -34,7 +34,13 @@ func newRoundCopy(tag string, pm bool, group string) roundCopy {
 }
 
 // keys are every key of the copy, lease first.
-func (rc roundCopy) keys() []string { return append([]string{rc.lease}, rc.lanes...) }
+func (rc roundCopy) keys() []string {
+	return append([]string{rc.lease, PauseKey(rc.lease)}, rc.lanes...)
+}
+
+// keysBeforePause are the KEYS of the read scripts as they were before the
+// pause mark joined them: the lease, then the lanes.
+func (rc roundCopy) keysBeforePause() []string { return append([]string{rc.lease}, rc.lanes...) }
 
 // roundToken is the consumer and token of every generated state, so two
 // copies deliver to the same consumer name.

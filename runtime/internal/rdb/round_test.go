@@ -19,13 +19,23 @@ func roundLease(rc roundCopy) Lease {
 
 // singleReply runs, on copy rc, the single scripts a round slice stands
 // for (read.lua, read_oldest.lua, ack.lua once per id, verify.lua) and
-// returns the reply the round should carry for it: {1, reply}, or {0}
-// when the single script was fenced.
+// returns the reply the round should carry for it: {1, reply}, {0} when
+// the single script was fenced, or {2, acked} when it found the
+// partition paused (acked: how many of the ack ids were pending before,
+// which the single scripts' SEQBY_PAUSED error does not say).
 func singleReply(ctx context.Context, t *testing.T, c redis.UniversalClient, rc roundCopy, s RoundSlice) any {
 	t.Helper()
 	tok := s.Lease.Token()
 	var res any
 	var err error
+	pending := int64(0)
+	if s.AckLane > 0 {
+		for _, id := range s.AckIDs {
+			if ps, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: rc.lanes[s.AckLane-1], Group: s.Group, Start: id, End: id, Count: 1}).Result(); err == nil && len(ps) == 1 {
+				pending++
+			}
+		}
+	}
 	switch s.Op {
 	case RoundRead, RoundReadOldest:
 		script := scriptRead
@@ -41,19 +51,22 @@ func singleReply(ctx context.Context, t *testing.T, c redis.UniversalClient, rc 
 		var n int64
 		for _, id := range s.AckIDs {
 			var m int64
-			m, err = scriptAck.Run(ctx, c, []string{rc.lease, rc.lanes[s.AckLane-1]}, tok, s.Group, id).Int64()
+			m, err = scriptAck.Run(ctx, c, []string{rc.lease, rc.lanes[s.AckLane-1], PauseKey(rc.lease)}, tok, s.Group, id).Int64()
 			n += m
 		}
 		res = n
 		if len(s.AckIDs) == 0 {
-			res, err = scriptVerify.Run(ctx, c, []string{rc.lease}, tok).Result()
+			res, err = scriptVerify.Run(ctx, c, []string{rc.lease, PauseKey(rc.lease)}, tok).Result()
 			res = int64(0)
 		}
 	case RoundVerify:
-		res, err = scriptVerify.Run(ctx, c, []string{rc.lease}, tok).Result()
+		res, err = scriptVerify.Run(ctx, c, []string{rc.lease, PauseKey(rc.lease)}, tok).Result()
 	}
 	if isFenceErr(err) {
 		return []any{int64(0)}
+	}
+	if err != nil && strings.HasPrefix(err.Error(), pauseErr) {
+		return []any{int64(2), pending}
 	}
 	if err != nil {
 		t.Fatalf("single script of %c on %s: %v", s.Op, rc.tag, err)
@@ -93,6 +106,11 @@ func TestRoundDifferential(t *testing.T) {
 			case x == 1:
 				c.Set(ctx, as[i].lease, "o~y:9", 0)
 				c.Set(ctx, bs[i].lease, "o~y:9", 0)
+			case x == 2: // held, and paused
+				for _, rc := range []roundCopy{as[i], bs[i]} {
+					c.Set(ctx, rc.lease, roundToken, 0)
+					c.Set(ctx, PauseKey(rc.lease), `{"by":"test"}`, 0)
+				}
 			default:
 				c.Set(ctx, as[i].lease, roundToken, 0)
 				c.Set(ctx, bs[i].lease, roundToken, 0)
@@ -166,6 +184,12 @@ func TestRoundDifferential(t *testing.T) {
 						t.Fatalf("trial %d step %d slice %d: %+v, want fenced", trial, step, i, r)
 					}
 					seen["fenced"]++
+				case w[0] == int64(2):
+					if !errors.Is(r.Err, ErrPaused) || r.Acked != w[1] || r.Entries != nil {
+						t.Fatalf("trial %d step %d slice %d: %+v, want paused with %v acked", trial, step, i, r, w[1])
+					}
+					seen["paused"]++
+					seen["paused acked"] += int(r.Acked)
 				case r.Err != nil:
 					t.Fatalf("trial %d step %d slice %d: %v", trial, step, i, r.Err)
 				case slices[i].Op == RoundRead || slices[i].Op == RoundReadOldest:
@@ -188,7 +212,7 @@ func TestRoundDifferential(t *testing.T) {
 			last = got
 		}
 	}
-	for _, k := range []string{"fenced", "acked", "R:new", "R:pending", "R:drained", "R:deleted", "O:new", "O:pending", "O:drained", "O:deleted"} {
+	for _, k := range []string{"fenced", "paused", "paused acked", "acked", "R:new", "R:pending", "R:drained", "R:deleted", "O:new", "O:pending", "O:drained", "O:deleted"} {
 		if seen[k] == 0 {
 			t.Errorf("no %s slice among %v", k, seen)
 		}
@@ -425,7 +449,7 @@ func TestRoundCaps(t *testing.T) {
 		tooBig bool
 	}{
 		{"33 slices", many(RoundMaxSlices+1, verify), true},
-		{"129 keys", append(many(RoundMaxSlices-1, read(3)), read(4)), true},
+		{"129 keys", append(many(RoundMaxSlices-1, read(2)), read(3)), true},
 		{"1025 ack ids", []RoundSlice{{Op: RoundAck, Lease: lease, Group: "g", Lanes: []string{"s"}, AckLane: 1, AckIDs: make([]string, RoundMaxAckIDs+1)}}, true},
 		{"unknown op", []RoundSlice{{Op: 'B', Lease: lease}}, false},
 		{"no lease key", []RoundSlice{{Op: RoundVerify}}, false},
@@ -443,9 +467,9 @@ func TestRoundCaps(t *testing.T) {
 			t.Errorf("%s: Round gave %v, want BuildRound's %v", tc.name, err2, err)
 		}
 	}
-	// At the caps: 32 slices of 4 keys.
+	// At the caps: 32 slices of 4 keys (lease, pause mark, two lanes).
 	c.Set(ctx, lease.Ref.Key, lease.Token(), 0)
-	res, err := Round(ctx, c, append(many(RoundMaxSlices-1, read(3)), verify))
+	res, err := Round(ctx, c, many(RoundMaxSlices, read(2)))
 	if err != nil || len(res) != RoundMaxSlices {
 		t.Fatalf("a round at the caps: %d results, %v", len(res), err)
 	}

@@ -85,7 +85,7 @@ func TestRoundSingleScriptsUnchanged(t *testing.T) {
 					ackLane, ackID = len(a.lanes)+1, "1-1"
 				}
 				hit := branches(ctx, t, c, b, group)
-				ra, erra := before.Run(ctx, c, a.keys(), token, group, arg, ackLane, ackID).Result()
+				ra, erra := before.Run(ctx, c, a.keysBeforePause(), token, group, arg, ackLane, ackID).Result()
 				rb, errb := tc.now.Run(ctx, c, b.keys(), token, group, arg, ackLane, ackID).Result()
 				if ga, gb := normalize([]any{ra, stripScript(erra)}, a.tag), normalize([]any{rb, stripScript(errb)}, b.tag); ga != gb {
 					t.Fatalf("%c trial %d call %d: before the move\n %s\nnow\n %s", tc.op, trial, call, ga, gb)

@@ -5,10 +5,12 @@
 --
 -- KEYS[1..n] the partition's lanes (n = ARGV[2]: its stream, its backfill
 --            lane)
--- KEYS[n+1..] six keys per group of ARGV[3+n..], in that order: its
+-- KEYS[n+1..] eight keys per group of ARGV[3+n..], in that order: its
 --            partition lease, its pm lease on the key, its partition
 --            generation, its pm generation, its partition halt record, its
---            pm state on the key (a hash, when the group is a pm's)
+--            pm state on the key (a hash, when the group is a pm's), its
+--            partition pause mark, its pm pause mark (PauseKey of each
+--            lease)
 -- KEYS[#KEYS] the partition's wake hash (WakeKey), deleted with it
 -- ARGV[1] idle milliseconds after which the lanes count as cold
 -- ARGV[2] n
@@ -16,8 +18,9 @@
 --              (rdb.AppliedField)
 -- ARGV[3+n..] every group that may read the lanes (the category's
 --             registered groups, and any other the caller found on them)
--- Returns {1} when reaped, {0} when kept (not cold, a lease is held, or a
--- lease was acquired within the idle time),
+-- Returns {1} when reaped, {0} when kept (not cold, a lease is held, an
+-- operator paused it for a group, or a lease was acquired within the idle
+-- time),
 -- {-1, group...} when a lane has a group not in ARGV: call again with those
 -- groups too, so their leases and states are covered.
 --
@@ -56,8 +59,10 @@ if #unknown > 0 then
   table.insert(unknown, 1, -1)
   return unknown
 end
-for i = n + 1, last, 6 do
-  if redis.call('EXISTS', KEYS[i], KEYS[i + 1]) > 0 then return {0} end
+-- A paused partition is never reaped: its pause mark stays until Resume,
+-- and the partition with it.
+for i = n + 1, last, 8 do
+  if redis.call('EXISTS', KEYS[i], KEYS[i + 1], KEYS[i + 6], KEYS[i + 7]) > 0 then return {0} end
 end
 if not cold(lanes, tonumber(ARGV[1])) then return {0} end
 -- A generation counter goes only once it is older than the idle time too
@@ -66,7 +71,7 @@ if not cold(lanes, tonumber(ARGV[1])) then return {0} end
 -- even after a failover to a server whose clock is somewhat behind.
 local t = redis.call('TIME')
 local newest = (tonumber(t[1]) - tonumber(ARGV[1]) / 1000) * 1000000 + tonumber(t[2])
-for i = n + 3, last, 6 do
+for i = n + 3, last, 8 do
   for _, k in ipairs({KEYS[i], KEYS[i + 1]}) do
     local g = tonumber(redis.call('GET', k) or '0')
     if g and g > newest then return {0} end
@@ -74,10 +79,10 @@ for i = n + 3, last, 6 do
 end
 redis.call('DEL', KEYS[#KEYS])
 for i = 1, last do
-  local role = (i - n - 1) % 6
+  local role = (i - n - 1) % 8
   if i <= n or (role >= 2 and role <= 4) then redis.call('DEL', KEYS[i]) end
 end
-for i = n + 6, last, 6 do
+for i = n + 6, last, 8 do
   for j = 1, n do
     if redis.call('HGET', KEYS[i], ARGV[2 + j]) then redis.call('HSET', KEYS[i], ARGV[2 + j], '') end
   end

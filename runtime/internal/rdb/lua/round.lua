@@ -16,7 +16,8 @@
 --            read only new entries of the first lane, no pending pass:
 --            lib/read.lua's read_new), O (ack, then read_oldest.lua's
 --            read) or V (verify the lease only)
---   nkeys    how many keys the slice has: its lease, then its lanes
+--   nkeys    how many keys the slice has: its lease, its pause mark
+--            (PauseKey of the lease), then its lanes
 --   token    the token the lease must hold, also the consumer name
 --   group    the consumer group
 --   n        R, N: how many new entries of the first lane to read at most;
@@ -27,7 +28,7 @@
 --   ids...   ackCount entry ids, acked in one XACK, in this order
 -- then the U undeclared keys.
 -- The keys, KEYS then the U undeclared ones, are per slice, in slice
--- order, its nkeys keys (lease, lanes...).
+-- order, its nkeys keys (lease, pause mark, lanes...).
 --
 -- Cluster: Redis refuses a call whose KEYS hash to several slots
 -- (CROSSSLOT), even with the allow-cross-slot-keys flag, which only lets
@@ -53,7 +54,10 @@
 -- non local key way. A key that is merely missing (a backfill lane not
 -- created yet) in a slot that is migrating makes the slice reply {-2}
 -- until the migration ends, though it may be served here: liveness only,
--- the caller backs off and sends it again.
+-- the caller backs off and sends it again. The same holds for the first
+-- slice, whose keys are declared: Redis refuses the call whole (TRYAGAIN)
+-- while one of them is missing in a slot importing here, and a pause
+-- mark is missing unless the partition is paused.
 --
 -- Returns one element per slice, in slice order:
 --   {1, reply}  the lease held the token: reply is XACK's count for A,
@@ -63,6 +67,11 @@
 --               has new entries, else {0} (later lanes not looked at);
 --   {0}         fenced: the lease does not hold the token; nothing of
 --               the slice was done;
+--   {2, acked}  the lease held the token and an operator paused the
+--               partition (its pause mark exists): the acks were done
+--               (acked is XACK's count), nothing was read, and the lease
+--               is not confirmed for an attempt, whatever the op (the
+--               single scripts' SEQBY_PAUSED error);
 --   {-1, msg}   the slice failed (a key of the wrong type, say; msg is
 --               Redis's error reply, or a Lua error prefixed "ERR ", as
 --               the single script would reply). Redis does not roll back
@@ -101,10 +110,10 @@ local slices = {}
 local a, k = 3, 1
 for s = 1, S do
   local op, nk, n, lane, nack = ARGV[a], count(ARGV[a + 1]), count(ARGV[a + 4]), count(ARGV[a + 5]), count(ARGV[a + 6])
-  if not (op == 'A' or op == 'R' or op == 'N' or op == 'O' or op == 'V') or not nk or nk < 1 or
-      not lane or lane > nk - 1 or not nack or (lane == 0) ~= (nack == 0) or
-      (op == 'V' and nack > 0) or ((op == 'R' or op == 'N') and (not n or n < 1 or nk < 2)) or
-      (op == 'O' and (not n or n > nk - 1)) then
+  if not (op == 'A' or op == 'R' or op == 'N' or op == 'O' or op == 'V') or not nk or nk < 2 or
+      not lane or lane > nk - 2 or not nack or (lane == 0) ~= (nack == 0) or
+      (op == 'V' and nack > 0) or ((op == 'R' or op == 'N') and (not n or n < 1 or nk < 3)) or
+      (op == 'O' and (not n or n > nk - 2)) then
     return redis.error_reply('ERR round: malformed header of slice ' .. s)
   end
   slices[s] = {op, k, nk, a, lane, nack}
@@ -115,17 +124,20 @@ if a - 1 ~= nargv or k - 1 ~= #KEYS + U then
     ' arguments, the call has ' .. (#KEYS + U) .. ' and ' .. nargv)
 end
 -- slice runs one slice: the fence, as in the single scripts; then its
--- acks; then its read.
+-- acks; then the pause mark; then its read.
 local function slice(op, k, nk, a, lane, nack)
   local token, group = ARGV[a + 2], ARGV[a + 3]
   if redis.call('GET', key(k)) ~= token then return {0} end
   local lanes = {}
-  for i = 1, nk - 1 do lanes[i] = key(k + i) end
+  for i = 1, nk - 2 do lanes[i] = key(k + 1 + i) end
   -- One XACK for every id: it checks all the ids before acking any.
   local acked = 0
   if lane > 0 and nack > 0 then
     acked = redis.call('XACK', lanes[lane], group, unpack(ARGV, a + 7, a + 6 + nack))
   end
+  -- The entry the acks are for has finished; no other starts on a paused
+  -- partition. An ack alone confirms the lease for the next entry too.
+  if redis.call('EXISTS', key(k + 1)) == 1 then return {2, acked} end
   if op == 'R' then return {1, read_lanes(lanes, token, group, ARGV[a + 4])} end
   if op == 'N' then return {1, read_new(lanes, token, group, ARGV[a + 4])} end
   if op == 'O' then return {1, read_oldest_lanes(lanes, token, group, tonumber(ARGV[a + 4]))} end

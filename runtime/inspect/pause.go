@@ -1,0 +1,325 @@
+package inspect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
+)
+
+// ErrNotPaused means Resume found nothing to resume: the partition (or
+// handler) is not paused; list the pauses with seqbyctl paused.
+var ErrNotPaused = errors.New("not paused (no pause mark); list the pauses with seqbyctl paused")
+
+// Pause is an operator's pause of one partition of a handler, or of the
+// whole handler (Partition ""), as Pause, Resume and Paused report it.
+type Pause struct {
+	Handler string `json:"handler"`
+	// Partition is the partition stream category:{key} (for a sequential
+	// pm, the stream of its correlation value that was named); "" for the
+	// whole handler.
+	Partition string `json:"partition"`
+	// Mark is the Redis key holding the pause: the partition's pause mark
+	// (category:{key}:__lease__:handler:__paused__, a pm's
+	// {value}:__pmlease__:pm:__paused__) or the handler's
+	// seqby:__pause__:handler.
+	Mark string    `json:"mark"`
+	By   string    `json:"by"` // the operator who paused it
+	At   time.Time `json:"at"` // when
+	// Already: Pause found it paused already (By and At are that pause's),
+	// so it changed nothing.
+	Already bool `json:"already,omitempty"`
+}
+
+// defaultVerifyBound is the engines' default Options.VerifyBound.
+const defaultVerifyBound = 25 * time.Millisecond
+
+// WithVerifyBound returns a copy of i for engines whose
+// Options.VerifyBound is d (default 25ms): Pause and PauseHandler wait
+// that long after storing a pause before they return.
+func (i *Inspector) WithVerifyBound(d time.Duration) *Inspector {
+	j := *i
+	j.verifyBound = d
+	return &j
+}
+
+func (i *Inspector) bound() time.Duration {
+	if i.verifyBound > 0 {
+		return i.verifyBound
+	}
+	return defaultVerifyBound
+}
+
+// Pause pauses one partition of handler: once it returns no event of the
+// partition's key starts until Resume, on any engine; the event in
+// flight, if any, finishes. The partition stays owned (its lease renewed,
+// nothing polled) and the pause outlives handovers, restarts and the
+// reaper. by names the operator, kept in the pause's note (record the
+// action with Audit too).
+//
+// partition is the partition stream category:{key} of a keyed handler, or
+// of a sequential pm's correlation value (CheckPartition's names, halted
+// or not). The pause is a mark in the partition's slot that every call an
+// attempt starts under checks (docs/runtime.md, "Pause"); Pause stores it
+// and then waits the engines' VerifyBound (WithVerifyBound), the longest
+// an attempt may start after the call that confirmed its lease. A
+// partition paused already is left as it is (Pause.Already).
+func (i *Inspector) Pause(ctx context.Context, handler, partition, by string) (Pause, error) {
+	return i.pause(ctx, handler, partition, by, false)
+}
+
+// CheckPause runs Pause's checks and returns the Pause it would make (or
+// the one in force, Already), changing nothing: an operator's dry run.
+func (i *Inspector) CheckPause(ctx context.Context, handler, partition string) (Pause, error) {
+	return i.pause(ctx, handler, partition, "", true)
+}
+
+// Resume ends the pause of one partition of handler and wakes its owner,
+// which goes on with the next event within one wake-up. It returns the
+// pause that ended; ErrNotPaused when there was none.
+func (i *Inspector) Resume(ctx context.Context, handler, partition string) (Pause, error) {
+	return i.resume(ctx, handler, partition, false)
+}
+
+// CheckResume runs Resume's checks and returns the pause it would end,
+// changing nothing.
+func (i *Inspector) CheckResume(ctx context.Context, handler, partition string) (Pause, error) {
+	return i.resume(ctx, handler, partition, true)
+}
+
+// PauseHandler pauses every partition of handler: from the engines' next
+// discovery cycle (Options.DiscoveryInterval) on, no event of the handler
+// starts until ResumeHandler; events in flight finish. A handler paused
+// already is left as it is (Pause.Already).
+func (i *Inspector) PauseHandler(ctx context.Context, handler, by string) (Pause, error) {
+	return i.pauseHandler(ctx, handler, by, false)
+}
+
+// CheckPauseHandler is PauseHandler's dry run.
+func (i *Inspector) CheckPauseHandler(ctx context.Context, handler string) (Pause, error) {
+	return i.pauseHandler(ctx, handler, "", true)
+}
+
+// ResumeHandler ends the pause of a whole handler; the engines go on from
+// their next discovery cycle. ErrNotPaused when it was not paused. Pauses
+// of single partitions stay.
+func (i *Inspector) ResumeHandler(ctx context.Context, handler string) (Pause, error) {
+	return i.resumeHandler(ctx, handler, false)
+}
+
+// CheckResumeHandler is ResumeHandler's dry run.
+func (i *Inspector) CheckResumeHandler(ctx context.Context, handler string) (Pause, error) {
+	return i.resumeHandler(ctx, handler, true)
+}
+
+// Paused lists the pauses of handler (of every handler when handler is
+// ""): its whole-handler pause first, then its paused partitions, sorted
+// by partition.
+func (i *Inspector) Paused(ctx context.Context, handler string) ([]Pause, error) {
+	handlers := []string{handler}
+	if handler == "" {
+		var err error
+		if handlers, err = rdb.PausedHandlers(ctx, i.c); err != nil {
+			return nil, err
+		}
+		sort.Strings(handlers)
+	}
+	var out []Pause
+	for _, h := range handlers {
+		if n, ok, err := rdb.GetPause(ctx, i.c, rdb.HandlerPauseKey(h)); err != nil {
+			return nil, err
+		} else if ok {
+			out = append(out, Pause{Handler: h, Mark: rdb.HandlerPauseKey(h), By: n.By, At: n.At})
+		}
+		marks, err := rdb.PausedMarks(ctx, i.c, h)
+		if err != nil {
+			return nil, err
+		}
+		var ps []Pause
+		for m, n := range marks {
+			ps = append(ps, Pause{Handler: h, Partition: n.Partition, Mark: m, By: n.By, At: n.At})
+		}
+		sort.Slice(ps, func(a, b int) bool { return ps[a].Partition < ps[b].Partition })
+		out = append(out, ps...)
+	}
+	return out, nil
+}
+
+// pauseTarget is the partition a pause names.
+type pauseTarget struct {
+	stream string   // category:{key} as named
+	key    string   // the partition key (a pm's correlation value)
+	mark   string   // its pause mark
+	cats   []string // the categories to wake it on
+}
+
+// target resolves partition of handler to its pause mark.
+func (i *Inspector) target(ctx context.Context, handler, partition string) (pauseTarget, error) {
+	if err := i.CheckPartition(ctx, handler, partition); err != nil {
+		return pauseTarget{}, err
+	}
+	cat, key, ok := rdb.ParsePartitionStream(partition)
+	if !ok {
+		// A halted partition named by its record (a pm's value) or its
+		// head's stream: pause names partition streams only.
+		return pauseTarget{}, fmt.Errorf("%w %q of handler %s: name the partition stream category:{key} (seqbyctl partitions lists them)", ErrNoPartition, partition, handler)
+	}
+	pm, err := i.pmLayout(ctx, handler, partition, key)
+	if err != nil {
+		return pauseTarget{}, err
+	}
+	if pm {
+		h, err := i.Handler(ctx, handler)
+		if err != nil {
+			return pauseTarget{}, err
+		}
+		return pauseTarget{stream: partition, key: key, mark: rdb.PauseKey(rdb.PMLeaseKey(handler, key)), cats: h.Categories}, nil
+	}
+	return pauseTarget{stream: partition, key: key, mark: rdb.PauseKey(rdb.LeaseKey(partition, handler)), cats: []string{cat}}, nil
+}
+
+func (i *Inspector) pause(ctx context.Context, handler, partition, by string, check bool) (Pause, error) {
+	t, err := i.target(ctx, handler, partition)
+	if err != nil {
+		return Pause{}, fmt.Errorf("pause %s: %w", partition, err)
+	}
+	p := Pause{Handler: handler, Partition: partition, Mark: t.mark}
+	if check {
+		n, ok, err := rdb.GetPause(ctx, i.c, t.mark)
+		if err != nil {
+			return p, fmt.Errorf("pause %s: %w", partition, err)
+		}
+		if ok {
+			p.By, p.At, p.Already = n.By, n.At, true
+		}
+		return p, nil
+	}
+	n, set, err := rdb.SetPause(ctx, i.c, handler, t.mark, rdb.PauseNote{By: by, At: time.Now().UTC(), Partition: partition}, true)
+	if err != nil {
+		return p, fmt.Errorf("pause %s: %w", partition, err)
+	}
+	p.By, p.At, p.Already = n.By, n.At, !set
+	if set {
+		// An attempt confirmed just before the mark was stored may still
+		// start within the engines' VerifyBound: wait it out.
+		if err := sleep(ctx, i.bound()); err != nil {
+			return p, fmt.Errorf("pause %s: stored, but the wait for attempts confirmed before it was cut short: %w", partition, err)
+		}
+	}
+	return p, nil
+}
+
+func (i *Inspector) resume(ctx context.Context, handler, partition string, check bool) (Pause, error) {
+	t, err := i.target(ctx, handler, partition)
+	if err != nil {
+		return Pause{}, fmt.Errorf("resume %s: %w", partition, err)
+	}
+	p := Pause{Handler: handler, Partition: partition, Mark: t.mark}
+	var n rdb.PauseNote
+	var ok bool
+	if check {
+		n, ok, err = rdb.GetPause(ctx, i.c, t.mark)
+	} else {
+		n, ok, err = rdb.ClearPause(ctx, i.c, handler, t.mark, true)
+	}
+	if err != nil {
+		return p, fmt.Errorf("resume %s: %w", partition, err)
+	}
+	if !ok {
+		return p, fmt.Errorf("resume %s of handler %s: %w", partition, handler, ErrNotPaused)
+	}
+	p.By, p.At = n.By, n.At
+	if check {
+		return p, nil
+	}
+	for _, cat := range t.cats {
+		if err := rdb.WakePartition(ctx, i.c, cat, t.key, replaySignalMaxLen); err != nil {
+			return p, fmt.Errorf("resume %s: resumed, but waking its owner failed (it goes on at its next read, within a discovery cycle or a handover): %w", partition, err)
+		}
+	}
+	return p, nil
+}
+
+func (i *Inspector) pauseHandler(ctx context.Context, handler, by string, check bool) (Pause, error) {
+	if err := i.keyedHandler(ctx, handler); err != nil {
+		return Pause{}, fmt.Errorf("pause handler %s: %w", handler, err)
+	}
+	mark := rdb.HandlerPauseKey(handler)
+	p := Pause{Handler: handler, Mark: mark}
+	if check {
+		n, ok, err := rdb.GetPause(ctx, i.c, mark)
+		if err != nil {
+			return p, fmt.Errorf("pause handler %s: %w", handler, err)
+		}
+		if ok {
+			p.By, p.At, p.Already = n.By, n.At, true
+		}
+		return p, nil
+	}
+	n, set, err := rdb.SetPause(ctx, i.c, handler, mark, rdb.PauseNote{By: by, At: time.Now().UTC()}, false)
+	if err != nil {
+		return p, fmt.Errorf("pause handler %s: %w", handler, err)
+	}
+	p.By, p.At, p.Already = n.By, n.At, !set
+	return p, nil
+}
+
+func (i *Inspector) resumeHandler(ctx context.Context, handler string, check bool) (Pause, error) {
+	if _, err := i.Handler(ctx, handler); err != nil {
+		return Pause{}, fmt.Errorf("resume handler %s: %w", handler, err)
+	}
+	mark := rdb.HandlerPauseKey(handler)
+	p := Pause{Handler: handler, Mark: mark}
+	var n rdb.PauseNote
+	var ok bool
+	var err error
+	if check {
+		n, ok, err = rdb.GetPause(ctx, i.c, mark)
+	} else {
+		n, ok, err = rdb.ClearPause(ctx, i.c, handler, mark, false)
+	}
+	if err != nil {
+		return p, fmt.Errorf("resume handler %s: %w", handler, err)
+	}
+	if !ok {
+		return p, fmt.Errorf("resume handler %s: %w", handler, ErrNotPaused)
+	}
+	p.By, p.At = n.By, n.At
+	return p, nil
+}
+
+// ErrUnkeyed means the handler has no partitions to pause: its engines
+// run it unkeyed (every instance reads every entry of its categories).
+var ErrUnkeyed = errors.New("an unkeyed handler has no partitions to pause; stop its engines to stop it")
+
+// keyedHandler refuses an unknown handler, and one its engines' deploy
+// records say is unkeyed.
+func (i *Inspector) keyedHandler(ctx context.Context, handler string) error {
+	if _, err := i.Handler(ctx, handler); err != nil {
+		return err
+	}
+	kinds, err := rdb.DeployKinds(ctx, i.c, handler)
+	if err != nil {
+		return err
+	}
+	if slices.Contains(kinds, "unkeyed") {
+		return fmt.Errorf("%s: %w", handler, ErrUnkeyed)
+	}
+	return nil
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

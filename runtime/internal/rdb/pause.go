@@ -1,0 +1,152 @@
+package rdb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// PauseNote is what a pause mark (PauseKey) or a handler's pause
+// (HandlerPauseKey) holds, as JSON.
+type PauseNote struct {
+	By        string    `json:"by"`                  // the operator, as given
+	At        time.Time `json:"at"`                  // when it was paused
+	Partition string    `json:"partition,omitempty"` // the partition as the operator named it ("" for a handler)
+}
+
+// SetPause stores note at mark (a PauseKey or HandlerPauseKey) unless a
+// pause is there already, and lists a partition's mark in its handler's
+// PausedKey set (listed first, so a listing never misses a stored mark).
+// It returns the note in force: note when it was stored (set true), the
+// earlier one otherwise.
+func SetPause(ctx context.Context, c redis.UniversalClient, group, mark string, note PauseNote, partition bool) (PauseNote, bool, error) {
+	raw, err := json.Marshal(note)
+	if err != nil {
+		return PauseNote{}, false, err
+	}
+	if partition {
+		if err := c.SAdd(ctx, PausedKey(group), mark).Err(); err != nil {
+			return PauseNote{}, false, fmt.Errorf("list the pause of %s: %w", mark, err)
+		}
+	}
+	// SET NX rather than SETNX: the documented ACL lines grant SET.
+	err = c.SetArgs(ctx, mark, raw, redis.SetArgs{Mode: "NX"}).Err()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return PauseNote{}, false, fmt.Errorf("store the pause %s: %w", mark, err)
+	}
+	if err == nil {
+		return note, true, nil
+	}
+	old, ok, err := GetPause(ctx, c, mark)
+	if err == nil && !ok {
+		// Resumed between the two calls: try once more.
+		return SetPause(ctx, c, group, mark, note, partition)
+	}
+	return old, false, err
+}
+
+// GetPause reads the pause note at mark; ok false when there is none.
+func GetPause(ctx context.Context, c redis.UniversalClient, mark string) (PauseNote, bool, error) {
+	raw, err := c.Get(ctx, mark).Result()
+	if errors.Is(err, redis.Nil) {
+		return PauseNote{}, false, nil
+	}
+	if err != nil {
+		return PauseNote{}, false, fmt.Errorf("read the pause %s: %w", mark, err)
+	}
+	var n PauseNote
+	if err := json.Unmarshal([]byte(raw), &n); err != nil {
+		// A mark seqby did not write still pauses: report it as found.
+		return PauseNote{By: "?", Partition: ""}, true, nil
+	}
+	return n, true, nil
+}
+
+// ClearPause deletes the pause at mark and its listing, and returns the
+// note it held (ok false: there was none). A partition's owners learn of
+// it from the wake-up WakePartition sends next.
+func ClearPause(ctx context.Context, c redis.UniversalClient, group, mark string, partition bool) (PauseNote, bool, error) {
+	// GET and DEL in one transaction (the documented ACL lines grant
+	// MULTI, not GETDEL).
+	var get *redis.StringCmd
+	if _, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		get = p.Get(ctx, mark)
+		p.Del(ctx, mark)
+		return nil
+	}); err != nil && !errors.Is(err, redis.Nil) {
+		return PauseNote{}, false, fmt.Errorf("delete the pause %s: %w", mark, err)
+	}
+	raw, err := get.Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return PauseNote{}, false, fmt.Errorf("delete the pause %s: %w", mark, err)
+	}
+	if partition {
+		if err := c.SRem(ctx, PausedKey(group), mark).Err(); err != nil {
+			return PauseNote{}, false, fmt.Errorf("unlist the pause %s: %w", mark, err)
+		}
+	}
+	if errors.Is(err, redis.Nil) {
+		return PauseNote{}, false, nil
+	}
+	var n PauseNote
+	if json.Unmarshal([]byte(raw), &n) != nil {
+		n = PauseNote{By: "?"}
+	}
+	return n, true, nil
+}
+
+// PausedMarks lists the pause marks of group's partitions with their
+// notes, removing from the listing the marks that are gone.
+func PausedMarks(ctx context.Context, c redis.UniversalClient, group string) (map[string]PauseNote, error) {
+	marks, err := c.SMembers(ctx, PausedKey(group)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list the pauses of %s: %w", group, err)
+	}
+	out := map[string]PauseNote{}
+	for _, m := range marks {
+		n, ok, err := GetPause(ctx, c, m)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			c.SRem(ctx, PausedKey(group), m) // stale: resumed between its calls
+			continue
+		}
+		out[m] = n
+	}
+	return out, nil
+}
+
+// PausedHandlers are the groups with a listed partition pause or a
+// handler pause.
+func PausedHandlers(ctx context.Context, c redis.UniversalClient) ([]string, error) {
+	seen := map[string]bool{}
+	var out []string
+	for _, prefix := range []string{PausedKey(""), HandlerPauseKey("")} {
+		keys, err := scanKeys(ctx, c, prefix+"*", "")
+		if err != nil {
+			return nil, fmt.Errorf("find paused handlers: %w", err)
+		}
+		for _, k := range keys {
+			if g := k[len(prefix):]; !seen[g] {
+				seen[g] = true
+				out = append(out, g)
+			}
+		}
+	}
+	return out, nil
+}
+
+// WakePartition wakes the owner of category's partition key: a signal on the
+// category's stream, which every engine reads (capped at about maxLen).
+func WakePartition(ctx context.Context, c redis.UniversalClient, category, key string, maxLen int64) error {
+	t := target{category: category, key: key, everyone: true}
+	if err := t.toAll(ctx, c, maxLen).Err(); err != nil {
+		return fmt.Errorf("signal %s of %s: %w", key, category, err)
+	}
+	return nil
+}

@@ -1,0 +1,284 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/inspect"
+)
+
+// pauseScene is a keyed handler whose events of one key can be held in
+// the handler (hold), recording what entered it per key.
+type pauseScene struct {
+	t       *testing.T
+	c       *redis.Client
+	ctx     context.Context
+	j       *journal
+	mu      sync.Mutex
+	entered map[string][]int
+	hold    map[string]chan struct{} // seqKey -> released when closed
+}
+
+func newPauseScene(t *testing.T) *pauseScene {
+	c, ctx := newRedis(t), ctxT(t)
+	return &pauseScene{t: t, c: c, ctx: ctx, j: newJournal(), entered: map[string][]int{}, hold: map[string]chan struct{}{}}
+}
+
+// handler is the scene's registration, named name.
+func (s *pauseScene) handler(name string) Registration {
+	return keyedHandler(name, func(_ context.Context, e *testEvent) error {
+		k := seqKey(e.Client, e.Seq)
+		s.mu.Lock()
+		s.entered[e.Client] = append(s.entered[e.Client], e.Seq)
+		h := s.hold[k]
+		s.mu.Unlock()
+		s.j.enter(e.Client, k)
+		if h != nil {
+			<-h
+		}
+		s.j.leave(e.Client, k, e.Seq, true)
+		return nil
+	})
+}
+
+// holdAt makes event seq of client wait in the handler until the
+// returned release is called.
+func (s *pauseScene) holdAt(client string, seq int) (release func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.hold[seqKey(client, seq)] = ch
+	s.mu.Unlock()
+	var once sync.Once
+	release = func() { once.Do(func() { close(ch) }) }
+	s.t.Cleanup(release)
+	return release
+}
+
+func (s *pauseScene) enteredOf(client string) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.entered[client])
+}
+
+func (s *pauseScene) publish(client string, from, to int) {
+	s.t.Helper()
+	p := NewPublisher(s.c)
+	for i := from; i <= to; i++ {
+		if err := p.Publish(s.ctx, ev(client, i)); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+}
+
+// pausedHere reports whether e's status shows stream paused.
+func pausedHere(e *Engine, stream string) bool {
+	for _, p := range e.Status().Paused() {
+		if p.Stream == stream {
+			return true
+		}
+	}
+	return false
+}
+
+// A pause stored while an event of the key is in the handler lets that
+// event finish and starts no later one (other keys go on), shows in
+// Status, Health (still ready) and Partitions; Resume wakes the owner,
+// which goes on in order.
+func TestPauseStopsAKeyUntilResumed(t *testing.T) {
+	s := newPauseScene(t)
+	e := startEngine(t, s.c, fastOptions("o1"), s.handler("pz"))
+	release := s.holdAt("a", 2)
+	s.publish("a", 1, 5)
+	eventually(t, 20*time.Second, "a/2 in the handler", func() bool { return len(s.enteredOf("a")) == 2 })
+	in := inspect.New(s.c)
+	p, err := in.Pause(s.ctx, "pz", "order:{a}", "alice")
+	if err != nil || p.Already || p.By != "alice" || p.Mark != "order:{a}:__lease__:pz:__paused__" {
+		t.Fatalf("Pause: %+v, %v", p, err)
+	}
+	release()
+	eventually(t, 20*time.Second, "the owner to find a paused", func() bool { return pausedHere(e.Engine, "order:{a}") })
+	s.publish("b", 1, 3)
+	eventually(t, 20*time.Second, "b to run past a's pause", func() bool { return s.j.count("b") == 3 })
+	if got := s.enteredOf("a"); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("a entered %v while paused, want [1 2] (2 was in flight)", got)
+	}
+	if s.j.count("a") != 2 {
+		t.Fatalf("a applied %v, want the in-flight event finished", s.j.seqs("a"))
+	}
+	h := e.Health(s.ctx)
+	if !h.Ready || !slices.ContainsFunc(h.Reasons, func(r string) bool { return strings.Contains(r, "paused: partition a of handler pz") }) {
+		t.Fatalf("health %+v, want ready with a paused reason", h)
+	}
+	parts, err := in.Partitions(s.ctx, "pz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pi := range parts {
+		if pi.Paused != (pi.Key == "a") {
+			t.Fatalf("partitions: %+v, want only a paused", parts)
+		}
+	}
+	if ps, err := in.Paused(s.ctx, ""); err != nil || len(ps) != 1 || ps[0].Partition != "order:{a}" || ps[0].By != "alice" {
+		t.Fatalf("Paused: %+v, %v", ps, err)
+	}
+	if again, err := in.Pause(s.ctx, "pz", "order:{a}", "bob"); err != nil || !again.Already || again.By != "alice" {
+		t.Fatalf("a second Pause: %+v, %v, want the first pause in force", again, err)
+	}
+	if _, err := in.Resume(s.ctx, "pz", "order:{a}"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "a to go on after Resume", func() bool { return s.j.count("a") == 5 })
+	if got := s.j.seqs("a"); !slices.Equal(got, []int{1, 2, 3, 4, 5}) {
+		t.Fatalf("a applied %v, want 1..5 in order", got)
+	}
+	if len(s.j.overlap) > 0 {
+		t.Fatalf("overlaps: %v", s.j.overlap)
+	}
+	if _, err := in.Resume(s.ctx, "pz", "order:{a}"); !errors.Is(err, inspect.ErrNotPaused) {
+		t.Fatalf("Resume of a running partition: %v, want ErrNotPaused", err)
+	}
+	if pausedHere(e.Engine, "order:{a}") {
+		t.Fatal("Status still shows a paused after it ran again")
+	}
+}
+
+// A halted head is not retried while its partition is paused; another
+// halted partition's retries go on meanwhile, which shows the retry
+// interval passing.
+func TestPauseStopsAHaltedHeadsRetries(t *testing.T) {
+	s := newPauseScene(t)
+	var mu sync.Mutex
+	tries := map[string]int{}
+	h := keyedHandler("ph", func(_ context.Context, e *testEvent) error {
+		mu.Lock()
+		defer mu.Unlock()
+		tries[e.Client]++
+		if e.Poison {
+			return errPoison
+		}
+		return nil
+	})
+	attempts := func(k string) int { mu.Lock(); defer mu.Unlock(); return tries[k] }
+	opts := fastOptions("o1")
+	opts.MaxRetries = -1
+	opts.HaltedRetryInterval = 20 * time.Millisecond
+	e := startEngine(t, s.c, opts, h)
+	p := NewPublisher(s.c)
+	for _, m := range []*testEvent{{Client: "a", Seq: 1, Poison: true}, {Client: "c", Seq: 1, Poison: true}} {
+		if err := p.Publish(s.ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 20*time.Second, "both heads retried", func() bool { return attempts("a") >= 2 && attempts("c") >= 2 })
+	if _, err := inspect.New(s.c).Pause(s.ctx, "ph", "order:{a}", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the owner to find a paused", func() bool { return pausedHere(e.Engine, "order:{a}") })
+	n := attempts("a")
+	from := attempts("c")
+	eventually(t, 20*time.Second, "c's head retried 5 more times", func() bool { return attempts("c") >= from+5 })
+	if got := attempts("a"); got != n {
+		t.Fatalf("a's halted head ran %d more times while paused", got-n)
+	}
+	if _, err := inspect.New(s.c).Resume(s.ctx, "ph", "order:{a}"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "a's head retried after Resume", func() bool { return attempts("a") > n })
+}
+
+// A pause outlives its owner: a graceful handover (the owner stops) and
+// the next owner's claim find it, and nothing runs until Resume.
+func TestPauseSurvivesAHandover(t *testing.T) {
+	s := newPauseScene(t)
+	e1 := startEngine(t, s.c, fastOptions("o1"), s.handler("pv"))
+	s.publish("a", 1, 2)
+	eventually(t, 20*time.Second, "a/1..2 applied", func() bool { return s.j.count("a") == 2 })
+	in := inspect.New(s.c)
+	if _, err := in.Pause(s.ctx, "pv", "order:{a}", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	s.publish("a", 3, 4)
+	eventually(t, 20*time.Second, "o1 to find a paused", func() bool { return pausedHere(e1.Engine, "order:{a}") })
+	e1.stop()
+	e2 := startEngine(t, s.c, fastOptions("o2"), s.handler("pv"))
+	eventually(t, 20*time.Second, "o2 to claim a and find it paused", func() bool { return pausedHere(e2.Engine, "order:{a}") })
+	if got := s.enteredOf("a"); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("a entered %v while paused, want [1 2]", got)
+	}
+	if _, err := in.Resume(s.ctx, "pv", "order:{a}"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "a to go on at o2", func() bool { return s.j.count("a") == 4 })
+	if got := s.j.seqs("a"); !slices.Equal(got, []int{1, 2, 3, 4}) {
+		t.Fatalf("a applied %v, want 1..4", got)
+	}
+}
+
+// Pausing a whole handler stops every key from the next discovery cycle
+// (idle ones too, once woken by a publish), shows in Health and
+// Partitions, and ResumeHandler lets them go on.
+func TestPauseHandler(t *testing.T) {
+	s := newPauseScene(t)
+	e := startEngine(t, s.c, fastOptions("o1"), s.handler("pw"))
+	s.publish("a", 1, 1)
+	s.publish("b", 1, 1)
+	eventually(t, 20*time.Second, "a/1 and b/1 applied", func() bool { return s.j.count("a") == 1 && s.j.count("b") == 1 })
+	in := inspect.New(s.c)
+	if _, err := in.PauseHandler(s.ctx, "pw", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the engine to find the handler paused", func() bool {
+		h := e.Health(s.ctx)
+		return h.Ready && slices.ContainsFunc(h.Reasons, func(r string) bool { return strings.HasPrefix(r, "paused: handler pw") })
+	})
+	s.publish("a", 2, 3)
+	s.publish("b", 2, 3)
+	eventually(t, 20*time.Second, "both partitions paused", func() bool {
+		return pausedHere(e.Engine, "order:{a}") && pausedHere(e.Engine, "order:{b}")
+	})
+	if s.j.count("a") != 1 || s.j.count("b") != 1 {
+		t.Fatalf("applied a %v, b %v while the handler was paused", s.j.seqs("a"), s.j.seqs("b"))
+	}
+	if ps, err := in.Paused(s.ctx, "pw"); err != nil || len(ps) != 1 || ps[0].Partition != "" {
+		t.Fatalf("Paused: %+v, %v, want the handler's pause", ps, err)
+	}
+	if _, err := in.ResumeHandler(s.ctx, "pw"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "a and b to go on", func() bool { return s.j.count("a") == 3 && s.j.count("b") == 3 })
+}
+
+// Pause and Resume refuse what they cannot act on, and change nothing.
+func TestPauseRefusals(t *testing.T) {
+	s := newPauseScene(t)
+	startEngine(t, s.c, fastOptions("o1"), s.handler("px"))
+	s.publish("a", 1, 1)
+	eventually(t, 20*time.Second, "a/1 applied", func() bool { return s.j.count("a") == 1 })
+	in := inspect.New(s.c)
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"unknown handler", func() error { _, err := in.Pause(s.ctx, "nope", "order:{a}", "x"); return err }, inspect.ErrUnknownHandler},
+		{"unknown partition", func() error { _, err := in.Pause(s.ctx, "px", "order:{zz}", "x"); return err }, inspect.ErrNoPartition},
+		{"resume of a running key", func() error { _, err := in.Resume(s.ctx, "px", "order:{a}"); return err }, inspect.ErrNotPaused},
+		{"resume of a running handler", func() error { _, err := in.ResumeHandler(s.ctx, "px"); return err }, inspect.ErrNotPaused},
+	} {
+		if err := tc.call(); !errors.Is(err, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if p, err := in.CheckPause(s.ctx, "px", "order:{a}"); err != nil || p.Already {
+		t.Fatalf("CheckPause: %+v, %v", p, err)
+	}
+	if n := s.c.Exists(s.ctx, "order:{a}:__lease__:px:__paused__").Val(); n != 0 {
+		t.Fatal("CheckPause stored a pause")
+	}
+}
