@@ -73,8 +73,10 @@ type gate struct {
 	// its delivery with it.
 	stopped bool
 	// paused: enter refused because an operator paused the partition or
-	// its handler (pause.go); no attempt started (outPause).
+	// its handler (pause.go); no attempt started (outPause). hp is the
+	// handler's pause that did, nil for the partition's own.
 	paused bool
+	hp     *handlerPause
 }
 
 // unfencedGate is the gate of a handler without a lease: a slot and a
@@ -112,9 +114,11 @@ func (g *gate) enter(ctx context.Context) bool {
 	// it even waits for a slot (an entry from memory, a head, a retry
 	// after its backoff) sends it first.
 	begun, holdToConfirm := false, false
-	if g.p != nil && g.e.handlerPaused(g.p.reg.Name) != nil {
-		g.paused = true
-		return g.refuse()
+	if g.p != nil {
+		if hp := g.e.handlerPaused(g.p.reg.Name); hp != nil {
+			g.paused, g.hp = true, hp
+			return g.refuse()
+		}
 	}
 	if g.p != nil && g.p.e.replicas != nil {
 		if g.head {

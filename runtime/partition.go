@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"strings"
@@ -145,7 +146,9 @@ type partition struct {
 	deadlineAt atomic.Int64
 	// paused: the last confirmation found the partition paused by an
 	// operator, or its handler is (pause.go); it sleeps until resumed.
-	paused atomic.Bool
+	// pausedHandler: by its handler's pause.
+	paused        atomic.Bool
+	pausedHandler atomic.Bool
 	// marked: an attempt of the halted head is marked in Redis
 	// (attempt.go), so the heartbeat renews the mark with the lease.
 	marked atomic.Bool
@@ -333,6 +336,7 @@ func (p *partition) work() (asleep bool) {
 		if hp := e.handlerPaused(p.reg.Name); hp != nil {
 			return p.sleepPaused([]uint64{seq}, hp)
 		}
+		p.handlerResumed()
 		var confirmed time.Time // when the fenced call that returned en was sent (attempt.go)
 		en, ok, err := p.heldHead()
 		if !ok {
@@ -358,8 +362,10 @@ func (p *partition) work() (asleep bool) {
 			return true
 		}
 		out, h := outHalt, e.overDelivered(p.reg, p.category, en)
+		var g *gate
 		if h == nil {
-			out, h = e.handle(p.ctx, p.release, p.gate(en, confirmed), p.reg, p.category, en, p.isHalted())
+			g = p.gate(en, confirmed)
+			out, h = e.handle(p.ctx, p.release, g, p.reg, p.category, en, p.isHalted())
 		}
 		if out == outPause {
 			// No attempt started: the entry runs first once resumed (a
@@ -367,7 +373,7 @@ func (p *partition) work() (asleep bool) {
 			if p.head == nil {
 				p.ahead = append([]rdb.Entry{en}, p.ahead...)
 			}
-			return p.sleepPaused([]uint64{seq}, e.handlerPaused(p.reg.Name))
+			return p.sleepPaused([]uint64{seq}, g.hp)
 		}
 		e.countSettled(p.reg, p.category, out)
 		if !p.settle(en, out, h) {
@@ -453,11 +459,14 @@ func (p *partition) next(seq uint64) (en rdb.Entry, ok bool, confirmed time.Time
 // round (after the prefetch in flight, if any, is answered), then does
 // what follows (ackedPrevious).
 func (p *partition) ackUnacked() error {
-	if err := p.collect(p.ctx); err != nil {
-		return err
+	// A prefetch that found the partition paused did its acks: the rest
+	// still go.
+	paused := p.collect(p.ctx)
+	if paused != nil && !pausedBy(paused) {
+		return paused
 	}
 	if len(p.unacked) == 0 {
-		return nil
+		return paused
 	}
 	err := p.e.batch.AckEntries(p.ctx, p.lease, p.reg.Name, p.unacked, p.deep)
 	if err != nil && !pausedBy(err) {
@@ -466,7 +475,10 @@ func (p *partition) ackUnacked() error {
 	// Paused: the acks were done, and the lease is not confirmed for the
 	// next entry (the caller sleeps).
 	p.ackedPrevious()
-	return err
+	if err == nil && paused == nil {
+		p.unpaused()
+	}
+	return cmp.Or(err, paused)
 }
 
 // prefetchIf sends, for a batched partition whose backlog is deeper than
@@ -817,7 +829,7 @@ func (p *partition) flushAck() {
 	defer cancel()
 	for backoff := e.o.RetryBackoff; ; backoff = min(2*backoff, e.o.MaxBackoff) {
 		err := rdb.FencedAckEntries(ctx, e.c, p.lease, p.reg.Name, p.unacked)
-		if err == nil {
+		if err == nil || pausedBy(err) { // paused: acked all the same
 			p.ackedPrevious()
 			return
 		}

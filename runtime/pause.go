@@ -19,9 +19,9 @@ import (
 // verification, a halted head's begin_attempt) checks it after its acks
 // and refuses (rdb.ErrPaused): the event in flight finishes and is acked,
 // and no later one starts. The owner keeps its lease (renewals go on) and
-// the entries it read ahead, and sleeps with no timer until a wake-up
+// the entries it read ahead, and sleeps, as an idle partition does, until a wake-up
 // signal for the key, which Resume sends after deleting the mark, so a
-// paused partition costs nothing and resumes within one wake-up. The
+// paused partition costs what an idle one does and resumes within one wake-up. The
 // mark outlives owners: a new owner's first read finds it.
 //
 // A handler's pause is a key read by each discovery cycle: from the next
@@ -127,13 +127,21 @@ func (e *Engine) pausedReasons() []string {
 func pausedBy(err error) bool { return errors.Is(err, ErrPaused) }
 
 // sleepPaused leaves the partition idle while it is paused, and returns
-// true (the worker sleeps). A key's pause ends with a wake-up signal for
-// the key counted after marks (one per category of the partition: a pm
-// value has several; Resume sends one once the mark is gone); a
-// handler's when hp's context ends; a release or the end of the lease
-// ends either. There is no timer: the next read decides, and finds the
-// pause still there if the signal was for something else.
+// true (the worker sleeps). It first acks what ran (a batched partition
+// may hold acks; the handler's pause is not in the scripts, so nothing
+// acked them). A key's pause ends with a wake-up signal for the key
+// counted after marks (one per category of the partition: a pm value has
+// several; Resume sends one once the mark is gone); a handler's when hp's
+// context ends; a release or the end of the lease ends either. It sleeps
+// as an idle partition does: the safety net's re-read (should Resume's
+// signal be lost) finds the pause still there, or gone.
 func (p *partition) sleepPaused(marks []uint64, hp *handlerPause) bool {
+	if len(p.unacked) > 0 {
+		if err := p.ackUnacked(); err != nil && !pausedBy(err) {
+			p.e.log.Debug("seqby: acking before a pause failed; the acks go with the next read", "handler", p.reg.Name, "stream", p.lanes[0], "err", err)
+		}
+	}
+	p.pausedHandler.Store(hp != nil)
 	if !p.paused.Swap(true) {
 		p.e.log.Info("seqby: partition paused by an operator; the entry in flight finished, no later one starts until it is resumed",
 			"handler", p.reg.Name, "partition", p.key, "stream", p.lanes[0], "handler_paused", hp != nil)
@@ -146,8 +154,16 @@ func (p *partition) sleepPaused(marks []uint64, hp *handlerPause) bool {
 	if cats == nil {
 		cats = []string{p.category}
 	}
-	p.sleepUntil(0, cats, marks, until)
+	p.sleepUntil(p.idleWait(), cats, marks, until)
 	return true
+}
+
+// handlerResumed notes, at the worker's loop top, that the handler's
+// pause it slept through has ended.
+func (p *partition) handlerResumed() {
+	if p.pausedHandler.Swap(false) {
+		p.unpaused()
+	}
 }
 
 // unpaused notes that a confirmation found the partition running again.

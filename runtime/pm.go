@@ -61,6 +61,7 @@ func (p *partition) workPM() (asleep bool) {
 		if hp := e.handlerPaused(p.reg.Name); hp != nil {
 			return p.sleepPaused(marks, hp)
 		}
+		p.handlerResumed()
 		var confirmed time.Time // when the fenced read was sent (attempt.go)
 		en, ok, err := p.heldHead()
 		if !ok && len(p.ahead) > 0 {
@@ -98,14 +99,16 @@ func (p *partition) workPM() (asleep bool) {
 		}
 		category := p.laneCats[max(slices.Index(p.lanes, en.Stream), 0)]
 		out, h := outHalt, e.overDelivered(p.reg, category, en)
+		var g *gate
 		if h == nil {
-			out, h = e.handlePM(p, p.gate(en, confirmed), category, en)
+			g = p.gate(en, confirmed)
+			out, h = e.handlePM(p, g, category, en)
 		}
 		if out == outPause {
 			if p.head == nil {
 				p.ahead = append([]rdb.Entry{en}, p.ahead...)
 			}
-			return p.sleepPaused(marks, e.handlerPaused(p.reg.Name))
+			return p.sleepPaused(marks, g.hp)
 		}
 		e.countSettled(p.reg, category, out)
 		if !p.settle(en, out, h) {

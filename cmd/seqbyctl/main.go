@@ -87,7 +87,7 @@
 //	seqbyctl dlq drop -stream DLQSTREAM -id ID [-dry-run] [-as WHO]
 //	    Delete entry ID from DLQSTREAM (and the DLQ with its last entry).
 //
-//	seqbyctl pause -handler NAME (-stream STREAM [-category CATEGORY] | -all) [-dry-run] [-as WHO]
+//	seqbyctl pause -handler NAME (-stream STREAM [-category CATEGORY] | -all) [-verify-bound D] [-dry-run] [-as WHO]
 //	    Pause the partition STREAM of NAME: the event in flight, if any,
 //	    finishes, and no later event of the key starts on any engine until
 //	    resume. The partition stays owned and costs nothing while paused;

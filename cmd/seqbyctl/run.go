@@ -41,6 +41,7 @@ type opts struct {
 	value                   string // a pm's correlation value
 	dryRun                  bool
 	all                     bool // pause, resume: the whole handler
+	verifyBound             time.Duration
 	n                       int
 
 	out io.Writer // stdout, or io.Discard with -q
@@ -146,7 +147,7 @@ handlers it is a duplicate of the original they handled.`,
 		summary:  "delete a dead-letter entry",
 		about:    `Deletes entry ID from DLQSTREAM (and the stream with its last entry).`,
 		do:       dlqDrop},
-	{name: "pause", synopsis: "-handler NAME (-stream STREAM [-category CATEGORY] | -all) [-dry-run] [-as WHO]", flags: []string{"handler", "stream", "category", "all", "dry-run", "as"},
+	{name: "pause", synopsis: "-handler NAME (-stream STREAM [-category CATEGORY] | -all) [-verify-bound D] [-dry-run] [-as WHO]", flags: []string{"handler", "stream", "category", "all", "verify-bound", "dry-run", "as"},
 		required: []string{"handler"},
 		summary:  "stop a partition (or, with -all, every partition of a handler) until resume",
 		about: `Pauses the partition STREAM of NAME: the event in flight, if any, finishes and
@@ -154,7 +155,9 @@ no later event of the key starts, on any engine, until "seqbyctl resume". The
 partition stays owned and costs nothing while paused; the pause outlives
 handovers, restarts and the reaper. It is a mark in the partition's slot
 (category:{key}:__lease__:NAME:__paused__) that every call an attempt starts
-under checks; the command returns once no attempt can start any more.
+under checks; the command returns once no attempt can start any more: it
+waits the engines' VerifyBound after storing the mark (-verify-bound, 25ms,
+their default; give theirs when they set Options.VerifyBound).
 
 With -all instead of -stream it pauses every partition of NAME: the engines
 stop starting its events from their next discovery cycle
@@ -229,6 +232,9 @@ var flagDefs = map[string]func(fs *flag.FlagSet, o *opts){
 	"value": func(fs *flag.FlagSet, o *opts) {
 		fs.StringVar(&o.value, "value", "", "the pm's correlation `VALUE` (o-1; the key of its partition streams, order:{o-1})")
 	},
+	"verify-bound": func(fs *flag.FlagSet, o *opts) {
+		fs.DurationVar(&o.verifyBound, "verify-bound", 25*time.Millisecond, "the engines' Options.VerifyBound, which pause waits out after storing the pause")
+	},
 	"all": func(fs *flag.FlagSet, o *opts) {
 		fs.BoolVar(&o.all, "all", false, "the whole handler: every partition of it")
 	},
@@ -247,7 +253,7 @@ var flagDefs = map[string]func(fs *flag.FlagSet, o *opts){
 var globalFlags = []string{"redis", "timeout", "json", "q", "version"}
 
 // valueFlags take a value (the next argument unless given as -f=v).
-var valueFlags = map[string]bool{"redis": true, "timeout": true, "handler": true, "stream": true, "category": true, "id": true, "as": true, "n": true, "backfill": true, "value": true}
+var valueFlags = map[string]bool{"verify-bound": true, "redis": true, "timeout": true, "handler": true, "stream": true, "category": true, "id": true, "as": true, "n": true, "backfill": true, "value": true}
 
 // exitStatus ends the command with a status and nothing more to say.
 type exitStatus int
@@ -860,6 +866,7 @@ func resolve(dlq bool) func(context.Context, *inspect.Inspector, *opts) error {
 }
 
 func pauseCmd(ctx context.Context, in *inspect.Inspector, o *opts) error {
+	in = in.WithVerifyBound(o.verifyBound)
 	var p inspect.Pause
 	var err error
 	switch {

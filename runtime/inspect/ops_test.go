@@ -384,7 +384,7 @@ func TestJSON(t *testing.T) {
 		{"pending entry", PendingEntry{ID: "1-0", Consumer: "w:1", Idle: 1500 * time.Millisecond, Deliveries: 2},
 			`{"id":"1-0","consumer":"w:1","deliveries":2,"idle":"1.5s"}`},
 		{"partition", PartitionInfo{Category: "c", Key: "k", Stream: "c:{k}", Idle: 90 * time.Second},
-			`{"category":"c","key":"k","stream":"c:{k}","owner":"","generation":0,"pending":0,"lag":0,"halted":false,"idle":"1m30s"}`},
+			`{"category":"c","key":"k","stream":"c:{k}","owner":"","generation":0,"pending":0,"lag":0,"halted":false,"paused":false,"idle":"1m30s"}`},
 		{"partition never written", PartitionInfo{Idle: -1}, `"idle":null`},
 		{"inspection", Inspection{LeaseTTL: 850 * time.Millisecond, Lanes: lanesOf([]string{"s"})},
 			`"streams":[{"stream":"s","exists":false,"length":0,"pending":[]}],"head":null,"lease_ttl":"850ms"}`},

@@ -168,9 +168,18 @@ func (i *Inspector) target(ctx context.Context, handler, partition string) (paus
 		// head's stream: pause names partition streams only.
 		return pauseTarget{}, fmt.Errorf("%w %q of handler %s: name the partition stream category:{key} (seqbyctl partitions lists them)", ErrNoPartition, partition, handler)
 	}
-	pm, err := i.pmLayout(ctx, handler, partition, key)
+	// The engines' deploy records say whether handler is a sequential
+	// pm, whose owners check the mark of the pm's lease on the value;
+	// without one (no engine ran it yet), the keys the kinds leave do.
+	kinds, err := rdb.DeployKinds(ctx, i.c, handler)
 	if err != nil {
 		return pauseTarget{}, err
+	}
+	pm := slices.Contains(kinds, "sequential")
+	if !pm && !slices.Contains(kinds, "keyed") {
+		if pm, err = i.pmLayout(ctx, handler, partition, key); err != nil {
+			return pauseTarget{}, err
+		}
 	}
 	if pm {
 		h, err := i.Handler(ctx, handler)
@@ -203,10 +212,11 @@ func (i *Inspector) pause(ctx context.Context, handler, partition, by string, ch
 		return p, fmt.Errorf("pause %s: %w", partition, err)
 	}
 	p.By, p.At, p.Already = n.By, n.At, !set
-	if set {
-		// An attempt confirmed just before the mark was stored may still
-		// start within the engines' VerifyBound: wait it out.
-		if err := sleep(ctx, i.bound()); err != nil {
+	// An attempt confirmed just before the mark was stored may still
+	// start within the engines' VerifyBound: wait it out, from the
+	// pause's store (a pause found in force may be a moment old).
+	if wait := i.bound() - time.Since(n.At); wait > 0 {
+		if err := sleep(ctx, wait); err != nil {
 			return p, fmt.Errorf("pause %s: stored, but the wait for attempts confirmed before it was cut short: %w", partition, err)
 		}
 	}
@@ -238,7 +248,7 @@ func (i *Inspector) resume(ctx context.Context, handler, partition string, check
 	}
 	for _, cat := range t.cats {
 		if err := rdb.WakePartition(ctx, i.c, cat, t.key, replaySignalMaxLen); err != nil {
-			return p, fmt.Errorf("resume %s: resumed, but waking its owner failed (it goes on at its next read, within a discovery cycle or a handover): %w", partition, err)
+			return p, fmt.Errorf("resume %s: resumed, but waking its owner failed (it goes on at its next read: the idle safety net, a publish to the key, or a handover): %w", partition, err)
 		}
 	}
 	return p, nil

@@ -412,7 +412,7 @@ func refusedWhole(err error) bool {
 func roundSize(calls []*batchCall) int {
 	nk, nids := 0, 0
 	for i, cl := range calls {
-		nk += 1 + len(cl.s.Lanes)
+		nk += 2 + len(cl.s.Lanes) // lease, pause mark, lanes (BuildRound)
 		nids += len(cl.s.AckIDs)
 		if i > 0 && (i == RoundMaxSlices || nk > RoundMaxKeys || nids > RoundMaxAckIDs) {
 			return i

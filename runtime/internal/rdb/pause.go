@@ -28,25 +28,36 @@ func SetPause(ctx context.Context, c redis.UniversalClient, group, mark string, 
 	if err != nil {
 		return PauseNote{}, false, err
 	}
-	if partition {
-		if err := c.SAdd(ctx, PausedKey(group), mark).Err(); err != nil {
-			return PauseNote{}, false, fmt.Errorf("list the pause of %s: %w", mark, err)
+	list := func() error {
+		if !partition {
+			return nil
 		}
+		if err := c.SAdd(ctx, PausedKey(group), mark).Err(); err != nil {
+			return fmt.Errorf("list the pause of %s: %w", mark, err)
+		}
+		return nil
 	}
-	// SET NX rather than SETNX: the documented ACL lines grant SET.
-	err = c.SetArgs(ctx, mark, raw, redis.SetArgs{Mode: "NX"}).Err()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return PauseNote{}, false, fmt.Errorf("store the pause %s: %w", mark, err)
+	for range 3 {
+		if err := list(); err != nil {
+			return PauseNote{}, false, err
+		}
+		// SET NX rather than SETNX: the documented ACL lines grant SET.
+		err = c.SetArgs(ctx, mark, raw, redis.SetArgs{Mode: "NX"}).Err()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return PauseNote{}, false, fmt.Errorf("store the pause %s: %w", mark, err)
+		}
+		if err == nil {
+			// Listed again after the store: a Resume's SREM racing the
+			// first listing cannot leave a stored mark unlisted.
+			return note, true, list()
+		}
+		old, ok, err := GetPause(ctx, c, mark)
+		if err != nil || ok {
+			return old, false, err
+		}
+		// Resumed between the two calls: try again.
 	}
-	if err == nil {
-		return note, true, nil
-	}
-	old, ok, err := GetPause(ctx, c, mark)
-	if err == nil && !ok {
-		// Resumed between the two calls: try once more.
-		return SetPause(ctx, c, group, mark, note, partition)
-	}
-	return old, false, err
+	return PauseNote{}, false, fmt.Errorf("store the pause %s: it kept being resumed meanwhile; try again", mark)
 }
 
 // GetPause reads the pause note at mark; ok false when there is none.
@@ -85,8 +96,8 @@ func ClearPause(ctx context.Context, c redis.UniversalClient, group, mark string
 		return PauseNote{}, false, fmt.Errorf("delete the pause %s: %w", mark, err)
 	}
 	if partition {
-		if err := c.SRem(ctx, PausedKey(group), mark).Err(); err != nil {
-			return PauseNote{}, false, fmt.Errorf("unlist the pause %s: %w", mark, err)
+		if err := unlist(ctx, c, group, mark); err != nil {
+			return PauseNote{}, false, err
 		}
 	}
 	if errors.Is(err, redis.Nil) {
@@ -113,12 +124,25 @@ func PausedMarks(ctx context.Context, c redis.UniversalClient, group string) (ma
 			return nil, err
 		}
 		if !ok {
-			c.SRem(ctx, PausedKey(group), m) // stale: resumed between its calls
+			unlist(ctx, c, group, m) // stale: resumed between its calls
 			continue
 		}
 		out[m] = n
 	}
 	return out, nil
+}
+
+// unlist removes mark from group's listing, and lists it again when it
+// exists after that (a Pause stored it meanwhile), so a stored mark stays
+// listed.
+func unlist(ctx context.Context, c redis.UniversalClient, group, mark string) error {
+	if err := c.SRem(ctx, PausedKey(group), mark).Err(); err != nil {
+		return fmt.Errorf("unlist the pause %s: %w", mark, err)
+	}
+	if n, err := c.Exists(ctx, mark).Result(); err != nil || n == 0 {
+		return err
+	}
+	return c.SAdd(ctx, PausedKey(group), mark).Err()
 }
 
 // PausedHandlers are the groups with a listed partition pause or a

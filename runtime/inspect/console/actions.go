@@ -1,0 +1,245 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/seqby/seqby/runtime/inspect"
+)
+
+// An action is one of seqbyctl's changes, taken in two POSTs to /action:
+// without confirm it runs the action's checks (its dry run) and shows a
+// preview with a confirmation form; with confirm=yes it acts, appends an
+// audit entry naming the operator, and redirects back with a notice.
+
+// act is one action's dry run and run, and what they say.
+type act struct {
+	// check runs the dry run; it returns what would be done.
+	check func(ctx context.Context) (string, error)
+	// do acts; it returns what was done and the audit entry to append.
+	do func(ctx context.Context) (string, inspect.AuditEntry, error)
+}
+
+// actions are the console's actions by name, for a form's fields.
+func (c *Console) actionFor(f url.Values) (act, error) {
+	h, s, id := f.Get("handler"), f.Get("stream"), f.Get("id")
+	in := c.in
+	entry := func(cmd, part, stream, id, result string) inspect.AuditEntry {
+		return inspect.AuditEntry{Command: cmd, Handler: h, Partition: part, Stream: stream, EntryID: id, Result: result}
+	}
+	switch f.Get("op") {
+	case "skip", "dlq":
+		dlq := f.Get("op") == "dlq"
+		cmd := map[bool]string{false: "skip", true: "dlq move"}[dlq]
+		return act{
+			check: func(ctx context.Context) (string, error) {
+				check := in.CheckSkip
+				if dlq {
+					check = in.CheckMoveToDLQ
+				}
+				res, err := check(ctx, h, s, id)
+				if err != nil {
+					return "", err
+				}
+				if dlq {
+					return fmt.Sprintf("move %s, the halted head of %s of %s, to %s, then acknowledge it", id, res.Record.Partition, h, res.DLQ), nil
+				}
+				return fmt.Sprintf("acknowledge %s, the halted head of %s of %s, without applying it", id, res.Record.Partition, h), nil
+			},
+			do: func(ctx context.Context) (string, inspect.AuditEntry, error) {
+				op := in.Skip
+				if dlq {
+					op = in.MoveToDLQ
+				}
+				res, err := op(ctx, h, s, id)
+				if err != nil {
+					return "", inspect.AuditEntry{}, err
+				}
+				r := res.Record
+				a := entry(cmd, r.Partition, r.Stream, id, "acknowledged unapplied; halt record and lease removed")
+				done := fmt.Sprintf("skipped %s on %s; %s continues with its next entry", id, r.Stream, r.Partition)
+				if dlq {
+					a.Result = fmt.Sprintf("copied to %s as %s, then acknowledged; halt record and lease removed", res.DLQ, res.DLQEntryID)
+					done = fmt.Sprintf("moved %s on %s to %s as %s", id, r.Stream, res.DLQ, res.DLQEntryID)
+				}
+				return done, a, nil
+			},
+		}, nil
+	case "replay", "drop":
+		replay := f.Get("op") == "replay"
+		dlq := f.Get("dlq")
+		return act{
+			check: func(ctx context.Context) (string, error) {
+				if replay {
+					rep, err := in.CheckReplayDLQ(ctx, dlq, id)
+					if err != nil {
+						return "", err
+					}
+					return fmt.Sprintf("publish entry %s of %s again at the end of %s, then delete it from the dead-letter stream", id, dlq, rep.Stream), nil
+				}
+				if _, err := in.CheckDropDLQ(ctx, dlq, id); err != nil {
+					return "", err
+				}
+				return fmt.Sprintf("delete entry %s of %s", id, dlq), nil
+			},
+			do: func(ctx context.Context) (string, inspect.AuditEntry, error) {
+				if replay {
+					rep, err := in.ReplayDLQ(ctx, dlq, id)
+					if err != nil {
+						return "", inspect.AuditEntry{}, err
+					}
+					a := inspect.AuditEntry{Command: "dlq replay", Handler: rep.Entry.Handler, Partition: rep.Entry.Partition, Stream: dlq, EntryID: id,
+						Result: "published again to " + rep.Stream + "; deleted from the DLQ"}
+					return fmt.Sprintf("replayed %s of %s to the end of %s", id, dlq, rep.Stream), a, nil
+				}
+				d, err := in.DropDLQ(ctx, dlq, id)
+				if err != nil {
+					return "", inspect.AuditEntry{}, err
+				}
+				a := inspect.AuditEntry{Command: "dlq drop", Handler: d.Handler, Partition: d.Partition, Stream: dlq, EntryID: id, Result: "deleted"}
+				return fmt.Sprintf("dropped %s of %s", id, dlq), a, nil
+			},
+		}, nil
+	case "pause", "resume":
+		pause := f.Get("op") == "pause"
+		all := f.Get("all") == "yes"
+		what := s + " of " + h
+		if all {
+			what = "every partition of " + h
+		}
+		return act{
+			check: func(ctx context.Context) (string, error) {
+				var p inspect.Pause
+				var err error
+				switch {
+				case pause && all:
+					p, err = in.CheckPauseHandler(ctx, h)
+				case pause:
+					p, err = in.CheckPause(ctx, h, s)
+				case all:
+					p, err = in.CheckResumeHandler(ctx, h)
+				default:
+					p, err = in.CheckResume(ctx, h, s)
+				}
+				switch {
+				case err != nil:
+					return "", err
+				case pause && p.Already:
+					return fmt.Sprintf("nothing: %s is paused already (by %s at %s)", what, p.By, p.At.Format(time.RFC3339)), nil
+				case pause:
+					return "pause " + what + ": the event in flight finishes, no later one starts until it is resumed", nil
+				}
+				return fmt.Sprintf("resume %s, paused by %s at %s", what, p.By, p.At.Format(time.RFC3339)), nil
+			},
+			do: func(ctx context.Context) (string, inspect.AuditEntry, error) {
+				who := operatorFrom(ctx)
+				var p inspect.Pause
+				var err error
+				switch {
+				case pause && all:
+					p, err = in.PauseHandler(ctx, h, who)
+				case pause:
+					p, err = in.Pause(ctx, h, s, who)
+				case all:
+					p, err = in.ResumeHandler(ctx, h)
+				default:
+					p, err = in.Resume(ctx, h, s)
+				}
+				if err != nil {
+					return "", inspect.AuditEntry{}, err
+				}
+				part := s
+				if all {
+					part = "*"
+				}
+				if pause {
+					if p.Already {
+						return what + " was paused already; nothing changed", inspect.AuditEntry{}, nil
+					}
+					return "paused " + what, entry("pause", part, s, "", "paused ("+p.Mark+")"), nil
+				}
+				return "resumed " + what, entry("resume", part, s, "", fmt.Sprintf("resumed (paused by %s at %s)", p.By, p.At.Format(time.RFC3339))), nil
+			},
+		}, nil
+	}
+	return act{}, fmt.Errorf("unknown action %q", f.Get("op"))
+}
+
+type operatorKey struct{}
+
+// operatorFrom is the operator a request's context carries.
+func operatorFrom(ctx context.Context) string {
+	s, _ := ctx.Value(operatorKey{}).(string)
+	return s
+}
+
+func (c *Console) action(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	if err := r.ParseForm(); err != nil {
+		c.fail(w, r, http.StatusBadRequest, fmt.Errorf("a malformed form: %w", err))
+		return
+	}
+	user, ok := c.operator(w, r)
+	if !ok {
+		return
+	}
+	who := "console:" + user
+	a, err := c.actionFor(r.PostForm)
+	if err != nil {
+		c.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
+	ctx, cancel := c.ctx(r)
+	defer cancel()
+	ctx = context.WithValue(ctx, operatorKey{}, who)
+	back := r.PostFormValue("back")
+	if back == "" || back[0] != '/' || (len(back) > 1 && (back[1] == '/' || back[1] == '\\')) {
+		back = "/"
+	}
+	if r.PostFormValue("confirm") != "yes" {
+		would, err := a.check(ctx)
+		data := struct {
+			base
+			Would  string
+			Fields map[string]string
+			Back   string
+		}{base: c.page(w, r, "Confirm", ""), Would: would, Back: back, Fields: map[string]string{}}
+		for _, k := range []string{"op", "handler", "stream", "id", "dlq", "all"} {
+			if v := r.PostFormValue(k); v != "" {
+				data.Fields[k] = v
+			}
+		}
+		status := http.StatusOK
+		if err != nil {
+			data.Problem = err.Error()
+			status = http.StatusConflict
+		}
+		c.render(w, "preview", status, data)
+		return
+	}
+	done, entry, err := a.do(ctx)
+	if err != nil {
+		c.fail(w, r, http.StatusConflict, err)
+		return
+	}
+	if entry.Command != "" {
+		entry.Who = who
+		if _, err := c.in.Audit(ctx, entry); err != nil {
+			done += fmt.Sprintf(" (but recording it in the audit stream failed: %v; note it yourself)", err)
+		}
+	}
+	http.Redirect(w, r, basePath(r)+back+sep(back)+"done="+url.QueryEscape(done), http.StatusSeeOther)
+}
+
+// sep is the separator before a query parameter added to path.
+func sep(path string) string {
+	for i := 0; i < len(path); i++ {
+		if path[i] == '?' {
+			return "&"
+		}
+	}
+	return "?"
+}

@@ -1,0 +1,158 @@
+package console
+
+import (
+	"context"
+	"fmt"
+	"html/template"
+	"strings"
+	"sync"
+	"time"
+)
+
+// sampler keeps each handler's backlog and lag over the console's
+// sampling window, for the overview's charts. It holds at most
+// window/interval samples per handler, and forgets a handler no sample
+// saw for a window.
+type sampler struct {
+	mu       sync.Mutex
+	window   time.Duration
+	interval time.Duration
+	series   map[string][]sample
+}
+
+type sample struct {
+	at           time.Time
+	backlog, lag int64
+}
+
+func newSampler(window, interval time.Duration) *sampler {
+	return &sampler{window: window, interval: interval, series: map[string][]sample{}}
+}
+
+// add records one sample of handler and drops those older than the
+// window.
+func (s *sampler) add(handler string, at time.Time, backlog, lag int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := append(s.series[handler], sample{at, backlog, lag})
+	cut := 0
+	for cut < len(ss) && at.Sub(ss[cut].at) > s.window {
+		cut++
+	}
+	s.series[handler] = ss[cut:]
+}
+
+// prune forgets the handlers with no sample within the window.
+func (s *sampler) prune(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for h, ss := range s.series {
+		if len(ss) == 0 || now.Sub(ss[len(ss)-1].at) > s.window {
+			delete(s.series, h)
+		}
+	}
+}
+
+// sample takes a sample of every handler each interval until ctx ends.
+func (c *Console) sample(ctx context.Context) {
+	defer close(c.done)
+	t := time.NewTicker(c.o.SampleInterval)
+	defer t.Stop()
+	for {
+		c.sampleOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Console) sampleOnce(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
+	defer cancel()
+	hs, err := c.in.KnownHandlers(ctx)
+	if err != nil {
+		c.o.Logger.Debug("seqby console: sampling failed", "err", err)
+		return
+	}
+	now := time.Now()
+	for _, h := range hs {
+		ps, err := c.in.Partitions(ctx, h.Name)
+		if err != nil {
+			c.o.Logger.Debug("seqby console: sampling failed", "handler", h.Name, "err", err)
+			continue
+		}
+		var backlog, lag int64
+		for _, p := range ps {
+			backlog += p.Lag + p.Pending
+			lag += p.Lag
+		}
+		c.samples.add(h.Name, now, backlog, lag)
+	}
+	c.samples.prune(now)
+}
+
+// chart is handler's backlog over the window as a small SVG line chart.
+func (s *sampler) chart(handler string) template.HTML {
+	s.mu.Lock()
+	ss := append([]sample(nil), s.series[handler]...)
+	s.mu.Unlock()
+	const w, h = 240.0, 48.0
+	if len(ss) == 0 {
+		return template.HTML(fmt.Sprintf(`<svg class="chart" width="%d" height="%d" role="img" aria-label="no samples yet"><text x="4" y="28">no samples yet</text></svg>`, int(w), int(h)))
+	}
+	var top int64 = 1
+	for _, x := range ss {
+		top = max(top, x.backlog)
+	}
+	start := ss[len(ss)-1].at.Add(-s.window)
+	var pts strings.Builder
+	for _, x := range ss {
+		px := w * float64(x.at.Sub(start)) / float64(s.window)
+		py := h - 2 - (h-4)*float64(x.backlog)/float64(top)
+		fmt.Fprintf(&pts, "%.1f,%.1f ", px, py)
+	}
+	last := ss[len(ss)-1]
+	// Numbers only are formatted into the SVG: nothing from Redis.
+	return template.HTML(fmt.Sprintf(`<svg class="chart" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="backlog over the last %s, now %d, peak %d">`+
+		`<polyline fill="none" stroke="currentColor" stroke-width="1.5" points="%s"/>`+
+		`<text x="%d" y="10" text-anchor="end">peak %d</text></svg>`,
+		int(w), int(h), int(w), int(h), s.window, last.backlog, top, strings.TrimSpace(pts.String()), int(w)-2, top))
+}
+
+// histogram is the distribution of backlogs across partitions as an SVG
+// bar chart: how many partitions have none, 1-9, 10-99, 100-999 and 1000
+// or more entries waiting.
+func histogram(backlogs []int64) template.HTML {
+	labels := []string{"0", "1-9", "10-99", "100-999", "1000+"}
+	counts := make([]int, len(labels))
+	for _, b := range backlogs {
+		switch {
+		case b == 0:
+			counts[0]++
+		case b < 10:
+			counts[1]++
+		case b < 100:
+			counts[2]++
+		case b < 1000:
+			counts[3]++
+		default:
+			counts[4]++
+		}
+	}
+	top := 1
+	for _, n := range counts {
+		top = max(top, n)
+	}
+	const bw, h = 56, 80
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="histogram" width="%d" height="%d" role="img" aria-label="partitions by backlog">`, bw*len(labels), h+30)
+	for i, n := range counts {
+		bh := h * n / top
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d"/><text x="%d" y="%d" text-anchor="middle">%d</text><text x="%d" y="%d" text-anchor="middle">%s</text>`,
+			i*bw+6, h-bh+12, bw-12, bh, i*bw+bw/2, h-bh+10, n, i*bw+bw/2, h+26, labels[i])
+	}
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String())
+}

@@ -1,0 +1,269 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/seqby/seqby/runtime/inspect"
+)
+
+// Options configure a Console. The zero value is a read-only console.
+type Options struct {
+	// Write turns the actions on (skip, dlq, replay, drop, pause,
+	// resume). It needs Token.
+	Write bool
+	// Token is write access's password: a mutating request must carry
+	// HTTP basic auth with this password, and a user name, the operator
+	// the audit stream records ("console:<user>"). Never shown.
+	Token string
+	// SampleInterval is how often the console samples each handler's lag
+	// and backlog for its charts (default 10s); SampleWindow how long it
+	// keeps them (default 1h).
+	SampleInterval time.Duration
+	SampleWindow   time.Duration
+	// Timeout bounds the Redis reads of one page (default 10s).
+	Timeout time.Duration
+	// Logger gets the errors pages show, at debug level (default: none).
+	Logger *slog.Logger
+}
+
+// ErrNoToken is New's refusal of Options.Write without Options.Token.
+var ErrNoToken = errors.New("console: Write needs a Token (the password of write access)")
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Console is the operator console, an http.Handler. Close it to stop its
+// sampler.
+type Console struct {
+	in     *inspect.Inspector
+	o      Options
+	pages  map[string]*template.Template
+	static http.Handler
+	mux    *http.ServeMux
+
+	samples *sampler
+	stop    context.CancelFunc
+	done    chan struct{}
+}
+
+// New returns a console on in. It starts the sampler of the charts,
+// which Close stops.
+func New(in *inspect.Inspector, o Options) (*Console, error) {
+	if o.Write && o.Token == "" {
+		return nil, ErrNoToken
+	}
+	if o.SampleInterval <= 0 {
+		o.SampleInterval = 10 * time.Second
+	}
+	if o.SampleWindow <= 0 {
+		o.SampleWindow = time.Hour
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	c := &Console{in: in, o: o, pages: map[string]*template.Template{}, done: make(chan struct{})}
+	for _, p := range []string{"overview", "handler", "partition", "halted", "paused", "audit", "preview", "error"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console: template %s: %w", p, err)
+		}
+		c.pages[p] = t
+	}
+	sub, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, err
+	}
+	c.static = http.StripPrefix("/static/", http.FileServer(http.FS(sub)))
+	c.mux = http.NewServeMux()
+	c.mux.HandleFunc("GET /{$}", c.overview)
+	c.mux.HandleFunc("GET /handler", c.handler)
+	c.mux.HandleFunc("GET /partition", c.partition)
+	c.mux.HandleFunc("GET /halted", c.halted)
+	c.mux.HandleFunc("GET /paused", c.paused)
+	c.mux.HandleFunc("GET /audit", c.audit)
+	c.mux.Handle("GET /static/", c.static)
+	c.mux.HandleFunc("POST /action", c.action)
+	c.samples = newSampler(o.SampleWindow, o.SampleInterval)
+	ctx, cancel := context.WithCancel(context.Background())
+	c.stop = cancel
+	go c.sample(ctx)
+	return c, nil
+}
+
+// Close stops the sampler.
+func (c *Console) Close() {
+	c.stop()
+	<-c.done
+}
+
+// ServeHTTP serves the console's pages and actions.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cache-Control", "no-store")
+	c.mux.ServeHTTP(w, r)
+}
+
+// base is what every page's layout shows.
+type base struct {
+	Title    string
+	Base     string // the path the console is mounted at, from the request
+	Write    bool
+	CSRF     string
+	Notice   string // the outcome of the last action (?done=)
+	Problem  string // an error to show instead of the page's data
+	Now      time.Time
+	Selected string // the menu entry
+}
+
+// csrfCookie names the double-submit cookie.
+const csrfCookie = "seqby_csrf"
+
+// page starts a page's data: the CSRF token (set as a cookie when the
+// browser has none) and the notice of a finished action.
+func (c *Console) page(w http.ResponseWriter, r *http.Request, title, selected string) base {
+	tok := ""
+	if ck, err := r.Cookie(csrfCookie); err == nil && len(ck.Value) == 64 {
+		tok = ck.Value
+	} else {
+		b := make([]byte, 32)
+		rand.Read(b)
+		tok = hex.EncodeToString(b)
+		http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: tok, Path: basePath(r) + "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	}
+	return base{Title: title, Base: basePath(r), Write: c.o.Write, CSRF: tok, Notice: r.URL.Query().Get("done"), Now: time.Now(), Selected: selected}
+}
+
+// basePath is the path the console is mounted at: the request's path as
+// the client sent it, less the path the console's mux saw.
+func basePath(r *http.Request) string {
+	full := r.URL.Path
+	if r.URL.RawPath != "" {
+		full = r.URL.RawPath
+	}
+	if r.RequestURI != "" {
+		if u, err := url.ParseRequestURI(r.RequestURI); err == nil {
+			full = u.EscapedPath()
+		}
+	}
+	rel := r.URL.EscapedPath()
+	return strings.TrimSuffix(strings.TrimSuffix(full, rel), "/")
+}
+
+// render writes a page; a template error is logged and answered with a
+// plain 500, never a trace.
+func (c *Console) render(w http.ResponseWriter, name string, status int, data any) {
+	var b strings.Builder
+	if err := c.pages[name].Execute(&b, data); err != nil {
+		c.o.Logger.Error("seqby console: rendering a page failed", "page", name, "err", err)
+		http.Error(w, "the page could not be rendered; see the server's log", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	io.WriteString(w, b.String())
+}
+
+// fail shows err on the error page with status.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, err error) {
+	c.o.Logger.Debug("seqby console: request failed", "path", r.URL.Path, "err", err)
+	b := c.page(w, r, "Error", "")
+	b.Problem = err.Error()
+	c.render(w, "error", status, b)
+}
+
+// ctx bounds a page's Redis reads.
+func (c *Console) ctx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), c.o.Timeout)
+}
+
+// operator checks a mutating request's credentials and returns the
+// operator's name; ok false when it answered the request itself.
+func (c *Console) operator(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if !c.o.Write {
+		c.fail(w, r, http.StatusForbidden, errors.New("this console is read-only: start it with write access (seqbyctl serve -write, with a token) to act"))
+		return "", false
+	}
+	user, pass, ok := r.BasicAuth()
+	if !ok || user == "" || subtle.ConstantTimeCompare([]byte(pass), []byte(c.o.Token)) != 1 {
+		w.Header().Set("WWW-Authenticate", `Basic realm="seqby console", charset="UTF-8"`)
+		c.fail(w, r, http.StatusUnauthorized, errors.New("write access needs your name as the user and the console's token as the password"))
+		return "", false
+	}
+	ck, err := r.Cookie(csrfCookie)
+	form := r.PostFormValue("csrf")
+	if err != nil || form == "" || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(form)) != 1 {
+		c.fail(w, r, http.StatusForbidden, errors.New("missing or wrong CSRF token: reload the page and try again"))
+		return "", false
+	}
+	return user, true
+}
+
+var funcs = template.FuncMap{
+	"ago": func(now, t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return now.Sub(t).Round(time.Second).String()
+	},
+	"dur": func(d time.Duration) string {
+		if d < 0 {
+			return "-"
+		}
+		return d.Round(time.Second).String()
+	},
+	"rfc3339": func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.UTC().Format(time.RFC3339)
+	},
+	"query": url.QueryEscape,
+	"orDash": func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	},
+	"add": func(a, b int) int { return a + b },
+}
+
+func init() {
+	// dict builds the map a shared template takes: dict "k" v "k2" v2.
+	funcs["dict"] = func(kv ...any) (map[string]any, error) {
+		if len(kv)%2 != 0 {
+			return nil, errors.New("dict: an odd number of arguments")
+		}
+		m := make(map[string]any, len(kv)/2)
+		for i := 0; i < len(kv); i += 2 {
+			k, ok := kv[i].(string)
+			if !ok {
+				return nil, errors.New("dict: a key that is not a string")
+			}
+			m[k] = kv[i+1]
+		}
+		return m, nil
+	}
+}

@@ -1,0 +1,369 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/internal/redistest"
+	"github.com/seqby/seqby/runtime"
+	"github.com/seqby/seqby/runtime/inspect"
+)
+
+// placed is the scene's message: shop:{Client}.
+type placed struct {
+	Client string `json:"client"`
+	Seq    int    `json:"seq"`
+	Poison bool   `json:"poison,omitempty"`
+	Note   string `json:"note,omitempty"`
+}
+
+func (*placed) StreamCategory() string { return "shop" }
+func (m *placed) PartitionKey() (string, error) {
+	return runtime.Key("shop", "Client", m.Client)
+}
+
+// scene is a real redis-server with engines running handler "orders",
+// which fails on poison messages until cured.
+type scene struct {
+	t       *testing.T
+	c       *redis.Client
+	ctx     context.Context
+	cured   atomic.Bool
+	mu      sync.Mutex
+	applied map[string][]int
+}
+
+func newScene(t *testing.T, engines int) *scene {
+	s := &scene{t: t, applied: map[string][]int{}}
+	srv := redistest.New(t)
+	s.c = redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { s.c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	s.ctx = ctx
+	for i := range engines {
+		s.startEngine("w" + string(rune('1'+i)))
+	}
+	return s
+}
+
+func (s *scene) registration() runtime.Registration {
+	return runtime.Registration{Name: "orders", Kind: runtime.EventHandler, Key: "Client", Sequential: true,
+		Routes: []runtime.Route{{
+			Category: "shop", Type: "placed", PartitionField: "Client",
+			Decode: func(cd runtime.Codec, p []byte) (any, error) {
+				var m placed
+				return &m, cd.Unmarshal(p, &m)
+			},
+			PartitionKey: func(m any) (string, error) { return m.(*placed).PartitionKey() },
+			Invoke: func(_ context.Context, _ any, m any) error {
+				p := m.(*placed)
+				if p.Poison && !s.cured.Load() {
+					return runtime.Permanent(errors.New("poison <b>bold</b> & \"quoted\""))
+				}
+				s.mu.Lock()
+				s.applied[p.Client] = append(s.applied[p.Client], p.Seq)
+				s.mu.Unlock()
+				return nil
+			},
+		}}}
+}
+
+func (s *scene) startEngine(owner string) {
+	e, err := runtime.NewEngine(s.c, runtime.Options{OwnerID: owner, LeaseTTL: time.Second,
+		HeartbeatInterval: 150 * time.Millisecond, DiscoveryInterval: 50 * time.Millisecond,
+		BlockTimeout: 200 * time.Millisecond, MaxRetries: -1,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := e.Register(s.registration()); err != nil {
+		s.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	s.t.Cleanup(func() { cancel(); <-done })
+}
+
+func (s *scene) publish(ms ...*placed) {
+	s.t.Helper()
+	p := runtime.NewPublisher(s.c)
+	for _, m := range ms {
+		if err := p.Publish(s.ctx, m); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+}
+
+func (s *scene) count(client string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.applied[client])
+}
+
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// hostile is a key holding markup, quotes and non-ASCII (no braces: a key
+// may not hold them).
+const hostile = `<img src=x onerror=alert(1)>"'é`
+
+// client is a browser stand-in: it keeps cookies and sends basic auth
+// when user is set.
+type client struct {
+	t          *testing.T
+	base       string
+	h          *http.Client
+	user, pass string
+}
+
+func newClient(t *testing.T, base, user, pass string) *client {
+	jar, _ := cookiejar.New(nil)
+	return &client{t: t, base: base, user: user, pass: pass, h: &http.Client{Jar: jar,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+func (c *client) do(method, path string, form url.Values) (int, string, http.Header) {
+	c.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, c.base+path, body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if c.user != "" {
+		req.SetBasicAuth(c.user, c.pass)
+	}
+	res, err := c.h.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b), res.Header
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([0-9a-f]{64})"`)
+
+// csrf loads path and returns the CSRF token its forms carry.
+func (c *client) csrf(path string) string {
+	c.t.Helper()
+	_, body, _ := c.do("GET", path, nil)
+	m := csrfField.FindStringSubmatch(body)
+	if m == nil {
+		c.t.Fatalf("no CSRF token on %s", path)
+	}
+	return m[1]
+}
+
+func serve(t *testing.T, s *scene, o Options) string {
+	con, err := New(inspect.New(s.c), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(con.Close)
+	mux := http.NewServeMux()
+	mux.Handle("/ops/", http.StripPrefix("/ops", con))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv.URL + "/ops"
+}
+
+// Every page renders on a real Redis with a halted key and a hostile key,
+// escapes what it shows from Redis, and a read-only console refuses every
+// action.
+func TestPagesReadOnly(t *testing.T) {
+	s := newScene(t, 1)
+	s.publish(&placed{Client: "a", Seq: 1, Poison: true}, &placed{Client: "a", Seq: 2},
+		&placed{Client: hostile, Seq: 1, Note: "<script>alert(2)</script>"})
+	eventually(t, 20*time.Second, "the hostile key applied", func() bool { return s.count(hostile) == 1 })
+	// An entry no publisher would write: a hostile type, which halts.
+	if err := s.c.XAdd(s.ctx, &redis.XAddArgs{Stream: "shop:{" + hostile + "}", Values: []any{"type", "<script>alert(2)</script>", "payload", "\x00\xff<i>"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.publish(&placed{Client: hostile, Seq: 2}) // wakes its owner (a raw XADD signals nothing)
+	eventually(t, 20*time.Second, "a and the hostile key halted", func() bool {
+		hs, _ := inspect.New(s.c).Halts(s.ctx, "")
+		return len(hs) == 2
+	})
+	base := serve(t, s, Options{SampleInterval: 50 * time.Millisecond})
+	c := newClient(t, base, "", "")
+	hostileStream := "shop:{" + hostile + "}"
+	for _, tc := range []struct {
+		path string
+		want []string
+	}{
+		{"/", []string{"orders", "read-only", "categories: shop", "w1"}},
+		{"/handler?name=orders", []string{"partitions by backlog", `>a</a>`, "&lt;img src=x onerror=alert(1)&gt;&#34;&#39;é"}},
+		{"/handler?name=orders&q=a&sort=lag", []string{">a</a>"}},
+		{"/partition?handler=orders&stream=" + url.QueryEscape("shop:{a}"), []string{"Halted", "poison &lt;b&gt;bold&lt;/b&gt; &amp; &#34;quoted&#34;", "Lease"}},
+		{"/partition?handler=orders&stream=" + url.QueryEscape(hostileStream), []string{"&lt;script&gt;alert(2)&lt;/script&gt;", "&lt;i&gt;"}},
+		{"/halted", []string{"shop:{a}", "handler failed permanently", "&lt;script&gt;alert(2)&lt;/script&gt;"}},
+		{"/paused", []string{"Nothing is paused."}},
+		{"/audit", []string{"No operator action recorded yet."}},
+	} {
+		code, body, h := c.do("GET", tc.path, nil)
+		if code != http.StatusOK {
+			t.Errorf("GET %s: %d\n%s", tc.path, code, body)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(body, w) {
+				t.Errorf("GET %s: no %q in\n%s", tc.path, w, body)
+			}
+		}
+		for _, bad := range []string{"<img src=x", "<script>alert", "<b>bold</b>", "<i>"} {
+			if strings.Contains(body, bad) {
+				t.Errorf("GET %s: unescaped %q", tc.path, bad)
+			}
+		}
+		if !strings.Contains(h.Get("Content-Security-Policy"), "default-src 'self'") {
+			t.Errorf("GET %s: no Content-Security-Policy", tc.path)
+		}
+	}
+	for _, path := range []string{"/handler?name=ordres", "/partition?handler=orders&stream=nope"} {
+		if code, body, _ := c.do("GET", path, nil); code != http.StatusNotFound || !strings.Contains(body, "did you mean") && !strings.Contains(body, "no such partition") {
+			t.Errorf("GET %s: %d, want 404 with the error\n%s", path, code, body)
+		}
+	}
+	tok := strings.Repeat("0", 64) // a read-only console renders no form
+	code, body, _ := c.do("POST", "/action", url.Values{"csrf": {tok}, "op": {"skip"}, "handler": {"orders"}, "stream": {"shop:{a}"}, "id": {"1-0"}})
+	if code != http.StatusForbidden || !strings.Contains(body, "read-only") {
+		t.Fatalf("an action on a read-only console: %d\n%s", code, body)
+	}
+	if _, err := New(inspect.New(s.c), Options{Write: true}); !errors.Is(err, ErrNoToken) {
+		t.Fatalf("New with Write and no Token: %v, want ErrNoToken", err)
+	}
+}
+
+// The actions: refused without the token or the CSRF token, previewed
+// with their dry run, done on confirmation with an audit entry naming
+// the console user; skip lets the halted key complete, pause stops a key
+// and resume lets it go on.
+func TestActions(t *testing.T) {
+	s := newScene(t, 2)
+	s.publish(&placed{Client: "a", Seq: 1, Poison: true}, &placed{Client: "a", Seq: 2}, &placed{Client: "b", Seq: 1})
+	eventually(t, 20*time.Second, "a halted and b applied", func() bool {
+		hs, _ := inspect.New(s.c).Halts(s.ctx, "")
+		return len(hs) == 1 && s.count("b") == 1
+	})
+	hs, _ := inspect.New(s.c).Halts(s.ctx, "")
+	head := hs[0].EntryID
+	base := serve(t, s, Options{Write: true, Token: "s3cret"})
+	skip := url.Values{"op": {"skip"}, "handler": {"orders"}, "stream": {"shop:{a}"}, "id": {head}, "back": {"/halted"}}
+	with := func(v url.Values, kv ...string) url.Values {
+		out := url.Values{}
+		for k, vs := range v {
+			out[k] = vs
+		}
+		for i := 0; i < len(kv); i += 2 {
+			out.Set(kv[i], kv[i+1])
+		}
+		return out
+	}
+
+	anon := newClient(t, base, "", "")
+	tok := anon.csrf("/halted")
+	if code, _, h := anon.do("POST", "/action", with(skip, "csrf", tok)); code != http.StatusUnauthorized || !strings.Contains(h.Get("WWW-Authenticate"), "Basic") {
+		t.Fatalf("an action without credentials: %d", code)
+	}
+	wrong := newClient(t, base, "mallory", "guess")
+	tok = wrong.csrf("/halted")
+	if code, _, _ := wrong.do("POST", "/action", with(skip, "csrf", tok)); code != http.StatusUnauthorized {
+		t.Fatalf("an action with a wrong token: %d", code)
+	}
+	alice := newClient(t, base, "alice", "s3cret")
+	if code, body, _ := alice.do("POST", "/action", skip); code != http.StatusForbidden || !strings.Contains(body, "CSRF") {
+		t.Fatalf("an action without a CSRF token: %d\n%s", code, body)
+	}
+	tok = alice.csrf("/halted")
+	if code, _, _ := alice.do("POST", "/action", with(skip, "csrf", strings.Repeat("0", 64))); code != http.StatusForbidden {
+		t.Fatalf("an action with a wrong CSRF token: %d", code)
+	}
+	if _, body, _ := alice.do("GET", "/halted", nil); strings.Contains(body, "s3cret") {
+		t.Fatal("a page shows the token")
+	}
+
+	// A preview of a refused action says why and offers no confirmation.
+	code, body, _ := alice.do("POST", "/action", with(skip, "csrf", tok, "id", "1-0"))
+	if code != http.StatusConflict || !strings.Contains(body, "refused") || strings.Contains(body, `id="confirm"`) {
+		t.Fatalf("preview of a skip of a non-head: %d\n%s", code, body)
+	}
+	// The preview changes nothing; the confirmation skips.
+	code, body, _ = alice.do("POST", "/action", with(skip, "csrf", tok))
+	if code != http.StatusOK || !strings.Contains(body, "acknowledge "+head) || !strings.Contains(body, `id="confirm"`) {
+		t.Fatalf("preview of the skip: %d\n%s", code, body)
+	}
+	if n := s.c.XLen(s.ctx, "seqby:__audit__").Val(); n != 0 || s.count("a") != 0 {
+		t.Fatalf("the preview changed something: audit %d, a applied %d", n, s.count("a"))
+	}
+	code, _, h := alice.do("POST", "/action", with(skip, "csrf", tok, "confirm", "yes"))
+	if code != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/ops/halted?done=") {
+		t.Fatalf("confirmed skip: %d, Location %q", code, h.Get("Location"))
+	}
+	eventually(t, 20*time.Second, "a completes after the skip", func() bool { return s.count("a") == 1 })
+	log, err := inspect.New(s.c).AuditLog(s.ctx, 5)
+	if err != nil || len(log) != 1 || log[0].Who != "console:alice" || log[0].Command != "skip" || log[0].EntryID != head {
+		t.Fatalf("audit after the skip: %+v, %v", log, err)
+	}
+
+	// Pause b, publish to it: nothing runs; resume: it goes on.
+	pause := url.Values{"op": {"pause"}, "handler": {"orders"}, "stream": {"shop:{b}"}, "back": {"/paused"}, "csrf": {tok}, "confirm": {"yes"}}
+	if code, body, _ := alice.do("POST", "/action", pause); code != http.StatusSeeOther {
+		t.Fatalf("pause: %d\n%s", code, body)
+	}
+	if _, body, _ := alice.do("GET", "/paused", nil); !strings.Contains(body, "shop:{b}") || !strings.Contains(body, "console:alice") {
+		t.Fatalf("the paused page after the pause:\n%s", body)
+	}
+	s.publish(&placed{Client: "b", Seq: 2}, &placed{Client: "a", Seq: 3})
+	eventually(t, 20*time.Second, "a/3 applied", func() bool { return s.count("a") == 2 })
+	if ps, _ := inspect.New(s.c).Paused(s.ctx, "orders"); len(ps) != 1 {
+		t.Fatalf("pauses: %+v", ps)
+	}
+	resume := with(pause, "op", "resume")
+	if code, body, _ := alice.do("POST", "/action", resume); code != http.StatusSeeOther {
+		t.Fatalf("resume: %d\n%s", code, body)
+	}
+	eventually(t, 20*time.Second, "b goes on after the resume", func() bool { return s.count("b") == 2 })
+	if n := s.c.XLen(s.ctx, "seqby:__audit__").Val(); n != 3 {
+		t.Fatalf("audit entries %d, want 3 (skip, pause, resume)", n)
+	}
+	if code, body, _ := alice.do("GET", "/audit", nil); code != http.StatusOK || strings.Count(body, "<td>console:alice</td>") != 3 {
+		t.Fatalf("the audit page: %d\n%s", code, body)
+	}
+	// An unknown action and a redirect off the console are refused.
+	if code, _, _ := alice.do("POST", "/action", url.Values{"csrf": {tok}, "op": {"flush"}}); code != http.StatusBadRequest {
+		t.Fatalf("an unknown action: %d", code)
+	}
+	code, _, h = alice.do("POST", "/action", with(resume, "op", "pause", "back", "//evil.example/"))
+	if code != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/ops/?done=") {
+		t.Fatalf("a redirect off the console: %d, Location %q", code, h.Get("Location"))
+	}
+}

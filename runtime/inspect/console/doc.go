@@ -1,0 +1,50 @@
+// Package console is seqby's operator console: a web page, built on
+// inspect.Inspector, for what seqbyctl shows and does. It is an
+// http.Handler that a service mounts in its own mux, like the engine's
+// HealthHandler, or that "seqbyctl serve -addr 127.0.0.1:8080" runs on
+// its own.
+//
+//	in := inspect.New(client)
+//	con, err := console.New(in, console.Options{})
+//	if err != nil { ... }
+//	defer con.Close()
+//	mux.Handle("/seqby/", http.StripPrefix("/seqby", con))
+//
+// Pages, all server-rendered (html/template, assets embedded; a few lines
+// of plain JavaScript refresh the overview):
+//
+//   - / (overview): every handler with its categories, its partitions
+//     owned, unowned, halted and paused, total lag and backlog, its
+//     instances and their last heartbeat, and a chart of its backlog
+//     over the console's sampling window (Options.SampleInterval,
+//     SampleWindow);
+//   - /handler?name=H: its partitions, sortable by lag, backlog and idle
+//     time, searchable by key, 100 a page, with the distribution of
+//     backlog across them;
+//   - /partition?handler=H&stream=S: lease (owner, generation, expiry),
+//     halt record, head entry with its fields and deliveries, pending
+//     entries, the last entries, its dead-letter entries, and whether it
+//     is paused;
+//   - /halted: halted partitions of every handler, and the dead-letter
+//     entries;
+//   - /paused: the pauses;
+//   - /audit: the audit stream, newest first.
+//
+// # Actions
+//
+// The console is read-only unless Options.Write is set, which needs
+// Options.Token: a mutating request then carries HTTP basic auth whose
+// password is the token and whose user name is the operator, recorded in
+// the audit stream as "console:<user>" (the browser asks once). The
+// actions are those of seqbyctl: skip and dlq move of a halted head,
+// dlq replay and dlq drop, pause and resume of a partition or a whole
+// handler. Each goes in two steps: the first runs the action's checks
+// (its dry run, as seqbyctl's -dry-run) and shows what would be done; the
+// second, a confirmation, does it and appends an audit entry. Every
+// mutating request carries a CSRF token (a double-submit cookie,
+// SameSite=Strict), and a read-only console refuses every one.
+//
+// Every value read from Redis is escaped (keys and fields may hold
+// markup, quotes or any bytes); no secret appears in a page or URL;
+// errors are shown as their text, never a stack trace.
+package console
