@@ -2,15 +2,23 @@
 GO ?= go
 FUZZTIME ?= 10s
 
-.PHONY: test redis postgres lint unit runtime-test outbox-test fuzz generate check-generated stress stress-cluster stress-sentinel bench
+.PHONY: test redis postgres chromium lint unit runtime-test outbox-test fuzz generate check-generated stress stress-cluster stress-sentinel bench screenshots
 
-test: redis postgres lint check-generated unit runtime-test outbox-test fuzz
+test: redis postgres chromium lint check-generated unit runtime-test outbox-test fuzz
 
 redis:
 	@./.ci/ensure-redis
 
 postgres:
 	@./.ci/ensure-postgres
+
+# The console's browser test drives a headless Chromium (Debian's chromium).
+chromium:
+	@./.ci/ensure-chromium
+
+# The console's screenshots in docs/console, taken by its browser test.
+screenshots: redis chromium
+	SEQBY_SCREENSHOTS=$(CURDIR)/docs/console $(GO) test -count=1 -run '^TestBrowser$$' ./runtime/inspect/console
 
 lint:
 	$(GO) vet ./...

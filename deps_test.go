@@ -25,6 +25,7 @@ var heavy = []string{
 	"go.opentelemetry.io/otel/exporters",  // and so are its exporters
 	"github.com/prometheus/client_golang", // and the Prometheus client
 	"google.golang.org/protobuf",          // only protobuf users need it
+	"github.com/chromedp",                 // the console's browser test drives Chromium with it
 }
 
 // depRule is what one package of the module may pull: nothing in heavy
@@ -42,6 +43,7 @@ type depRule struct {
 var depRules = []depRule{
 	{root: "github.com/seqby/seqby/runtime"},
 	{root: "github.com/seqby/seqby/runtime/inspect"},
+	{root: "github.com/seqby/seqby/runtime/inspect/console"},
 	{root: "github.com/seqby/seqby/runtime/seqbytest", allow: []string{"github.com/alicebob/miniredis"}},
 	{root: "github.com/seqby/seqby/outbox", allow: []string{"github.com/jackc/pgx"}},
 }

@@ -110,6 +110,15 @@
 //	    and the key holding the pause. Exits 1 when it lists one, as halted
 //	    does.
 //
+//	seqbyctl serve [-addr HOST:PORT] [-write] [-verify-bound D] [-backfill SUFFIX]
+//	    Serve the operator console (package runtime/inspect/console), a
+//	    web page of handlers, partitions, halts, dead letters, pauses and
+//	    the audit log, on -addr (127.0.0.1:8080 by default) until SIGINT or
+//	    SIGTERM. Read-only unless -write, which needs the token of write
+//	    access in $SEQBY_CONSOLE_TOKEN: the browser then asks for a user
+//	    name (recorded as console:NAME) and the token as password before an
+//	    action, and every action is previewed with its dry run first.
+//
 //	seqbyctl audit [-n N]
 //	    The newest N (default 20) entries of the audit stream, newest
 //	    first: id, when, who, command, handler, partition, stream, entry id

@@ -10,12 +10,14 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"os/signal"
 	"os/user"
 	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 	"unicode"
@@ -42,6 +44,8 @@ type opts struct {
 	dryRun                  bool
 	all                     bool // pause, resume: the whole handler
 	verifyBound             time.Duration
+	addr                    string // serve
+	write                   bool   // serve
 	n                       int
 
 	out io.Writer // stdout, or io.Discard with -q
@@ -55,7 +59,10 @@ type command struct {
 	about    string   // what help COMMAND says
 	flags    []string // its own flags (names in flagDefs)
 	required []string
-	do       func(ctx context.Context, in *inspect.Inspector, o *opts) error
+	// long: the command runs until SIGINT or SIGTERM (serve), not
+	// within -timeout, which then bounds only connecting.
+	long bool
+	do   func(ctx context.Context, in *inspect.Inspector, o *opts) error
 }
 
 var commands = []*command{
@@ -180,6 +187,19 @@ partition ("*" for the whole handler), who paused it and when, and the Redis
 key holding the pause. Exits 1 when it lists a pause (0 when none), as halted
 does.`,
 		do: pausedCmd},
+	{name: "serve", synopsis: "[-addr HOST:PORT] [-write] [-verify-bound D] [-backfill SUFFIX]", flags: []string{"addr", "write", "verify-bound", "backfill"},
+		long:    true,
+		summary: "run the operator console, a web page, until interrupted",
+		about: `Serves the operator console (package runtime/inspect/console) on -addr,
+127.0.0.1:8080 by default (only this machine; give 0.0.0.0:8080 to serve
+others, behind TLS), until SIGINT or SIGTERM. It prints the URL it serves.
+
+The console is read-only unless -write is given, which needs the token of
+write access in $SEQBY_CONSOLE_TOKEN (never on the command line, where
+other users could read it): each action then asks the browser for a user
+name (the operator the audit stream records, as console:NAME) and the
+token as password.`,
+		do: serve},
 	{name: "audit", synopsis: "[-n N]", flags: []string{"n"},
 		summary: "the newest operator actions, from seqby:__audit__",
 		about: `Lists the newest N entries (default 20) of the audit stream seqby:__audit__,
@@ -232,6 +252,12 @@ var flagDefs = map[string]func(fs *flag.FlagSet, o *opts){
 	"value": func(fs *flag.FlagSet, o *opts) {
 		fs.StringVar(&o.value, "value", "", "the pm's correlation `VALUE` (o-1; the key of its partition streams, order:{o-1})")
 	},
+	"addr": func(fs *flag.FlagSet, o *opts) {
+		fs.StringVar(&o.addr, "addr", "127.0.0.1:8080", "the `HOST:PORT` to serve on")
+	},
+	"write": func(fs *flag.FlagSet, o *opts) {
+		fs.BoolVar(&o.write, "write", false, "allow actions, with the token in $SEQBY_CONSOLE_TOKEN")
+	},
 	"verify-bound": func(fs *flag.FlagSet, o *opts) {
 		fs.DurationVar(&o.verifyBound, "verify-bound", 25*time.Millisecond, "the engines' Options.VerifyBound, which pause waits out after storing the pause")
 	},
@@ -253,7 +279,7 @@ var flagDefs = map[string]func(fs *flag.FlagSet, o *opts){
 var globalFlags = []string{"redis", "timeout", "json", "q", "version"}
 
 // valueFlags take a value (the next argument unless given as -f=v).
-var valueFlags = map[string]bool{"verify-bound": true, "redis": true, "timeout": true, "handler": true, "stream": true, "category": true, "id": true, "as": true, "n": true, "backfill": true, "value": true}
+var valueFlags = map[string]bool{"addr": true, "verify-bound": true, "redis": true, "timeout": true, "handler": true, "stream": true, "category": true, "id": true, "as": true, "n": true, "backfill": true, "value": true}
 
 // exitStatus ends the command with a status and nothing more to say.
 type exitStatus int
@@ -363,6 +389,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	in := inspect.New(client)
 	if o.backfill != "" {
 		in = in.WithBackfillSuffix(o.backfill)
+	}
+	if c.long {
+		var stop context.CancelFunc
+		ctx, stop = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
 	}
 	err = c.do(ctx, in, &o)
 	var status exitStatus
@@ -486,6 +517,9 @@ func (c *command) check(o *opts, rest []string) error {
 		case !o.all && o.stream == "":
 			return errors.New("missing -stream (a partition) or -all (the whole handler)")
 		}
+	}
+	if o.write && os.Getenv(consoleTokenEnv) == "" {
+		return fmt.Errorf("-write needs the token of write access in $%s", consoleTokenEnv)
 	}
 	if slices.Contains(c.flags, "n") && o.n < 1 {
 		return fmt.Errorf("-n %d: want at least 1", o.n)
