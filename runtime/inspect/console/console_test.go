@@ -367,3 +367,70 @@ func TestActions(t *testing.T) {
 		t.Fatalf("a redirect off the console: %d, Location %q", code, h.Get("Location"))
 	}
 }
+
+// The dead-letter actions and a whole handler's pause, through the
+// console: dlq move of a halted head, replay of the dead letter (the key
+// completes once the handler is cured), drop of another, pause and resume
+// of every key.
+func TestDLQAndHandlerActions(t *testing.T) {
+	s := newScene(t, 1)
+	s.publish(&placed{Client: "a", Seq: 1, Poison: true}, &placed{Client: "d", Seq: 1, Poison: true})
+	eventually(t, 20*time.Second, "a and d halted", func() bool {
+		hs, _ := inspect.New(s.c).Halts(s.ctx, "")
+		return len(hs) == 2
+	})
+	hs, _ := inspect.New(s.c).Halts(s.ctx, "")
+	base := serve(t, s, Options{Write: true, Token: "s3cret"})
+	bob := newClient(t, base, "bob", "s3cret")
+	tok := bob.csrf("/halted")
+	act := func(kv ...string) {
+		t.Helper()
+		f := url.Values{"csrf": {tok}, "confirm": {"yes"}, "back": {"/halted"}}
+		for i := 0; i < len(kv); i += 2 {
+			f.Set(kv[i], kv[i+1])
+		}
+		if code, body, _ := bob.do("POST", "/action", f); code != http.StatusSeeOther {
+			t.Fatalf("%v: %d\n%s", kv, code, body)
+		}
+	}
+	for _, h := range hs {
+		act("op", "dlq", "handler", "orders", "stream", h.Partition, "id", h.EntryID)
+	}
+	dlq, err := inspect.New(s.c).DLQEntries(s.ctx, "")
+	if err != nil || len(dlq) != 2 {
+		t.Fatalf("dead letters after two moves: %+v, %v", dlq, err)
+	}
+	if _, body, _ := bob.do("GET", "/halted", nil); !strings.Contains(body, "shop:{a}:dlq") || !strings.Contains(body, "No partition is halted.") {
+		t.Fatalf("the halted page after the moves:\n%s", body)
+	}
+	s.cured.Store(true)
+	for _, d := range dlq {
+		if d.DLQ == "shop:{a}:dlq" {
+			act("op", "replay", "dlq", d.DLQ, "id", d.ID)
+		} else {
+			act("op", "drop", "dlq", d.DLQ, "id", d.ID)
+		}
+	}
+	eventually(t, 20*time.Second, "a's replay applied", func() bool { return s.count("a") == 1 })
+	if dlq, _ := inspect.New(s.c).DLQEntries(s.ctx, ""); len(dlq) != 0 {
+		t.Fatalf("dead letters left: %+v", dlq)
+	}
+	act("op", "pause", "handler", "orders", "all", "yes")
+	if ps, _ := inspect.New(s.c).Paused(s.ctx, "orders"); len(ps) != 1 || ps[0].Partition != "" || ps[0].By != "console:bob" {
+		t.Fatalf("pauses after pausing the handler: %+v", ps)
+	}
+	act("op", "resume", "handler", "orders", "all", "yes")
+	if ps, _ := inspect.New(s.c).Paused(s.ctx, "orders"); len(ps) != 0 {
+		t.Fatalf("pauses after resuming the handler: %+v", ps)
+	}
+	log, _ := inspect.New(s.c).AuditLog(s.ctx, 10)
+	want := []string{"resume", "pause", "dlq drop", "dlq replay", "dlq move", "dlq move"}
+	if len(log) != len(want) {
+		t.Fatalf("audit: %+v, want %v", log, want)
+	}
+	for i, e := range log {
+		if e.Command != want[i] && !(i >= 2 && i <= 3) || e.Who != "console:bob" {
+			t.Errorf("audit entry %d: %+v, want %s by console:bob", i, e, want[i])
+		}
+	}
+}
