@@ -88,6 +88,9 @@ type Engine struct {
 	// faults holds the partitions benched for permanent Redis errors and
 	// those seen unowned (fault.go, unowned.go), by faultID.
 	faults map[string]Fault
+	// faultsReported: the last report in Redis listed faults (fault.go),
+	// so a heartbeat that finds none deletes it. Heartbeat loop only.
+	faultsReported bool
 	// health holds, per keyed handler, the failures that decide whether
 	// this instance is announced as live (liveness.go); bounded by the
 	// handlers.

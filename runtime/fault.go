@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"sort"
 	"strings"
@@ -201,6 +202,35 @@ func (e *Engine) faultList() []Fault {
 		return a.Stream < b.Stream
 	})
 	return out
+}
+
+// reportFaults keeps this instance's faults in Redis for operators (the
+// console's overview, inspect.Inspector.Faults): FaultsKey holds them as
+// JSON while there are any, expiring 2 × LeaseTTL after the last
+// heartbeat that wrote it (a killed instance's report ends so), and is
+// deleted by the first heartbeat that finds none.
+func (e *Engine) reportFaults(ctx context.Context) {
+	e.mu.Lock()
+	fs := e.faultList()
+	e.mu.Unlock()
+	if len(fs) == 0 && !e.faultsReported {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.o.HeartbeatInterval)
+	defer cancel()
+	reports := make([]rdb.FaultReport, len(fs))
+	for i, f := range fs {
+		reports[i] = rdb.FaultReport{Kind: string(f.Kind), Handler: f.Handler, Category: f.Category, Key: f.Key, Stream: f.Stream,
+			Since: f.Since, Until: f.Until}
+		if f.Err != nil {
+			reports[i].Err = f.Err.Error()
+		}
+	}
+	if err := rdb.ReportFaults(ctx, e.c, e.o.OwnerID, reports, 2*e.o.LeaseTTL); err != nil {
+		e.log.Debug("seqby: reporting faults failed", "err", err)
+		return
+	}
+	e.faultsReported = len(fs) > 0
 }
 
 // alertFault calls OnFault.

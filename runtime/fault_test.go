@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/internal/redistest"
+	"github.com/seqby/seqby/runtime/inspect"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -163,6 +164,11 @@ func TestPermanentRedisErrorsReleaseThePartition(t *testing.T) {
 	if st := bad.Status(); len(st.Faults) != 1 || st.Faults[0].Kind != FaultReleased || len(st.Partitions) != 0 {
 		t.Fatalf("status = %+v", st)
 	}
+	// Its heartbeats report it in Redis, for operators (the console).
+	eventually(t, 10*time.Second, "the fault reported in Redis", func() bool {
+		fs, err := inspect.New(admin).Faults(ctx)
+		return err == nil && len(fs) == 1 && fs[0].Owner == "noack" && fs[0].Kind == "released" && fs[0].Key == "a" && refused(fs[0].Err)
+	})
 
 	good := startEngine(t, admin, fastOptions("good"), handler)
 	eventually(t, 20*time.Second, "the healthy instance applies everything", func() bool { return j.count("a") >= n })

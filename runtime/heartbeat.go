@@ -33,6 +33,7 @@ func (e *Engine) heartbeatLoop(ctx context.Context) {
 		e.renewOwner(ctx)
 		e.keepSignals(ctx, false)
 		e.announce(ctx)
+		e.reportFaults(ctx)
 	}
 }
 

@@ -51,3 +51,30 @@ func (i *Inspector) LastEntries(ctx context.Context, stream string, n int) ([]En
 	}
 	return out, nil
 }
+
+// Fault is a fault an engine instance reports: a partition it released
+// after permanent Redis errors (Kind "released", until Until), or one it
+// found without an owner while it had work (Kind "unowned"), as the
+// runtime's Status.Faults, with the instance's OwnerID.
+type Fault = rdb.FaultReport
+
+// Faults lists the faults the live engine instances report
+// (seqby:__faults__:owner, kept by their heartbeats), sorted by owner,
+// handler and stream.
+func (i *Inspector) Faults(ctx context.Context) ([]Fault, error) {
+	fs, err := rdb.Faults(ctx, i.c)
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(fs, func(a, b int) bool {
+		x, y := fs[a], fs[b]
+		if x.Owner != y.Owner {
+			return x.Owner < y.Owner
+		}
+		if x.Handler != y.Handler {
+			return x.Handler < y.Handler
+		}
+		return x.Stream < y.Stream
+	})
+	return fs, nil
+}

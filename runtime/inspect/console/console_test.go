@@ -20,6 +20,7 @@ import (
 	"github.com/seqby/seqby/internal/redistest"
 	"github.com/seqby/seqby/runtime"
 	"github.com/seqby/seqby/runtime/inspect"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // placed is the scene's message: shop:{Client}.
@@ -213,6 +214,10 @@ func TestPagesReadOnly(t *testing.T) {
 		hs, _ := inspect.New(s.c).Halts(s.ctx, "")
 		return len(hs) == 2
 	})
+	// A fault an engine reports (its heartbeats write these).
+	if err := rdb.ReportFaults(s.ctx, s.c, "w9", []rdb.FaultReport{{Kind: "released", Handler: "orders", Stream: "shop:{zz}", Err: "NOPERM <u>no</u>", Since: time.Now()}}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	base := serve(t, s, Options{SampleInterval: 50 * time.Millisecond})
 	c := newClient(t, base, "", "")
 	hostileStream := "shop:{" + hostile + "}"
@@ -220,7 +225,7 @@ func TestPagesReadOnly(t *testing.T) {
 		path string
 		want []string
 	}{
-		{"/", []string{"orders", "read-only", "categories: shop", "w1"}},
+		{"/", []string{"orders", "read-only", "categories: shop", "w1", "Faults the engines report", "w9", "NOPERM &lt;u&gt;no&lt;/u&gt;"}},
 		{"/handler?name=orders", []string{"partitions by backlog", `>a</a>`, "&lt;img src=x onerror=alert(1)&gt;&#34;&#39;é"}},
 		{"/handler?name=orders&q=a&sort=lag", []string{">a</a>"}},
 		{"/partition?handler=orders&stream=" + url.QueryEscape("shop:{a}"), []string{"Halted", "poison &lt;b&gt;bold&lt;/b&gt; &amp; &#34;quoted&#34;", "Lease"}},
@@ -239,7 +244,7 @@ func TestPagesReadOnly(t *testing.T) {
 				t.Errorf("GET %s: no %q in\n%s", tc.path, w, body)
 			}
 		}
-		for _, bad := range []string{"<img src=x", "<script>alert", "<b>bold</b>", "<i>"} {
+		for _, bad := range []string{"<img src=x", "<script>alert", "<b>bold</b>", "<i>", "<u>"} {
 			if strings.Contains(body, bad) {
 				t.Errorf("GET %s: unescaped %q", tc.path, bad)
 			}

@@ -13,7 +13,8 @@
 // Pages, all server-rendered (html/template, assets embedded; a few lines
 // of plain JavaScript refresh the overview):
 //
-//   - / (overview): every handler with its categories, its partitions
+//   - / (overview): the faults the engines report (inspect.Inspector.Faults),
+//     every handler with its categories, its partitions
 //     owned, unowned, halted and paused, total lag and backlog, its
 //     instances and their last heartbeat, and a chart of its backlog
 //     over the console's sampling window (Options.SampleInterval,

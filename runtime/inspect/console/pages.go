@@ -84,9 +84,16 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	data := struct {
 		base
 		Handlers []handlerSummary
+		Faults   []inspect.Fault
 		Window   time.Duration
 	}{base: b, Window: c.o.SampleWindow}
 	if err != nil {
+		data.Problem = err.Error()
+	}
+	fctx, fcancel := c.ctx(r)
+	data.Faults, err = c.in.Faults(fctx)
+	fcancel()
+	if err != nil && data.Problem == "" {
 		data.Problem = err.Error()
 	}
 	for _, h := range hs {

@@ -39,6 +39,7 @@
 //	seqby:__owner__:owner                string      the incarnation of the live engine with OwnerID owner (TTL LeaseTTL)
 //	seqby:__owned__:handler:owner        string      partitions owner held at its last heartbeat (expires with its membership)
 //	seqby:__wake__:incarnation           stream      an engine incarnation's wake-ups: fields c = category, k = partition key (capped; made at Run, TTL 10 min renewed by its heartbeats)
+//	seqby:__faults__:owner               string      the faults an engine instance reports (JSON), TTL 2 × LeaseTTL renewed by its heartbeats
 //	seqby:__deploy__:handler             hash        deploy records: owner id -> kind, build, routes, deploy time (rolling deploys)
 //	seqby:__halted__:handler             set         the handler's halt record keys, for operators
 //	seqby:__paused__:handler             set         the handler's pause mark keys, for operators

@@ -42,6 +42,7 @@ func layout() []string {
 		OwnerKey("owner"),
 		OwnedKey("handler", "owner"),
 		OwnerSignalKey("incarnation"),
+		FaultsKey("owner"),
 		DeployKey("handler"),
 		HaltedKey("handler"),
 		PausedKey("handler"),
