@@ -282,3 +282,57 @@ func TestPauseRefusals(t *testing.T) {
 		t.Fatal("CheckPause stored a pause")
 	}
 }
+
+// A sequential pm's correlation value pauses as a whole: its pause mark
+// is the pm lease's, which every read of the value's streams checks; the
+// other values go on, and Resume lets the value go on in order.
+func TestPausePM(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	var mu sync.Mutex
+	ran := map[string][]string{}
+	pm := flowPM("pz-flow", func(_ context.Context, corr, event string, _ *pmPayment) error {
+		mu.Lock()
+		ran[corr] = append(ran[corr], event)
+		mu.Unlock()
+		return nil
+	})
+	events := func(corr string) []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(ran[corr]) }
+	e := startEngine(t, c, fastOptions("o1"), pm)
+	p := NewPublisher(c)
+	publish := func(ms ...Partitioned) {
+		t.Helper()
+		for _, m := range ms {
+			if err := p.Publish(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	publish(&pmOrder{OrderID: "o1", Seq: 1})
+	eventually(t, 20*time.Second, "o1's first order", func() bool { return len(events("o1")) == 1 })
+	in := inspect.New(c)
+	pz, err := in.Pause(ctx, "pz-flow", "pmorder:{o1}", "alice")
+	if err != nil || pz.Mark != "{o1}:__pmlease__:pz-flow:__paused__" {
+		t.Fatalf("Pause of a pm's value: %+v, %v", pz, err)
+	}
+	publish(&pmOrder{OrderID: "o1", Seq: 2}, &pmPayment{OrderID: "o1", Seq: 1}, &pmOrder{OrderID: "o2", Seq: 1})
+	eventually(t, 20*time.Second, "o2 runs past o1's pause", func() bool { return len(events("o2")) == 1 })
+	eventually(t, 20*time.Second, "the owner to find o1 paused", func() bool {
+		for _, ps := range e.Status().Paused() {
+			if ps.Key == "o1" {
+				return true
+			}
+		}
+		return false
+	})
+	if got := events("o1"); len(got) != 1 {
+		t.Fatalf("o1 ran %v while paused", got)
+	}
+	if _, err := in.Resume(ctx, "pz-flow", "pmorder:{o1}"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "o1 goes on after Resume", func() bool { return len(events("o1")) == 3 })
+	f, _ := loadFlow(t, e.o.StateStore, "pz-flow", "o1")
+	if !slices.Equal(f.Orders, []int{1, 2}) || !slices.Equal(f.Payments, []int{1}) {
+		t.Fatalf("o1's state %+v, want orders 1,2 and payment 1", f)
+	}
+}
