@@ -476,23 +476,16 @@ func (c *cluster) state(key string) int {
 }
 
 // status returns the latest numbered snapshot of id's owned lease tokens.
-func (c *cluster) status(id string) (int, []string) {
-	v, err := c.rdb.Get(c.ctx, statusKey(id)).Result()
-	if err != nil {
-		return 0, nil
-	}
-	num, toks, _ := strings.Cut(v, "|")
-	n, _ := strconv.Atoi(num)
-	if toks == "" {
-		return n, nil
-	}
-	return n, strings.Split(toks, ",")
-}
+func (c *cluster) status(id string) (int, []string) { return c.snapshot(statusKey(id)) }
 
 // pausedStatus returns the latest numbered snapshot of the lease tokens
-// of id's partitions that it found paused.
-func (c *cluster) pausedStatus(id string) (int, []string) {
-	v, err := c.rdb.Get(c.ctx, pausedStatusKey(id)).Result()
+// of id's partitions that it found paused, with "handler:NAME" for each
+// handler it found paused whole.
+func (c *cluster) pausedStatus(id string) (int, []string) { return c.snapshot(pausedStatusKey(id)) }
+
+// snapshot reads a numbered snapshot, "n|item,item".
+func (c *cluster) snapshot(key string) (int, []string) {
+	v, err := c.rdb.Get(c.ctx, key).Result()
 	if err != nil {
 		return 0, nil
 	}
