@@ -170,12 +170,15 @@ func TestPartitions(t *testing.T) {
 			{Category: "shop", Key: "gone", Stream: "shop:{gone}", Idle: -1},
 			{Category: "shop", Key: "pm", Stream: "shop:{pm}", Owner: "host:9", Generation: 12, Lag: 1},
 		}
-		if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(PartitionInfo{}, "Idle")); diff != "" {
+		if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(PartitionInfo{}, "Idle", "HeadAge")); diff != "" {
 			t.Fatalf("(-want +got):\n%s", diff)
 		}
 		for _, p := range got {
 			if p.Key == "gone" && p.Idle != -1 || p.Key != "gone" && (p.Idle < 0 || p.Idle > time.Minute) {
 				t.Errorf("%s idle %v", p.Stream, p.Idle)
+			}
+			if p.Key == "gone" && p.HeadAge != -1 || p.Key != "gone" && (p.HeadAge < 0 || p.HeadAge > time.Minute) {
+				t.Errorf("%s head age %v", p.Stream, p.HeadAge)
 			}
 		}
 		if _, err := in.Partitions(ctx, "hh"); !errors.Is(err, ErrUnknownHandler) {
@@ -383,9 +386,9 @@ func TestJSON(t *testing.T) {
 	}{
 		{"pending entry", PendingEntry{ID: "1-0", Consumer: "w:1", Idle: 1500 * time.Millisecond, Deliveries: 2},
 			`{"id":"1-0","consumer":"w:1","deliveries":2,"idle":"1.5s"}`},
-		{"partition", PartitionInfo{Category: "c", Key: "k", Stream: "c:{k}", Idle: 90 * time.Second},
-			`{"category":"c","key":"k","stream":"c:{k}","owner":"","generation":0,"pending":0,"lag":0,"halted":false,"paused":false,"idle":"1m30s"}`},
-		{"partition never written", PartitionInfo{Idle: -1}, `"idle":null`},
+		{"partition", PartitionInfo{Category: "c", Key: "k", Stream: "c:{k}", Idle: 90 * time.Second, HeadAge: 2 * time.Hour},
+			`{"category":"c","key":"k","stream":"c:{k}","owner":"","generation":0,"pending":0,"lag":0,"halted":false,"paused":false,"idle":"1m30s","head_age":"2h0m0s"}`},
+		{"partition never written", PartitionInfo{Idle: -1, HeadAge: -1}, `"idle":null,"head_age":null`},
 		{"inspection", Inspection{LeaseTTL: 850 * time.Millisecond, Lanes: lanesOf([]string{"s"})},
 			`"streams":[{"stream":"s","exists":false,"length":0,"pending":[]}],"head":null,"lease_ttl":"850ms"}`},
 		{"entry", Entry{Stream: "s", ID: "1-0"}, `{"stream":"s","id":"1-0","fields":null}`},

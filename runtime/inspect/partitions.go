@@ -3,6 +3,7 @@ package inspect
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,16 +14,97 @@ import (
 
 // Partitions lists the partitions of every category handler reads, sorted
 // by category and key: for each, its lease holder and generation, the
-// handler's pending entries and lag, whether it is halted and how long
-// since its newest entry, and whether an operator paused it (or the whole
-// handler). An unpartitioned category's stream is one row
-// with an empty key. It reads the categories' indexes whole and pipelines
-// a few commands per partition: an operator's call. An unknown handler is
-// an error matching ErrUnknownHandler.
+// handler's pending entries and lag, how long its head has waited,
+// whether it is halted and how long since its newest entry, and whether
+// an operator paused it (or the whole handler). An unpartitioned
+// category's stream is one row with an empty key. It reads the
+// categories' indexes whole and pipelines a few commands per partition:
+// an operator's call, whose cost grows with the partitions (PartitionPage
+// reads one page of them). An unknown handler is an error matching
+// ErrUnknownHandler.
 func (i *Inspector) Partitions(ctx context.Context, handler string) ([]PartitionInfo, error) {
+	rows, err := i.partitionRows(ctx, handler, true)
+	if err != nil {
+		return nil, err
+	}
+	return i.describe(ctx, handler, rows)
+}
+
+// PageQuery selects a page of a handler's partitions for PartitionPage.
+type PageQuery struct {
+	// Search keeps the partitions whose key contains it; "" keeps all.
+	Search string
+	// Offset skips that many matching partitions; Limit bounds the page
+	// (100 when 0 or less).
+	Offset, Limit int
+}
+
+// PartitionPage is one page of a handler's partitions.
+type PartitionPage struct {
+	Partitions []PartitionInfo `json:"partitions"` // the page, by category and key
+	Total      int             `json:"total"`      // partitions matching the query
+}
+
+// PartitionPage describes one page of handler's keyed partitions, in
+// Partitions' order (category, then key), those whose key contains
+// q.Search. It reads the categories' indexes (keys only) and describes
+// only the page's partitions, so a page costs the same at 100,000
+// partitions as at 100. Unpartitioned categories' streams are not rows
+// here (Partitions lists them). An unknown handler is an error matching
+// ErrUnknownHandler.
+func (i *Inspector) PartitionPage(ctx context.Context, handler string, q PageQuery) (PartitionPage, error) {
+	rows, err := i.partitionRows(ctx, handler, false)
+	if err != nil {
+		return PartitionPage{}, err
+	}
+	if q.Search != "" {
+		rows = slices.DeleteFunc(rows, func(p PartitionInfo) bool { return !strings.Contains(p.Key, q.Search) })
+	}
+	if q.Limit <= 0 {
+		q.Limit = 100
+	}
+	lo := min(max(q.Offset, 0), len(rows))
+	page, err := i.describe(ctx, handler, rows[lo:min(lo+q.Limit, len(rows))])
+	if err != nil {
+		return PartitionPage{}, err
+	}
+	return PartitionPage{Partitions: page, Total: len(rows)}, nil
+}
+
+// partitionRows lists handler's partitions by category and key, named
+// and not described yet; with unpartitioned, a category without
+// partitions is one row with an empty key.
+func (i *Inspector) partitionRows(ctx context.Context, handler string, unpartitioned bool) ([]PartitionInfo, error) {
 	h, err := i.Handler(ctx, handler)
 	if err != nil {
 		return nil, err
+	}
+	var out []PartitionInfo
+	for _, cat := range h.Categories {
+		keys, err := rdb.Partitions(ctx, i.c, cat)
+		if err != nil {
+			return nil, fmt.Errorf("list the partitions of %s: %w", cat, err)
+		}
+		if len(keys) == 0 && unpartitioned {
+			// Unpartitioned (or every partition reaped): its stream, if
+			// it exists, is the one place entries wait.
+			out = append(out, PartitionInfo{Category: cat, Stream: cat})
+			continue
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			out = append(out, PartitionInfo{Category: cat, Key: k, Stream: rdb.PartitionStream(cat, k)})
+		}
+	}
+	return out, nil
+}
+
+// describe fills in rows (named by partitionRows) from Redis, and drops
+// an unpartitioned row whose stream does not exist.
+func (i *Inspector) describe(ctx context.Context, handler string, rows []PartitionInfo) ([]PartitionInfo, error) {
+	out := []PartitionInfo{}
+	if len(rows) == 0 {
+		return out, nil
 	}
 	halts, err := rdb.Halts(ctx, i.c, handler)
 	if err != nil {
@@ -41,25 +123,12 @@ func (i *Inspector) Partitions(ctx context.Context, handler string) ([]Partition
 	if err != nil {
 		return nil, fmt.Errorf("read Redis's clock: %w", err)
 	}
-	out := []PartitionInfo{}
 	var lanes []string // two per partition: its stream and its backfill lane
-	for _, cat := range h.Categories {
-		keys, err := rdb.Partitions(ctx, i.c, cat)
-		if err != nil {
-			return nil, fmt.Errorf("list the partitions of %s: %w", cat, err)
-		}
-		if len(keys) == 0 {
-			// Unpartitioned (or every partition reaped): its stream, if
-			// it exists, is the one place entries wait.
-			out = append(out, PartitionInfo{Category: cat, Stream: cat})
-			lanes = append(lanes, cat, "")
-			continue
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			s := rdb.PartitionStream(cat, k)
-			out = append(out, PartitionInfo{Category: cat, Key: k, Stream: s})
-			lanes = append(lanes, s, rdb.SubStream(s, i.backfillSuffix()))
+	for _, p := range rows {
+		if p.Key == "" {
+			lanes = append(lanes, p.Stream, "")
+		} else {
+			lanes = append(lanes, p.Stream, rdb.SubStream(p.Stream, i.backfillSuffix()))
 		}
 	}
 	var ask []string
@@ -77,7 +146,7 @@ func (i *Inspector) Partitions(ctx context.Context, handler string) ([]Partition
 		byStream[s.Stream] = s
 	}
 	var leaseKeys []string // two per keyed partition: keyed and pm lease
-	for _, p := range out {
+	for _, p := range rows {
 		if p.Key != "" {
 			leaseKeys = append(leaseKeys, rdb.LeaseKey(p.Stream, handler), rdb.PMLeaseKey(handler, p.Key))
 		}
@@ -86,10 +155,15 @@ func (i *Inspector) Partitions(ctx context.Context, handler string) ([]Partition
 	if err != nil {
 		return nil, fmt.Errorf("read the leases: %w", err)
 	}
-	kept := out[:0]
-	for j := range out {
-		p := &out[j]
-		p.Idle = -1
+	age := func(id string) (time.Duration, bool) {
+		ms, ok := idMillis(id)
+		if !ok || ms <= 0 {
+			return 0, false
+		}
+		return max(0, now.Sub(time.UnixMilli(ms))), true
+	}
+	for j, p := range rows {
+		p.Idle, p.HeadAge = -1, -1
 		exists := false
 		for _, l := range lanes[2*j : 2*j+2] {
 			st, ok := byStream[l]
@@ -99,16 +173,16 @@ func (i *Inspector) Partitions(ctx context.Context, handler string) ([]Partition
 			exists = true
 			p.Pending += st.Pending
 			p.Lag += st.Lag
-			if ms, ok := idMillis(st.LastID); ok && ms > 0 {
-				idle := max(0, now.Sub(time.UnixMilli(ms)))
-				if p.Idle < 0 || idle < p.Idle {
-					p.Idle = idle
-				}
+			if idle, ok := age(st.LastID); ok && (p.Idle < 0 || idle < p.Idle) {
+				p.Idle = idle
+			}
+			if head, ok := age(st.HeadID); ok && head > p.HeadAge {
+				p.HeadAge = head
 			}
 		}
 		if p.Key == "" {
 			if exists {
-				kept = append(kept, *p)
+				out = append(out, p)
 			}
 			continue
 		}
@@ -130,9 +204,9 @@ func (i *Inspector) Partitions(ctx context.Context, handler string) ([]Partition
 		_, keyedPause := paused[rdb.PauseKey(rdb.LeaseKey(p.Stream, handler))]
 		_, pmPause := paused[rdb.PauseKey(rdb.PMLeaseKey(handler, p.Key))]
 		p.Paused = keyedPause || pmPause || handlerPaused > 0
-		kept = append(kept, *p)
+		out = append(out, p)
 	}
-	return kept, nil
+	return out, nil
 }
 
 // idMillis returns the millisecond part of a stream entry id.

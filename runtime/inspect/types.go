@@ -135,7 +135,8 @@ type HandlerInfo struct {
 
 // PartitionInfo is one partition of a handler, as Partitions lists it. In
 // JSON, Idle is a Go duration string ("idle": "4m2.5s"), or null when
-// no entry was ever appended to the partition's streams.
+// no entry was ever appended to the partition's streams; HeadAge is
+// "head_age", null when nothing waits.
 type PartitionInfo struct {
 	Category string `json:"category"` // the category of the partition's streams
 	// Key is the partition key; "" for an unpartitioned category, whose
@@ -167,20 +168,29 @@ type PartitionInfo struct {
 	// partition (from its entry id, on Redis's clock; trimmed entries
 	// count); -1 when none ever was.
 	Idle time.Duration `json:"-"`
+	// HeadAge is how long the partition's head has waited: the age of
+	// its oldest entry the handler has not acked (from its entry id, on
+	// Redis's clock; the older of the stream's and the backfill lane's
+	// heads); -1 when nothing waits.
+	HeadAge time.Duration `json:"-"`
 }
 
-// MarshalJSON encodes Idle as a duration string, or null when unknown.
+// MarshalJSON encodes Idle and HeadAge as duration strings ("idle",
+// "head_age"), or null when unknown.
 func (p PartitionInfo) MarshalJSON() ([]byte, error) {
 	type plain PartitionInfo
-	var idle *string
-	if p.Idle >= 0 {
-		s := durationText(p.Idle)
-		idle = &s
+	text := func(d time.Duration) *string {
+		if d < 0 {
+			return nil
+		}
+		s := durationText(d)
+		return &s
 	}
 	return json.Marshal(struct {
 		plain
-		Idle *string `json:"idle"`
-	}{plain(p), idle})
+		Idle    *string `json:"idle"`
+		HeadAge *string `json:"head_age"`
+	}{plain(p), text(p.Idle), text(p.HeadAge)})
 }
 
 // DLQEntry is an entry of a dead-letter stream (category:{key}:dlq): a

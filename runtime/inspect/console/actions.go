@@ -221,6 +221,9 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	done, entry, err := a.do(ctx)
+	// Whatever it did, the shared reads of the partitions no longer
+	// tell (a replay changes every handler of the category).
+	c.snaps.dropAll()
 	if err != nil {
 		c.fail(w, r, http.StatusConflict, err)
 		return

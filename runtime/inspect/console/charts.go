@@ -77,8 +77,10 @@ func (c *Console) sampleOnce(ctx context.Context) {
 		return
 	}
 	now := time.Now()
+	known := map[string]bool{}
 	for _, h := range hs {
-		ps, err := c.in.Partitions(ctx, h.Name)
+		known[h.Name] = true
+		ps, _, err := c.partitions(ctx, h.Name, true)
 		if err != nil {
 			c.o.Logger.Debug("seqby console: sampling failed", "handler", h.Name, "err", err)
 			continue
@@ -91,6 +93,7 @@ func (c *Console) sampleOnce(ctx context.Context) {
 		c.samples.add(h.Name, now, backlog, lag)
 	}
 	c.samples.prune(now)
+	c.snaps.keep(known)
 }
 
 // chart is handler's backlog over the window as a small SVG line chart.

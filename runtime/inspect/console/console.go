@@ -59,6 +59,7 @@ type Console struct {
 	mux    *http.ServeMux
 
 	samples *sampler
+	snaps   snapshots
 	stop    context.CancelFunc
 	done    chan struct{}
 }

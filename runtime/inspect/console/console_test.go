@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -437,5 +438,88 @@ func TestDLQAndHandlerActions(t *testing.T) {
 		if e.Command != want[i] && !(i >= 2 && i <= 3) || e.Who != "console:bob" {
 			t.Errorf("audit entry %d: %+v, want %s by console:bob", i, e, want[i])
 		}
+	}
+}
+
+var rowKey = regexp.MustCompile(`>(k\d{3})</a></td>`)
+
+// A handler page lists its partitions a page at a time, searched by key
+// and sorted by key (live), lag, backlog or age of head (from the
+// handler's shared read, whose time it shows).
+func TestHandlerPaging(t *testing.T) {
+	s := newScene(t, 0)
+	rdb.RegisterGroup(s.ctx, s.c, "shop", "orders", false)
+	for i := range 250 {
+		s.publish(&placed{Client: fmt.Sprintf("k%03d", i), Seq: 1})
+	}
+	for seq := range 4 {
+		s.publish(&placed{Client: "k123", Seq: 2 + seq}) // the longest backlog
+	}
+	// The oldest head: an entry an hour old, on a partition of its own.
+	old := fmt.Sprintf("%d-0", time.Now().Add(-time.Hour).UnixMilli())
+	if err := s.c.XAdd(s.ctx, &redis.XAddArgs{Stream: "shop:{k250}", ID: old, Values: []any{"type", "placed", "payload", "{}"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.c.SAdd(s.ctx, rdb.IndexKey("shop"), "k250")
+	c := newClient(t, serve(t, s, Options{}), "", "")
+	for _, tc := range []struct {
+		path        string
+		first, last string // the page's first and last keys
+		want        []string
+	}{
+		{"/handler?name=orders", "k000", "k099", []string{"251 partitions; page 1 of 3"}},
+		{"/handler?name=orders&page=2", "k100", "k199", []string{"page 2 of 3", "next", "previous"}},
+		{"/handler?name=orders&page=9", "k200", "k250", []string{"page 3 of 3"}},
+		{"/handler?name=orders&q=k12", "k120", "k129", []string{"10 partitions matching “k12”; page 1 of 1"}},
+		{"/handler?name=orders&sort=backlog", "k123", "", []string{"sorted by backlog as read at"}},
+		{"/handler?name=orders&sort=lag&q=k12&page=3", "k123", "k129", []string{"page 1 of 1"}},
+		{"/handler?name=orders&sort=age", "k250", "", []string{"sorted by age as read at", "1h0m"}},
+	} {
+		code, body, _ := c.do("GET", tc.path, nil)
+		if code != http.StatusOK {
+			t.Errorf("GET %s: %d\n%s", tc.path, code, body)
+			continue
+		}
+		keys := rowKey.FindAllStringSubmatch(body, -1)
+		if len(keys) == 0 || keys[0][1] != tc.first || tc.last != "" && keys[len(keys)-1][1] != tc.last {
+			t.Errorf("GET %s: rows %v, want %s..%s", tc.path, keys, tc.first, tc.last)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(body, w) {
+				t.Errorf("GET %s: no %q in\n%s", tc.path, w, body)
+			}
+		}
+	}
+}
+
+// The halted page pauses and resumes a halted partition in place, and
+// shows which are paused.
+func TestHaltedPagePause(t *testing.T) {
+	s := newScene(t, 1)
+	s.publish(&placed{Client: "a", Seq: 1, Poison: true})
+	eventually(t, 20*time.Second, "a halted", func() bool {
+		hs, _ := inspect.New(s.c).Halts(s.ctx, "")
+		return len(hs) == 1
+	})
+	alice := newClient(t, serve(t, s, Options{Write: true, Token: "s3cret"}), "alice", "s3cret")
+	tok := alice.csrf("/halted")
+	for _, step := range []struct {
+		op   string // the action the halted page offers for a
+		then string // the one it offers after it
+	}{{"pause", "resume"}, {"resume", "pause"}} {
+		_, body, _ := alice.do("GET", "/halted", nil)
+		if !strings.Contains(body, `name="op" value="`+step.op+`"`) || strings.Contains(body, `name="op" value="`+step.then+`"`) {
+			t.Fatalf("before %s, the halted page offers:\n%s", step.op, body)
+		}
+		if paused := strings.Contains(body, "badge paused"); paused != (step.op == "resume") {
+			t.Fatalf("before %s, paused shown %v:\n%s", step.op, paused, body)
+		}
+		f := url.Values{"op": {step.op}, "handler": {"orders"}, "stream": {"shop:{a}"}, "back": {"/halted"}, "csrf": {tok}, "confirm": {"yes"}}
+		if code, body, _ := alice.do("POST", "/action", f); code != http.StatusSeeOther {
+			t.Fatalf("%s: %d\n%s", step.op, code, body)
+		}
+	}
+	if ps, _ := inspect.New(s.c).Paused(s.ctx, "orders"); len(ps) != 0 {
+		t.Fatalf("pauses after the resume: %+v", ps)
 	}
 }

@@ -19,17 +19,27 @@
 //     instances and their last heartbeat, and a chart of its backlog
 //     over the console's sampling window (Options.SampleInterval,
 //     SampleWindow);
-//   - /handler?name=H: its partitions, sortable by lag, backlog and idle
-//     time, searchable by key, 100 a page, with the distribution of
-//     backlog across them;
+//   - /handler?name=H: its partitions, 100 a page, by key or sorted by
+//     lag, backlog or age of head, searchable by key, with the
+//     distribution of backlog across them;
 //   - /partition?handler=H&stream=S: lease (owner, generation, expiry),
 //     halt record, head entry with its fields and deliveries, pending
 //     entries, the last entries, its dead-letter entries, and whether it
 //     is paused;
-//   - /halted: halted partitions of every handler, and the dead-letter
-//     entries;
+//   - /halted: halted partitions of every handler (skip, dlq move, pause,
+//     resume), and the dead-letter entries (replay, drop);
 //   - /paused: the pauses;
 //   - /audit: the audit stream, newest first.
+//
+// # Cost
+//
+// The view of a handler by key reads the handler's partition index and
+// describes only the page (inspect.Inspector.PartitionPage), live. The
+// views that need every partition (the overview, the sorted views, the
+// backlog distribution, the charts) share one read of each handler
+// (inspect.Inspector.Partitions) per Options.SampleInterval, whatever
+// the number of viewers; the console holds the latest read of each
+// handler, and its actions drop them.
 //
 // # Actions
 //

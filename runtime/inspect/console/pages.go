@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seqby/seqby/runtime/inspect"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // pageSize is how many partitions a handler page lists at once.
@@ -30,6 +31,7 @@ type handlerSummary struct {
 	WholePause *inspect.Pause
 	Instances  []inspect.Instance
 	Chart      template.HTML // backlog over the sampling window (SVG)
+	Read       time.Time     // when the partitions were read
 	Err        string
 }
 
@@ -38,7 +40,8 @@ func (c *Console) summarize(r *http.Request, h inspect.HandlerInfo) handlerSumma
 	ctx, cancel := c.ctx(r)
 	defer cancel()
 	s := handlerSummary{Name: h.Name, Categories: h.Categories}
-	ps, err := c.in.Partitions(ctx, h.Name)
+	ps, at, err := c.partitions(ctx, h.Name, false)
+	s.Read = at
 	if err != nil {
 		s.Err = err.Error()
 		return s
@@ -118,40 +121,67 @@ func (c *Console) handler(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusNotFound, err)
 		return
 	}
-	ps, err := c.in.Partitions(ctx, name)
+	search, sortBy := q.Get("q"), q.Get("sort")
+	page, _ := strconv.Atoi(q.Get("page"))
+	page = max(page, 1)
+	// The histogram and the sorted views need every partition: they
+	// share the handler's read (at most a sampling interval old). The
+	// view by key reads only its page, live.
+	all, at, err := c.partitions(ctx, name, false)
 	if err != nil {
 		c.fail(w, r, http.StatusBadGateway, err)
 		return
 	}
-	search := q.Get("q")
-	var rows []partitionRow
 	var backlogs []int64
-	for _, p := range ps {
-		if p.Key == "" {
-			continue
+	for _, p := range all {
+		if p.Key != "" {
+			backlogs = append(backlogs, p.Lag+p.Pending)
 		}
-		row := partitionRow{PartitionInfo: p, Backlog: p.Lag + p.Pending}
-		backlogs = append(backlogs, row.Backlog)
-		if search != "" && !strings.Contains(p.Key, search) {
-			continue
-		}
-		rows = append(rows, row)
 	}
-	sortBy := q.Get("sort")
-	switch sortBy {
-	case "lag":
-		slices.SortStableFunc(rows, func(a, b partitionRow) int { return cmp.Compare(b.Lag, a.Lag) })
-	case "backlog":
-		slices.SortStableFunc(rows, func(a, b partitionRow) int { return cmp.Compare(b.Backlog, a.Backlog) })
-	case "idle":
-		slices.SortStableFunc(rows, func(a, b partitionRow) int { return cmp.Compare(b.Idle, a.Idle) })
-	default:
+	var shown []partitionRow
+	total := 0
+	var sorted time.Time
+	by := map[string]func(p inspect.PartitionInfo) int64{
+		"lag":     func(p inspect.PartitionInfo) int64 { return p.Lag },
+		"backlog": func(p inspect.PartitionInfo) int64 { return p.Lag + p.Pending },
+		"age":     func(p inspect.PartitionInfo) int64 { return int64(p.HeadAge) },
+	}[sortBy]
+	if by != nil {
+		var rows []inspect.PartitionInfo
+		for _, p := range all {
+			if p.Key != "" && strings.Contains(p.Key, search) {
+				rows = append(rows, p)
+			}
+		}
+		slices.SortStableFunc(rows, func(a, b inspect.PartitionInfo) int { return cmp.Compare(by(b), by(a)) })
+		total, sorted = len(rows), at
+		page = min(page, max(1, (total+pageSize-1)/pageSize))
+		for _, p := range rows[min((page-1)*pageSize, total):min(page*pageSize, total)] {
+			shown = append(shown, partitionRow{PartitionInfo: p, Backlog: p.Lag + p.Pending})
+		}
+	} else {
 		sortBy = "key"
+		pg, err := c.in.PartitionPage(ctx, name, inspect.PageQuery{Search: search, Offset: (page - 1) * pageSize, Limit: pageSize})
+		if err != nil {
+			c.fail(w, r, http.StatusBadGateway, err)
+			return
+		}
+		if last := max(1, (pg.Total+pageSize-1)/pageSize); page > last {
+			// Past the end (the partitions shrank, or a typed URL): the
+			// last page instead.
+			page = last
+			pg, err = c.in.PartitionPage(ctx, name, inspect.PageQuery{Search: search, Offset: (page - 1) * pageSize, Limit: pageSize})
+			if err != nil {
+				c.fail(w, r, http.StatusBadGateway, err)
+				return
+			}
+		}
+		total = pg.Total
+		for _, p := range pg.Partitions {
+			shown = append(shown, partitionRow{PartitionInfo: p, Backlog: p.Lag + p.Pending})
+		}
 	}
-	page, _ := strconv.Atoi(q.Get("page"))
-	pages := max(1, (len(rows)+pageSize-1)/pageSize)
-	page = min(max(page, 1), pages)
-	shown := rows[min((page-1)*pageSize, len(rows)):min(page*pageSize, len(rows))]
+	pages := max(1, (total+pageSize-1)/pageSize)
 	data := struct {
 		base
 		Handler      inspect.HandlerInfo
@@ -159,9 +189,10 @@ func (c *Console) handler(w http.ResponseWriter, r *http.Request) {
 		Total        int
 		Search, Sort string
 		Page, Pages  int
+		Sorted       time.Time // when the sorted view's partitions were read; zero for the live view by key
 		Histogram    template.HTML
-	}{base: c.page(w, r, name, "overview"), Handler: h, Rows: shown, Total: len(rows), Search: search, Sort: sortBy,
-		Page: page, Pages: pages, Histogram: histogram(backlogs)}
+	}{base: c.page(w, r, name, "overview"), Handler: h, Rows: shown, Total: total, Search: search, Sort: sortBy,
+		Page: min(page, pages), Pages: pages, Sorted: sorted, Histogram: histogram(backlogs)}
 	c.render(w, "handler", http.StatusOK, data)
 }
 
@@ -225,18 +256,38 @@ func (c *Console) partition(w http.ResponseWriter, r *http.Request) {
 	c.render(w, "partition", http.StatusOK, data)
 }
 
+// haltRow is a halted partition on the halted page, with its pause.
+type haltRow struct {
+	inspect.HaltRecord
+	PauseStream   string // the stream Pause and Resume name it by
+	Paused        bool   // paused by a mark of its own
+	HandlerPaused bool   // its whole handler is paused
+}
+
 func (c *Console) halted(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := c.ctx(r)
 	defer cancel()
 	data := struct {
 		base
-		Halts []inspect.HaltRecord
+		Halts []haltRow
 		DLQ   []inspect.DLQEntry
 	}{base: c.page(w, r, "Halted", "halted")}
 	var errs []error
-	var err error
-	data.Halts, err = c.in.Halts(ctx, "")
+	halts, err := c.in.Halts(ctx, "")
 	errs = append(errs, err)
+	pauses, err := c.in.Paused(ctx, "")
+	errs = append(errs, err)
+	marks := map[string]bool{}
+	for _, p := range pauses {
+		marks[p.Mark] = true
+		if p.Partition == "" {
+			marks["handler "+p.Handler] = true
+		}
+	}
+	for _, h := range halts {
+		data.Halts = append(data.Halts, haltRow{HaltRecord: h, PauseStream: rdb.PartitionStream(h.Category, h.Key),
+			Paused: marks[rdb.PauseKey(h.LeaseKey)], HandlerPaused: marks["handler "+h.Handler]})
+	}
 	data.DLQ, err = c.in.DLQEntries(ctx, "")
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {

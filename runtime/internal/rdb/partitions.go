@@ -23,19 +23,26 @@ type LaneStats struct {
 	Group   bool
 	Pending int64 // entries delivered to the group and not acked
 	Lag     int64 // entries not yet delivered to the group
+	// HeadID is the id of the lane's head: its oldest entry the group
+	// has not acked (the first pending one, else the first not
+	// delivered); "" when nothing waits.
+	HeadID string
 }
 
 // statsBatch bounds the commands of one pipeline.
 const statsBatch = 500
 
 // LanesStats describes each of streams for group, in pipelines of
-// statsBatch streams (XINFO STREAM and XINFO GROUPS each). A stream that
+// statsBatch streams (XINFO STREAM and XINFO GROUPS each, then one
+// command more for each lane where something waits, to find its head:
+// XPENDING's summary or an XRANGE of one entry). A stream that
 // does not exist is Exists false; any other error reply fails the call.
 // When Redis cannot tell a group's lag (XINFO GROUPS reports none after
 // entries were deleted from the middle of the stream), the entries after
 // the group's last delivered id are counted instead.
 func LanesStats(ctx context.Context, c redis.UniversalClient, group string, streams []string) ([]LaneStats, error) {
 	out := make([]LaneStats, len(streams))
+	heads := make([]string, len(streams)) // last delivered ids, where the head follows one
 	for lo := 0; lo < len(streams); lo += statsBatch {
 		hi := min(lo+statsBatch, len(streams))
 		infos := make([]*redis.XInfoStreamCmd, hi-lo)
@@ -62,20 +69,75 @@ func LanesStats(ctx context.Context, c redis.UniversalClient, group string, stre
 			if err != nil && !noSuchKey(err) {
 				return nil, fmt.Errorf("XINFO GROUPS %s: %w", s, err)
 			}
+			delivered := ""
 			for _, g := range gs {
 				if g.Name != group {
 					continue
 				}
-				l.Group, l.Pending, l.Lag = true, g.Pending, g.Lag
+				l.Group, l.Pending, l.Lag, delivered = true, g.Pending, g.Lag, g.LastDeliveredID
 				if g.Lag < 0 {
 					if l.Lag, err = countAfter(ctx, c, s, g.LastDeliveredID); err != nil {
 						return nil, err
 					}
 				}
 			}
+			if !l.Group && l.Lag > 0 {
+				l.HeadID = info.FirstEntry.ID
+			} else if l.Pending == 0 && l.Lag > 0 {
+				heads[lo+i] = delivered
+			}
+		}
+		if err := readHeads(ctx, c, group, out[lo:hi], heads[lo:hi]); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// readHeads fills in the HeadID of the lanes where entries wait behind
+// the group's cursor, in one pipeline: the first pending entry where
+// some are pending, else the first entry after delivered[i] (the group's
+// last delivered id) where it is not "".
+func readHeads(ctx context.Context, c redis.UniversalClient, group string, lanes []LaneStats, delivered []string) error {
+	pending := make([]*redis.XPendingCmd, len(lanes))
+	next := make([]*redis.XMessageSliceCmd, len(lanes))
+	ask := false
+	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, l := range lanes {
+			switch {
+			case l.Pending > 0:
+				pending[i], ask = p.XPending(ctx, l.Stream, group), true
+			case delivered[i] != "":
+				next[i], ask = p.XRangeN(ctx, l.Stream, "("+delivered[i], "+", 1), true
+			}
+		}
+		return nil
+	})
+	if !ask {
+		return nil
+	}
+	for i := range lanes {
+		l := &lanes[i]
+		switch {
+		case pending[i] != nil:
+			p, err := pending[i].Result()
+			if err != nil && !errors.Is(err, redis.Nil) && !noSuchKey(err) {
+				return fmt.Errorf("XPENDING %s: %w", l.Stream, err)
+			}
+			if p != nil && p.Count > 0 {
+				l.HeadID = p.Lower
+			}
+		case next[i] != nil:
+			msgs, err := next[i].Result()
+			if err != nil {
+				return fmt.Errorf("read the head of %s: %w", l.Stream, err)
+			}
+			if len(msgs) > 0 {
+				l.HeadID = msgs[0].ID
+			}
+		}
+	}
+	return nil
 }
 
 // countAfter counts the entries of stream after id, a page at a time.
