@@ -96,7 +96,8 @@ func (c *Console) sampleOnce(ctx context.Context) {
 	c.snaps.keep(known)
 }
 
-// chart is handler's backlog over the window as a small SVG line chart.
+// chart is handler's backlog (solid) and lag (dashed) over the window
+// as a small SVG line chart.
 func (s *sampler) chart(handler string) template.HTML {
 	s.mu.Lock()
 	ss := append([]sample(nil), s.series[handler]...)
@@ -107,30 +108,35 @@ func (s *sampler) chart(handler string) template.HTML {
 	}
 	var top int64 = 1
 	for _, x := range ss {
-		top = max(top, x.backlog)
+		top = max(top, x.backlog, x.lag)
 	}
 	start := ss[len(ss)-1].at.Add(-s.window)
-	var pts strings.Builder
-	for _, x := range ss {
-		px := w * float64(x.at.Sub(start)) / float64(s.window)
-		py := h - 2 - (h-4)*float64(x.backlog)/float64(top)
-		fmt.Fprintf(&pts, "%.1f,%.1f ", px, py)
+	line := func(v func(sample) int64) string {
+		var pts strings.Builder
+		for _, x := range ss {
+			px := w * float64(x.at.Sub(start)) / float64(s.window)
+			py := h - 2 - (h-4)*float64(v(x))/float64(top)
+			fmt.Fprintf(&pts, "%.1f,%.1f ", px, py)
+		}
+		return strings.TrimSpace(pts.String())
 	}
 	last := ss[len(ss)-1]
 	// Numbers only are formatted into the SVG: nothing from Redis.
-	return template.HTML(fmt.Sprintf(`<svg class="chart" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="backlog over the last %s, now %d, peak %d">`+
-		`<polyline fill="none" stroke="currentColor" stroke-width="1.5" points="%s"/>`+
+	return template.HTML(fmt.Sprintf(`<svg class="chart" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="backlog and lag over the last %s: backlog now %d, lag now %d, peak %d">`+
+		`<polyline class="backlog" fill="none" stroke="currentColor" stroke-width="1.5" points="%s"/>`+
+		`<polyline class="lag" fill="none" stroke="currentColor" stroke-width="1" stroke-dasharray="3 2" points="%s"/>`+
 		`<text x="%d" y="10" text-anchor="end">peak %d</text></svg>`,
-		int(w), int(h), int(w), int(h), s.window, last.backlog, top, strings.TrimSpace(pts.String()), int(w)-2, top))
+		int(w), int(h), int(w), int(h), s.window, last.backlog, last.lag, top,
+		line(func(x sample) int64 { return x.backlog }), line(func(x sample) int64 { return x.lag }), int(w)-2, top))
 }
 
-// histogram is the distribution of backlogs across partitions as an SVG
+// histogram is the distribution of lags across partitions as an SVG
 // bar chart: how many partitions have none, 1-9, 10-99, 100-999 and 1000
-// or more entries waiting.
-func histogram(backlogs []int64) template.HTML {
+// or more entries not delivered yet.
+func histogram(lags []int64) template.HTML {
 	labels := []string{"0", "1-9", "10-99", "100-999", "1000+"}
 	counts := make([]int, len(labels))
-	for _, b := range backlogs {
+	for _, b := range lags {
 		switch {
 		case b == 0:
 			counts[0]++
@@ -150,7 +156,7 @@ func histogram(backlogs []int64) template.HTML {
 	}
 	const bw, h = 56, 80
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="histogram" width="%d" height="%d" role="img" aria-label="partitions by backlog">`, bw*len(labels), h+30)
+	fmt.Fprintf(&b, `<svg class="histogram" width="%d" height="%d" role="img" aria-label="partitions by lag">`, bw*len(labels), h+30)
 	for i, n := range counts {
 		bh := h * n / top
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d"/><text x="%d" y="%d" text-anchor="middle">%d</text><text x="%d" y="%d" text-anchor="middle">%s</text>`,

@@ -227,7 +227,7 @@ func TestPagesReadOnly(t *testing.T) {
 		want []string
 	}{
 		{"/", []string{"orders", "read-only", "categories: shop", "w1", "Faults the engines report", "w9", "NOPERM &lt;u&gt;no&lt;/u&gt;"}},
-		{"/handler?name=orders", []string{"partitions by backlog", `>a</a>`, "&lt;img src=x onerror=alert(1)&gt;&#34;&#39;é"}},
+		{"/handler?name=orders", []string{"partitions by lag", `>a</a>`, "&lt;img src=x onerror=alert(1)&gt;&#34;&#39;é"}},
 		{"/handler?name=orders&q=a&sort=lag", []string{">a</a>"}},
 		{"/partition?handler=orders&stream=" + url.QueryEscape("shop:{a}"), []string{"Halted", "poison &lt;b&gt;bold&lt;/b&gt; &amp; &#34;quoted&#34;", "Lease"}},
 		{"/partition?handler=orders&stream=" + url.QueryEscape(hostileStream), []string{"&lt;script&gt;alert(2)&lt;/script&gt;", "&lt;i&gt;"}},

@@ -16,12 +16,12 @@
 //   - / (overview): the faults the engines report (inspect.Inspector.Faults),
 //     every handler with its categories, its partitions
 //     owned, unowned, halted and paused, total lag and backlog, its
-//     instances and their last heartbeat, and a chart of its backlog
+//     instances and their last heartbeat, and a chart of its backlog and lag
 //     over the console's sampling window (Options.SampleInterval,
 //     SampleWindow);
 //   - /handler?name=H: its partitions, 100 a page, by key or sorted by
 //     lag, backlog or age of head, searchable by key, with the
-//     distribution of backlog across them;
+//     distribution of lag across them;
 //   - /partition?handler=H&stream=S: lease (owner, generation, expiry),
 //     halt record, head entry with its fields and deliveries, pending
 //     entries, the last entries, its dead-letter entries, and whether it

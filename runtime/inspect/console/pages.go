@@ -132,10 +132,10 @@ func (c *Console) handler(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusBadGateway, err)
 		return
 	}
-	var backlogs []int64
+	var lags []int64
 	for _, p := range all {
 		if p.Key != "" {
-			backlogs = append(backlogs, p.Lag+p.Pending)
+			lags = append(lags, p.Lag)
 		}
 	}
 	var shown []partitionRow
@@ -192,7 +192,7 @@ func (c *Console) handler(w http.ResponseWriter, r *http.Request) {
 		Sorted       time.Time // when the sorted view's partitions were read; zero for the live view by key
 		Histogram    template.HTML
 	}{base: c.page(w, r, name, "overview"), Handler: h, Rows: shown, Total: total, Search: search, Sort: sortBy,
-		Page: min(page, pages), Pages: pages, Sorted: sorted, Histogram: histogram(backlogs)}
+		Page: min(page, pages), Pages: pages, Sorted: sorted, Histogram: histogram(lags)}
 	c.render(w, "handler", http.StatusOK, data)
 }
 
