@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
+	"time"
 
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
@@ -14,8 +16,58 @@ import (
 // Redis (the groups registry of each category, {category}:__groups__),
 // with the categories it reads, sorted by name; a handler that only has
 // halt records is listed too, without categories. It scans the keyspace
-// (on every primary of a cluster): an operator's call.
+// (on every primary of a cluster): an operator's call, whose cost grows
+// with the number of keys (WithHandlerCache keeps its answer).
 func (i *Inspector) KnownHandlers(ctx context.Context) ([]HandlerInfo, error) {
+	if i.handlers != nil {
+		return i.handlers.get(ctx, i, false)
+	}
+	return i.readHandlers(ctx)
+}
+
+// WithHandlerCache returns a copy of i that keeps KnownHandlers' answer
+// for up to ttl, for the calls that name a handler (nearly all of them)
+// and look it up: a scan of the keyspace each, which takes a few hundred
+// milliseconds at 100,000 partitions. A name missing from the kept answer
+// is looked up again at once, so a handler that registered since is
+// found; a new category of a known handler shows within ttl. The copy
+// and its own copies share the cache; i does not.
+func (i *Inspector) WithHandlerCache(ttl time.Duration) *Inspector {
+	j := *i
+	j.handlers = &handlerCache{ttl: ttl}
+	return &j
+}
+
+// handlerCache is KnownHandlers' answer kept for ttl.
+type handlerCache struct {
+	ttl time.Duration
+	mu  sync.Mutex // held across a read, so concurrent callers wait for one
+	at  time.Time
+	hs  []HandlerInfo
+}
+
+// get returns the kept answer while younger than ttl (and fresh is
+// false), else reads it anew.
+func (c *handlerCache) get(ctx context.Context, i *Inspector, fresh bool) ([]HandlerInfo, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if fresh || c.at.IsZero() || time.Since(c.at) >= c.ttl {
+		at := time.Now()
+		hs, err := i.readHandlers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c.at, c.hs = at, hs
+	}
+	// A copy: the caller may change what it gets.
+	out := make([]HandlerInfo, len(c.hs))
+	for j, h := range c.hs {
+		out[j] = HandlerInfo{Name: h.Name, Categories: slices.Clone(h.Categories)}
+	}
+	return out, nil
+}
+
+func (i *Inspector) readHandlers(ctx context.Context) ([]HandlerInfo, error) {
 	reg, err := rdb.Registry(ctx, i.c)
 	if err != nil {
 		return nil, err
@@ -50,6 +102,12 @@ func (i *Inspector) Handler(ctx context.Context, name string) (HandlerInfo, erro
 	hs, err := i.KnownHandlers(ctx)
 	if err != nil {
 		return HandlerInfo{}, err
+	}
+	if i.handlers != nil && !slices.ContainsFunc(hs, func(h HandlerInfo) bool { return h.Name == name }) {
+		// Not in the kept answer: it may have registered since.
+		if hs, err = i.handlers.get(ctx, i, true); err != nil {
+			return HandlerInfo{}, err
+		}
 	}
 	names := make([]string, len(hs))
 	for j, h := range hs {

@@ -22,6 +22,9 @@ type Inspector struct {
 	// verifyBound is the engines' VerifyBound, which Pause waits out
 	// (0: the default, pause.go).
 	verifyBound time.Duration
+	// handlers keeps KnownHandlers' answer (WithHandlerCache); nil:
+	// every call reads it.
+	handlers *handlerCache
 }
 
 // New returns an Inspector on c (a client, failover client or cluster

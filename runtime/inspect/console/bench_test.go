@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	goruntime "runtime"
 	"testing"
 	"time"
 
@@ -62,6 +63,22 @@ func BenchmarkConsole(b *testing.B) {
 			b.Fatalf("GET %s: %d", path, res.StatusCode)
 		}
 	}
+	// What the console holds per partition of a shared read.
+	b.Run("shared-read-size", func(b *testing.B) {
+		for b.Loop() {
+			var before, after goruntime.MemStats
+			goruntime.GC()
+			goruntime.ReadMemStats(&before)
+			rows, err := inspect.New(c).Partitions(ctx, "orders")
+			if err != nil {
+				b.Fatal(err)
+			}
+			goruntime.GC()
+			goruntime.ReadMemStats(&after)
+			b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/float64(len(rows)), "bytes/partition")
+			goruntime.KeepAlive(rows)
+		}
+	})
 	for _, bc := range []struct {
 		name, path string
 		fresh      bool

@@ -53,15 +53,19 @@ func (s *sampler) prune(now time.Time) {
 	}
 }
 
-// sample takes a sample of every handler each interval until ctx ends.
+// sample takes a sample of every handler each interval until ctx ends;
+// when a round takes longer than a tenth of the interval (many
+// partitions), it waits ten times the round instead, so the console
+// reads Redis at most a tenth of the time.
 func (c *Console) sample(ctx context.Context) {
 	defer close(c.done)
-	t := time.NewTicker(c.o.SampleInterval)
-	defer t.Stop()
 	for {
+		start := time.Now()
 		c.sampleOnce(ctx)
+		t := time.NewTimer(max(c.o.SampleInterval, costFactor*time.Since(start)) - time.Since(start))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}
@@ -94,6 +98,9 @@ func (c *Console) sampleOnce(ctx context.Context) {
 	}
 	c.samples.prune(now)
 	c.snaps.keep(known)
+	if _, _, err := c.faults(ctx, true); err != nil {
+		c.o.Logger.Debug("seqby console: reading the faults failed", "err", err)
+	}
 }
 
 // chart is handler's backlog (solid) and lag (dashed) over the window

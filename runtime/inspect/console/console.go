@@ -31,7 +31,11 @@ type Options struct {
 	Token string
 	// SampleInterval is how often the console samples each handler's lag
 	// and backlog for its charts (default 10s); SampleWindow how long it
-	// keeps them (default 1h).
+	// keeps them (default 1h). It is also how long the views share one
+	// read of every partition of a handler, of the known handlers and of
+	// the faults. A sampling round that takes longer than a tenth of it
+	// (at many partitions) spaces the rounds, and keeps the shared
+	// reads, ten times the round instead.
 	SampleInterval time.Duration
 	SampleWindow   time.Duration
 	// Timeout bounds the Redis reads of one page (default 10s).
@@ -60,8 +64,10 @@ type Console struct {
 
 	samples *sampler
 	snaps   snapshots
-	stop    context.CancelFunc
-	done    chan struct{}
+	// faultsRead is the engines' faults, read once per SampleInterval.
+	faultsRead kept[[]inspect.Fault]
+	stop       context.CancelFunc
+	done       chan struct{}
 }
 
 // New returns a console on in. It starts the sampler of the charts,
@@ -82,6 +88,9 @@ func New(in *inspect.Inspector, o Options) (*Console, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	// Nearly every call names a handler, which the Inspector looks up
+	// with a scan of the keyspace: keep that for a sampling interval.
+	in = in.WithHandlerCache(o.SampleInterval)
 	c := &Console{in: in, o: o, pages: map[string]*template.Template{}, done: make(chan struct{})}
 	for _, p := range []string{"overview", "handler", "partition", "halted", "paused", "audit", "preview", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html")

@@ -94,7 +94,7 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		data.Problem = err.Error()
 	}
 	fctx, fcancel := c.ctx(r)
-	data.Faults, err = c.in.Faults(fctx)
+	data.Faults, _, err = c.faults(fctx, false)
 	fcancel()
 	if err != nil && data.Problem == "" {
 		data.Problem = err.Error()
