@@ -29,29 +29,31 @@ func (i *Inspector) KnownHandlers(ctx context.Context) ([]HandlerInfo, error) {
 // for up to ttl, for the calls that name a handler (nearly all of them)
 // and look it up: a scan of the keyspace each, which takes a few hundred
 // milliseconds at 100,000 partitions. A name missing from the kept answer
-// is looked up again at once, so a handler that registered since is
-// found; a new category of a known handler shows within ttl. The copy
+// is looked up again at once (if the answer is a second old), so a
+// handler that registered since is found; a new category of a known
+// handler shows within ttl. The copy
 // and its own copies share the cache; i does not.
 func (i *Inspector) WithHandlerCache(ttl time.Duration) *Inspector {
 	j := *i
-	j.handlers = &handlerCache{ttl: ttl}
+	j.handlers = &handlerCache{ttl: ttl, minFresh: time.Second}
 	return &j
 }
 
 // handlerCache is KnownHandlers' answer kept for ttl.
 type handlerCache struct {
-	ttl time.Duration
-	mu  sync.Mutex // held across a read, so concurrent callers wait for one
-	at  time.Time
-	hs  []HandlerInfo
+	ttl      time.Duration
+	minFresh time.Duration // the least age at which a lookup of a missing name reads again
+	mu       sync.Mutex    // held across a read, so concurrent callers wait for one
+	at       time.Time
+	hs       []HandlerInfo
 }
 
-// get returns the kept answer while younger than ttl (and fresh is
-// false), else reads it anew.
+// get returns the kept answer while younger than ttl, else reads it
+// anew; fresh reads it anew once it is minFresh old.
 func (c *handlerCache) get(ctx context.Context, i *Inspector, fresh bool) ([]HandlerInfo, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if fresh || c.at.IsZero() || time.Since(c.at) >= c.ttl {
+	if c.at.IsZero() || time.Since(c.at) >= c.ttl || fresh && time.Since(c.at) >= c.minFresh {
 		at := time.Now()
 		hs, err := i.readHandlers(ctx)
 		if err != nil {
@@ -104,7 +106,8 @@ func (i *Inspector) Handler(ctx context.Context, name string) (HandlerInfo, erro
 		return HandlerInfo{}, err
 	}
 	if i.handlers != nil && !slices.ContainsFunc(hs, func(h HandlerInfo) bool { return h.Name == name }) {
-		// Not in the kept answer: it may have registered since.
+		// Not in the kept answer: it may have registered since. (At
+		// most one such read a second: typos do not each scan.)
 		if hs, err = i.handlers.get(ctx, i, true); err != nil {
 			return HandlerInfo{}, err
 		}

@@ -16,6 +16,7 @@ func TestWithHandlerCache(t *testing.T) {
 	c := newRedis(t)
 	ctx := ctxT(t)
 	plain, cached := New(c), New(c).WithHandlerCache(time.Hour)
+	cached.handlers.minFresh = 0 // a missing name reads again however young the answer
 	names := func(i *Inspector) []string {
 		t.Helper()
 		hs, err := i.KnownHandlers(ctx)
@@ -48,6 +49,13 @@ func TestWithHandlerCache(t *testing.T) {
 	}
 	if _, err := cached.Handler(ctx, "h3"); !errors.Is(err, ErrUnknownHandler) {
 		t.Fatalf("an unknown handler: %v", err)
+	}
+	// A missing name does not read again while the answer is younger
+	// than minFresh.
+	cached.handlers.minFresh = time.Hour
+	rdb.RegisterGroup(ctx, c, "shop", "h4", false)
+	if _, err := cached.Handler(ctx, "h4"); !errors.Is(err, ErrUnknownHandler) {
+		t.Fatalf("a name registered within minFresh: %v, want the kept answer's ErrUnknownHandler", err)
 	}
 	// What a caller gets is its own.
 	hs, _ := cached.KnownHandlers(ctx)

@@ -76,12 +76,29 @@ func TestHeadAge(t *testing.T) {
 	s = index("lanes") // the backfill lane's head is older
 	add(s, 1)
 	add(rdb.BackfillStream("shop", "lanes", rdb.DefaultBackfillSuffix), 6)
+	s = index("holes") // an entry deleted from the middle: Redis cannot tell the lag
+	add(s, 9)
+	add(s, 8)
+	add(s, 7)
+	read(s, 1)
+	ack(s, 1)
+	if msgs, _ := c.XRange(ctx, s, "-", "+").Result(); len(msgs) != 3 || c.XDel(ctx, s, msgs[1].ID).Val() != 1 {
+		t.Fatal("delete the middle entry of holes")
+	}
+	s = index("gone") // the pending entry was deleted: its id still says its age
+	add(s, 4)
+	add(s, 3)
+	read(s, 1)
+	if msgs, _ := c.XRangeN(ctx, s, "-", "+", 1).Result(); len(msgs) != 1 || c.XDel(ctx, s, msgs[0].ID).Val() != 1 {
+		t.Fatal("delete the pending entry of gone")
+	}
 
 	got, err := in.Partitions(ctx, "h")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]time.Duration{"nogroup": 3 * time.Hour, "pending": 5 * time.Hour, "cursor": 2 * time.Hour, "done": -1, "lanes": 6 * time.Hour}
+	want := map[string]time.Duration{"nogroup": 3 * time.Hour, "pending": 5 * time.Hour, "cursor": 2 * time.Hour, "done": -1,
+		"lanes": 6 * time.Hour, "holes": 7 * time.Hour, "gone": 4 * time.Hour}
 	for _, p := range got {
 		w, ok := want[p.Key]
 		if !ok {
@@ -114,6 +131,15 @@ func TestPartitionPage(t *testing.T) {
 			k := fmt.Sprintf("k%02d", i)
 			keys = append(keys, k)
 			publish(t, c, "shop", k, 1+i%3)
+			if i%2 == 0 { // pending and undelivered entries, on every slot the keys fall in
+				s := rdb.PartitionStream("shop", k)
+				if _, err := rdb.CreateGroup(ctx, c, s, "h", false); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := rdb.ReadGroup(ctx, c, s, "h", "w1:1", ">", 1, -1); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
 		c.XAdd(ctx, &redis.XAddArgs{Stream: "note", Values: []any{"k", "v"}}) // unpartitioned: not a row
 		all, err := in.Partitions(ctx, "h")
@@ -149,6 +175,9 @@ func TestPartitionPage(t *testing.T) {
 				}
 				for j, p := range pg.Partitions {
 					w := byKey[p.Key]
+					if p.HeadAge < 0 || p.HeadAge > time.Minute {
+						t.Errorf("%s: head age %v", p.Key, p.HeadAge)
+					}
 					p.Idle, p.HeadAge, w.Idle, w.HeadAge = 0, 0, 0, 0 // the clock moved on
 					if p.Key != tc.keys[j] || p != w {
 						t.Errorf("row %d: %+v, want %+v", j, p, w)

@@ -47,9 +47,10 @@ type PartitionPage struct {
 
 // PartitionPage describes one page of handler's keyed partitions, in
 // Partitions' order (category, then key), those whose key contains
-// q.Search. It reads the categories' indexes (keys only) and describes
-// only the page's partitions, so a page costs the same at 100,000
-// partitions as at 100. Unpartitioned categories' streams are not rows
+// q.Search. It reads the categories' indexes (keys only) and the
+// handler's halt and pause records whole, and describes only the page's
+// partitions: at 100,000 partitions a fraction of what Partitions costs
+// (docs/benchmarks.md). Unpartitioned categories' streams are not rows
 // here (Partitions lists them). An unknown handler is an error matching
 // ErrUnknownHandler.
 func (i *Inspector) PartitionPage(ctx context.Context, handler string, q PageQuery) (PartitionPage, error) {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/seqby/seqby/runtime/inspect"
 )
 
 // sampler keeps each handler's backlog and lag over the console's
@@ -53,10 +55,10 @@ func (s *sampler) prune(now time.Time) {
 	}
 }
 
-// sample takes a sample of every handler each interval until ctx ends;
-// when a round takes longer than a tenth of the interval (many
-// partitions), it waits ten times the round instead, so the console
-// reads Redis at most a tenth of the time.
+// sample takes a sample of every handler each interval until ctx ends.
+// When a round takes longer than a tenth of the interval (many
+// partitions), the rounds start ten times a round's duration apart
+// instead, so the console reads Redis at most a tenth of the time.
 func (c *Console) sample(ctx context.Context) {
 	defer close(c.done)
 	for {
@@ -72,11 +74,21 @@ func (c *Console) sample(ctx context.Context) {
 	}
 }
 
+// sampleReadTimeout bounds each of the sampler's reads (or
+// Options.Timeout if longer): a whole read of a handler's partitions
+// takes seconds at 100,000 of them, more than a page may.
+const sampleReadTimeout = 2 * time.Minute
+
 func (c *Console) sampleOnce(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
-	defer cancel()
-	hs, err := c.in.KnownHandlers(ctx)
-	if err != nil {
+	// Each read its own timeout: a slow handler does not starve the
+	// others' samples, nor the faults.
+	bounded := func(f func(ctx context.Context) error) error {
+		ctx, cancel := context.WithTimeout(ctx, max(c.o.Timeout, sampleReadTimeout))
+		defer cancel()
+		return f(ctx)
+	}
+	var hs []inspect.HandlerInfo
+	if err := bounded(func(ctx context.Context) (err error) { hs, err = c.in.KnownHandlers(ctx); return err }); err != nil {
 		c.o.Logger.Debug("seqby console: sampling failed", "err", err)
 		return
 	}
@@ -84,7 +96,8 @@ func (c *Console) sampleOnce(ctx context.Context) {
 	known := map[string]bool{}
 	for _, h := range hs {
 		known[h.Name] = true
-		ps, _, err := c.partitions(ctx, h.Name, true)
+		var ps []inspect.PartitionInfo
+		err := bounded(func(ctx context.Context) (err error) { ps, _, err = c.partitions(ctx, h.Name, true); return err })
 		if err != nil {
 			c.o.Logger.Debug("seqby console: sampling failed", "handler", h.Name, "err", err)
 			continue
@@ -98,7 +111,7 @@ func (c *Console) sampleOnce(ctx context.Context) {
 	}
 	c.samples.prune(now)
 	c.snaps.keep(known)
-	if _, _, err := c.faults(ctx, true); err != nil {
+	if err := bounded(func(ctx context.Context) error { _, _, err := c.faults(ctx, true); return err }); err != nil {
 		c.o.Logger.Debug("seqby console: reading the faults failed", "err", err)
 	}
 }

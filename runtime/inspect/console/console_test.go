@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"log/slog"
 	"net/http"
@@ -514,7 +515,12 @@ func TestHaltedPagePause(t *testing.T) {
 		if paused := strings.Contains(body, "badge paused"); paused != (step.op == "resume") {
 			t.Fatalf("before %s, paused shown %v:\n%s", step.op, paused, body)
 		}
-		f := url.Values{"op": {step.op}, "handler": {"orders"}, "stream": {"shop:{a}"}, "back": {"/halted"}, "csrf": {tok}, "confirm": {"yes"}}
+		// The stream the page's form names, posted as the browser would.
+		m := regexp.MustCompile(`name="op" value="` + step.op + `">\s*<input type="hidden" name="stream" value="([^"]*)">`).FindStringSubmatch(body)
+		if m == nil || html.UnescapeString(m[1]) != "shop:{a}" {
+			t.Fatalf("the %s form names %q, want shop:{a}:\n%s", step.op, m, body)
+		}
+		f := url.Values{"op": {step.op}, "handler": {"orders"}, "stream": {html.UnescapeString(m[1])}, "back": {"/halted"}, "csrf": {tok}, "confirm": {"yes"}}
 		if code, body, _ := alice.do("POST", "/action", f); code != http.StatusSeeOther {
 			t.Fatalf("%s: %d\n%s", step.op, code, body)
 		}

@@ -36,10 +36,14 @@
 // The view of a handler by key reads the handler's partition index and
 // describes only the page (inspect.Inspector.PartitionPage), live. The
 // views that need every partition (the overview, the sorted views, the
-// backlog distribution, the charts) share one read of each handler
-// (inspect.Inspector.Partitions) per Options.SampleInterval, whatever
-// the number of viewers; the console holds the latest read of each
-// handler, and its actions drop them.
+// lag distribution, the charts) share one read of each handler
+// (inspect.Inspector.Partitions): the sampler renews it each round, and
+// a view renews it when it is older than Options.SampleInterval or an
+// action changed it, if the read took under a second; a longer read
+// (many partitions) only the sampler renews, whose rounds then start ten
+// times a round's duration apart. The known handlers and the engines'
+// faults are read once per SampleInterval too. The console holds the
+// latest read of each handler.
 //
 // # Actions
 //

@@ -125,19 +125,8 @@ func (c *Console) handler(w http.ResponseWriter, r *http.Request) {
 	page, _ := strconv.Atoi(q.Get("page"))
 	page = max(page, 1)
 	// The histogram and the sorted views need every partition: they
-	// share the handler's read (at most a sampling interval old). The
-	// view by key reads only its page, live.
-	all, at, err := c.partitions(ctx, name, false)
-	if err != nil {
-		c.fail(w, r, http.StatusBadGateway, err)
-		return
-	}
-	var lags []int64
-	for _, p := range all {
-		if p.Key != "" {
-			lags = append(lags, p.Lag)
-		}
-	}
+	// use the handler's shared read. The view by key reads only its
+	// page, live, and shows the histogram only of a read already there.
 	var shown []partitionRow
 	total := 0
 	var sorted time.Time
@@ -146,6 +135,24 @@ func (c *Console) handler(w http.ResponseWriter, r *http.Request) {
 		"backlog": func(p inspect.PartitionInfo) int64 { return p.Lag + p.Pending },
 		"age":     func(p inspect.PartitionInfo) int64 { return int64(p.HeadAge) },
 	}[sortBy]
+	all, at, ok := c.sharedPartitions(name)
+	if by != nil {
+		if all, at, err = c.partitions(ctx, name, false); err != nil {
+			c.fail(w, r, http.StatusBadGateway, err)
+			return
+		}
+		ok = true
+	}
+	var hist template.HTML
+	if ok {
+		var lags []int64
+		for _, p := range all {
+			if p.Key != "" {
+				lags = append(lags, p.Lag)
+			}
+		}
+		hist = histogram(lags)
+	}
 	if by != nil {
 		var rows []inspect.PartitionInfo
 		for _, p := range all {
@@ -192,7 +199,7 @@ func (c *Console) handler(w http.ResponseWriter, r *http.Request) {
 		Sorted       time.Time // when the sorted view's partitions were read; zero for the live view by key
 		Histogram    template.HTML
 	}{base: c.page(w, r, name, "overview"), Handler: h, Rows: shown, Total: total, Search: search, Sort: sortBy,
-		Page: min(page, pages), Pages: pages, Sorted: sorted, Histogram: histogram(lags)}
+		Page: min(page, pages), Pages: pages, Sorted: sorted, Histogram: hist}
 	c.render(w, "handler", http.StatusOK, data)
 }
 

@@ -121,7 +121,9 @@ func readHeads(ctx context.Context, c redis.UniversalClient, group string, lanes
 		switch {
 		case pending[i] != nil:
 			p, err := pending[i].Result()
-			if err != nil && !errors.Is(err, redis.Nil) && !noSuchKey(err) {
+			// NOGROUP: the lane or its group went between the two
+			// pipelines; nothing waits there now.
+			if err != nil && !errors.Is(err, redis.Nil) && !strings.HasPrefix(err.Error(), "NOGROUP") {
 				return fmt.Errorf("XPENDING %s: %w", l.Stream, err)
 			}
 			if p != nil && p.Count > 0 {
