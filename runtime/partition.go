@@ -558,6 +558,11 @@ func (p *partition) trimIf(drained bool) {
 // first, and settles a halt record left by a predecessor. False: the
 // partition must end.
 func (p *partition) begin() bool {
+	// A predecessor may have acked entries and let the partition go
+	// before trimming them: trim once drained here too, or the lanes
+	// never empty and the partition never turns cold until its key's
+	// next publish.
+	p.trims.inherit()
 	return p.reclaim() && p.checkHaltRecord()
 }
 

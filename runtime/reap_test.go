@@ -107,3 +107,45 @@ func scanAll(t *testing.T, c *redis.Client, pattern string) []string {
 	}
 	return out
 }
+
+// A partition whose last owner acked its entries and let it go before
+// trimming them (a handover between the ack and the trim) still turns
+// cold: its next owner trims what it finds acked, though it acked
+// nothing itself, and the reaper ends it. (It stayed forever, until the
+// key's next publish, when only a worker's own acks made a trim due.)
+func TestNewOwnerTrimsItsPredecessorsAcks(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	var ran atomic.Int64
+	orders := keyedHandler("orders", func(context.Context, *testEvent) error { ran.Add(1); return nil })
+	p := NewPublisher(c)
+	for i := 1; i <= 3; i++ {
+		if err := p.Publish(ctx, ev("k", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The predecessor: it read and acked every entry, and did not trim.
+	stream := rdb.PartitionStream("order", "k")
+	if _, err := rdb.RegisterGroup(ctx, c, "order", "orders", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rdb.CreateGroup(ctx, c, stream, "orders", false); err != nil {
+		t.Fatal(err)
+	}
+	es, err := rdb.ReadGroup(ctx, c, stream, "orders", "gone~1:1", ">", 10, -1)
+	if err != nil || len(es) != 3 {
+		t.Fatalf("the predecessor's read: %v, %v", es, err)
+	}
+	for _, e := range es {
+		c.XAck(ctx, stream, "orders", e.ID)
+	}
+	opts := fastOptions("r1")
+	opts.ReapAfter = 300 * time.Millisecond
+	startEngine(t, c, opts, orders)
+	eventually(t, 20*time.Second, "the partition reaped", func() bool {
+		ks, err := rdb.Partitions(ctx, c, "order")
+		return err == nil && len(ks) == 0
+	})
+	if n := ran.Load(); n != 0 {
+		t.Fatalf("the handler ran %d acked entries again", n)
+	}
+}

@@ -30,6 +30,10 @@ type trimmer struct {
 // acked counts one ack.
 func (t *trimmer) acked() { t.acks++ }
 
+// inherit makes a trim due once the lanes are drained, though this
+// worker acked nothing yet: what its predecessors acked may be there.
+func (t *trimmer) inherit() { t.acks = max(t.acks, 1) }
+
 // due reports whether the worker should trim now: it acked every
 // entries (trimEvery, or more for a batched partition: see
 // partition.trimIf), or it found its lanes drained after acking any and
