@@ -175,8 +175,10 @@ func TestMessageFields(t *testing.T) {
 	}
 }
 
-// LanesStats reads pending and lag per group, and counts the lag itself
-// when Redis cannot tell it (entries deleted from the middle).
+// LanesStats reads pending and lag per group, counts the lag itself
+// when Redis cannot tell it (entries deleted from the middle), and finds
+// each lane's head: the first pending entry, else the first not
+// delivered.
 func TestLanesStats(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	add := func(s string, n int) []string {
@@ -205,19 +207,31 @@ func TestLanesStats(t *testing.T) {
 	read("o:{holed}", 1)
 	c.XDel(ctx, "o:{holed}", holed[2])
 	// other: only another group.
-	add("o:{other}", 1)
+	other := add("o:{other}", 1)
 	CreateGroup(ctx, c, "o:{other}", "h", false)
+	// behind: 3 entries, 1 read and acked: the head is behind the cursor.
+	behind := add("o:{behind}", 3)
+	CreateGroup(ctx, c, "o:{behind}", "g", false)
+	read("o:{behind}", 1)
+	c.XAck(ctx, "o:{behind}", "g", behind[0])
+	// done: every entry acked: no head.
+	done := add("o:{done}", 2)
+	CreateGroup(ctx, c, "o:{done}", "g", false)
+	read("o:{done}", 2)
+	c.XAck(ctx, "o:{done}", "g", done...)
 
-	got, err := LanesStats(ctx, c, "g", []string{"o:{fresh}", "o:{read}", "o:{holed}", "o:{other}", "o:{none}"})
+	got, err := LanesStats(ctx, c, "g", []string{"o:{fresh}", "o:{read}", "o:{holed}", "o:{other}", "o:{none}", "o:{behind}", "o:{done}"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []LaneStats{
-		{Stream: "o:{fresh}", Exists: true, Length: 3, LastID: fresh[2], Lag: 3},
-		{Stream: "o:{read}", Exists: true, Length: 5, LastID: ids[4], Group: true, Pending: 1, Lag: 3},
-		{Stream: "o:{holed}", Exists: true, Length: 4, LastID: holed[4], Group: true, Pending: 1, Lag: 3},
-		{Stream: "o:{other}", Exists: true, Length: 1, LastID: c.XInfoStream(ctx, "o:{other}").Val().LastGeneratedID, Lag: 1},
+		{Stream: "o:{fresh}", Exists: true, Length: 3, LastID: fresh[2], Lag: 3, HeadID: fresh[0]},
+		{Stream: "o:{read}", Exists: true, Length: 5, LastID: ids[4], Group: true, Pending: 1, Lag: 3, HeadID: ids[1]},
+		{Stream: "o:{holed}", Exists: true, Length: 4, LastID: holed[4], Group: true, Pending: 1, Lag: 3, HeadID: holed[0]},
+		{Stream: "o:{other}", Exists: true, Length: 1, LastID: other[0], Lag: 1, HeadID: other[0]},
 		{Stream: "o:{none}"},
+		{Stream: "o:{behind}", Exists: true, Length: 3, LastID: behind[2], Group: true, Lag: 2, HeadID: behind[1]},
+		{Stream: "o:{done}", Exists: true, Length: 2, LastID: done[1], Group: true},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("(-want +got):\n%s", diff)
