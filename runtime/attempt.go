@@ -165,7 +165,7 @@ func (g *gate) enter(ctx context.Context) bool {
 				return g.refuse()
 			}
 			if !needs() {
-				return true
+				return g.admit()
 			}
 			if !holdToConfirm {
 				// The confirmation went stale during the wait: confirm
@@ -189,7 +189,7 @@ func (g *gate) enter(ctx context.Context) bool {
 				continue
 			}
 			if time.Now().Before(g.p.deadline()) {
-				return true
+				return g.admit()
 			}
 			g.release()
 			g.p.lost(errors.New("lease not renewed before its deadline"))
@@ -211,6 +211,19 @@ func (g *gate) enter(ctx context.Context) bool {
 		}
 		backoff = min(2*backoff, g.e.o.MaxBackoff)
 	}
+}
+
+// admit ends enter holding the slot: true, unless a discovery cycle
+// found the handler paused while the attempt waited for its slot or its
+// confirmation (the handler's pause is not in the scripts, so this is its
+// last check), which frees the slot and refuses it.
+func (g *gate) admit() bool {
+	if hp := g.e.handlerPaused(g.p.reg.Name); hp != nil {
+		g.release()
+		g.paused, g.hp = true, hp
+		return g.refuse()
+	}
+	return true
 }
 
 // refuse ends an attempt enter does not admit: a head's attempt mark, if

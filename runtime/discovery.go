@@ -117,13 +117,15 @@ func (e *Engine) cycle(base context.Context, stop <-chan struct{}, handler strin
 	defer func() {
 		e.metrics.discovery.Record(ctx, time.Since(start).Seconds(), handlerAttrs(handler))
 	}()
+	// The handler's pause first: a cycle whose heartbeat fails still
+	// honours a pause it can read.
+	e.readHandlerPause(ctx, handler)
 	join := e.progressing(handler)
 	live, err := rdb.Announce(ctx, e.c, handler, e.o.OwnerID, e.memberTTL(), join)
 	if err != nil {
 		e.log.Warn("seqby: member heartbeat failed", "handler", handler, "err", err)
 		return
 	}
-	e.readHandlerPause(ctx, handler)
 	units, err := list(ctx)
 	if err != nil {
 		e.log.Warn("seqby: discovery failed", "handler", handler, "err", err)

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"strings"
@@ -343,7 +342,7 @@ func (p *partition) work() (asleep bool) {
 			en, ok, confirmed, err = p.next(seq)
 		}
 		if pausedBy(err) {
-			return p.sleepPaused([]uint64{seq}, nil)
+			return p.sleepPaused([]uint64{pausedMark(err, seq)}, nil)
 		}
 		if err != nil {
 			if !p.retryable(err) {
@@ -475,10 +474,12 @@ func (p *partition) ackUnacked() error {
 	// Paused: the acks were done, and the lease is not confirmed for the
 	// next entry (the caller sleeps).
 	p.ackedPrevious()
-	if err == nil && paused == nil {
+	if err == nil {
+		// The ack found no pause mark: a pause the prefetch found was
+		// resumed since (its wake-up may already have been read).
 		p.unpaused()
 	}
-	return cmp.Or(err, paused)
+	return err
 }
 
 // prefetchIf sends, for a batched partition whose backlog is deeper than
@@ -514,6 +515,8 @@ func (p *partition) collect(ctx context.Context) error {
 	p.prefetch, p.prefetchAcks = nil, 0
 	if pausedBy(err) {
 		p.ackedFirst(k) // the acks it carried were done
+		p.deep = false
+		return prefetchPaused{mark: mark, err: err}
 	}
 	if err != nil {
 		p.deep = false
@@ -531,6 +534,29 @@ func (p *partition) collect(ctx context.Context) error {
 		p.readMark = mark
 	}
 	return nil
+}
+
+// prefetchPaused is the pause a prefetch found. It was sent under an
+// older wake-up mark than the worker's latest, which the worker sleeps on
+// (pausedMark): a Resume whose wake-up came between the prefetch's run
+// and the worker's mark still wakes it.
+type prefetchPaused struct {
+	mark uint64 // the wake-up mark the prefetch was sent under
+	err  error  // rdb.ErrPaused's
+}
+
+func (e prefetchPaused) Error() string { return e.err.Error() }
+func (e prefetchPaused) Unwrap() error { return e.err }
+
+// pausedMark is the wake-up mark a worker that found its partition paused
+// (err) sleeps on: seq, the mark taken before its own calls, or the older
+// one of the prefetch that found the pause.
+func pausedMark(err error, seq uint64) uint64 {
+	var pp prefetchPaused
+	if errors.As(err, &pp) {
+		return min(seq, pp.mark)
+	}
+	return seq
 }
 
 // readCount is how many new entries one read of p takes at most:

@@ -133,8 +133,9 @@ func pausedBy(err error) bool { return errors.Is(err, ErrPaused) }
 // counted after marks (one per category of the partition: a pm value has
 // several; Resume sends one once the mark is gone); a handler's when hp's
 // context ends; a release or the end of the lease ends either. It sleeps
-// as an idle partition does: the safety net's re-read (should Resume's
-// signal be lost) finds the pause still there, or gone.
+// with no other timer than the idle safety net's (safetyNet: a due trim
+// or cold release would only read the pause again), whose re-read
+// (should Resume's signal be lost) finds the pause still there, or gone.
 func (p *partition) sleepPaused(marks []uint64, hp *handlerPause) bool {
 	if len(p.unacked) > 0 {
 		if err := p.ackUnacked(); err != nil && !pausedBy(err) {
@@ -154,7 +155,7 @@ func (p *partition) sleepPaused(marks []uint64, hp *handlerPause) bool {
 	if cats == nil {
 		cats = []string{p.category}
 	}
-	p.sleepUntil(p.idleWait(), cats, marks, until)
+	p.sleepUntil(p.safetyNet(), cats, marks, until)
 	return true
 }
 

@@ -6,11 +6,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/runtime/inspect"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // pauseScene is a keyed handler whose events of one key can be held in
@@ -334,5 +336,249 @@ func TestPausePM(t *testing.T) {
 	f, _ := loadFlow(t, e.o.StateStore, "pz-flow", "o1")
 	if !slices.Equal(f.Orders, []int{1, 2}) || !slices.Equal(f.Payments, []int{1}) {
 		t.Fatalf("o1's state %+v, want orders 1,2 and payment 1", f)
+	}
+}
+
+// asleep reports whether a partition of category's key sleeps at e (its
+// wake-up callback armed).
+func asleep(e *Engine, category, key string) bool {
+	w := e.wake
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.wakers[category+"\x00"+key]) > 0
+}
+
+// An idle partition shows its pause at once: Pause wakes its owner,
+// whose read finds the mark (before, it showed only at the safety-net
+// re-read, 24-36 s later); Resume's wake-up clears it again.
+func TestPauseShowsOnAnIdlePartition(t *testing.T) {
+	s := newPauseScene(t)
+	e := startEngine(t, s.c, fastOptions("o1"), s.handler("pi"))
+	s.publish("a", 1, 1)
+	s.publish("b", 1, 1)
+	eventually(t, 20*time.Second, "a/1 and b/1 applied, both asleep", func() bool {
+		return s.j.count("a") == 1 && s.j.count("b") == 1 && asleep(e.Engine, "order", "a") && asleep(e.Engine, "order", "b")
+	})
+	in := inspect.New(s.c)
+	if _, err := in.Pause(s.ctx, "pi", "order:{a}", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the idle owner to show a paused", func() bool {
+		h := e.Health(s.ctx)
+		return pausedHere(e.Engine, "order:{a}") && slices.ContainsFunc(h.Reasons, func(r string) bool { return strings.Contains(r, "paused: partition a of handler pi") })
+	})
+	if pausedHere(e.Engine, "order:{b}") {
+		t.Fatal("b shows paused")
+	}
+	if _, err := in.Resume(s.ctx, "pi", "order:{a}"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "a to show running again", func() bool { return !pausedHere(e.Engine, "order:{a}") })
+}
+
+// A handler's pause found while an attempt waits for its concurrency
+// slot refuses that attempt when it gets the slot: the in-memory pause
+// is the handler pause's only check, so it is made last.
+func TestHandlerPauseStopsAnAttemptWaitingForASlot(t *testing.T) {
+	s := newPauseScene(t)
+	opts := fastOptions("o1")
+	opts.Concurrency = 1
+	e := startEngine(t, s.c, opts, s.handler("pc"))
+	release := s.holdAt("a", 1)
+	s.publish("a", 1, 1)
+	eventually(t, 20*time.Second, "a/1 in the handler", func() bool { return len(s.enteredOf("a")) == 1 })
+	s.publish("b", 1, 1)
+	// Delivered to the owner: its worker now waits for the one slot.
+	eventually(t, 20*time.Second, "b/1 read", func() bool {
+		p, err := s.c.XPending(s.ctx, "order:{b}", "pc").Result()
+		return err == nil && p.Count == 1
+	})
+	if _, err := inspect.New(s.c).PauseHandler(s.ctx, "pc", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the engine to find the handler paused", func() bool {
+		return slices.Contains(e.Status().PausedHandlers, "pc")
+	})
+	release()
+	eventually(t, 20*time.Second, "b asleep", func() bool { return asleep(e.Engine, "order", "b") })
+	if got := s.enteredOf("b"); len(got) != 0 {
+		t.Fatalf("b entered %v after its handler's pause was found", got)
+	}
+	if _, err := inspect.New(s.c).ResumeHandler(s.ctx, "pc"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "b/1 applied after the resume", func() bool { return s.j.count("b") == 1 })
+}
+
+// prefetchGate is a go-redis hook that holds the first round call
+// carrying a prefetch (RoundReadNew) of stream until opened, and reports
+// when it caught it and when its reply came.
+type prefetchGate struct {
+	stream       string
+	once         sync.Once
+	caught, open chan struct{}
+	replied      chan struct{}
+}
+
+func newPrefetchGate(stream string) *prefetchGate {
+	return &prefetchGate{stream: stream, caught: make(chan struct{}), open: make(chan struct{}), replied: make(chan struct{})}
+}
+
+func (g *prefetchGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *prefetchGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !g.catch([]redis.Cmder{cmd}) {
+			return next(ctx, cmd)
+		}
+		defer close(g.replied)
+		return next(ctx, cmd)
+	}
+}
+
+func (g *prefetchGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if !g.catch(cmds) {
+			return next(ctx, cmds)
+		}
+		defer close(g.replied)
+		return next(ctx, cmds)
+	}
+}
+
+// catch holds the first prefetch of g.stream until g.open is closed.
+func (g *prefetchGate) catch(cmds []redis.Cmder) bool {
+	hit := false
+	for _, cmd := range cmds {
+		if !strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") {
+			continue
+		}
+		stream, prefetch := false, false
+		for _, a := range cmd.Args() {
+			stream = stream || a == g.stream
+			prefetch = prefetch || a == string(rdb.RoundReadNew)
+		}
+		hit = hit || stream && prefetch
+	}
+	if !hit {
+		return false
+	}
+	first := false
+	g.once.Do(func() { first = true })
+	if !first {
+		return false
+	}
+	close(g.caught)
+	<-g.open
+	return true
+}
+
+// A batched partition whose prefetch finds it paused sleeps on the
+// wake-up mark the prefetch was sent under: a Resume whose wake-up is
+// read before the worker next takes a mark (here, while an entry is in
+// the handler) still wakes it, rather than leaving it to the safety-net
+// re-read (24-36 s).
+func TestResumeWakesABatchedPartitionPausedByItsPrefetch(t *testing.T) {
+	s := newPauseScene(t)
+	s.publish("a", 1, 12)
+	gate := newPrefetchGate("order:{a}")
+	c := redis.NewClient(&redis.Options{Addr: s.c.Options().Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	c.AddHook(gate)
+	opts := fastOptions("o1")
+	opts.ReadAhead = 4
+	h := s.handler("pb")
+	h.AckBatch = 4
+	release := s.holdAt("a", 3)
+	e := startEngine(t, c, opts, h)
+	// a/3 starts once the prefetch (sent as a/3 was taken) is in flight.
+	select {
+	case <-gate.caught:
+	case <-s.ctx.Done():
+		t.Fatal("no prefetch of order:{a} was sent")
+	}
+	eventually(t, 20*time.Second, "a/3 in the handler", func() bool { return len(s.enteredOf("a")) == 3 })
+	in := inspect.New(s.c)
+	if _, err := in.Pause(s.ctx, "pb", "order:{a}", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	close(gate.open) // the prefetch runs now, and finds the pause
+	<-gate.replied
+	before := e.wake.mark("order", "a")
+	if _, err := in.Resume(s.ctx, "pb", "order:{a}"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the engine to read Resume's wake-up", func() bool {
+		e.wake.mu.Lock()
+		defer e.wake.mu.Unlock()
+		return e.wake.last["order\x00a"] > before
+	})
+	release()
+	eventually(t, 20*time.Second, "a/4..a/12 applied after the resume", func() bool { return s.j.count("a") == 12 })
+	if got := s.j.seqs("a"); !slices.Equal(got, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}) {
+		t.Fatalf("a applied %v, want 1..12 in order", got)
+	}
+}
+
+// readCounter is a go-redis hook counting the script calls that name
+// mark (a pause mark) among their arguments: the engine's reads, acks
+// and verifications of one partition, which check it.
+type readCounter struct {
+	mark string
+	n    atomic.Int64
+}
+
+func (h *readCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *readCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *readCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			h.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *readCounter) count(cmd redis.Cmder) {
+	if strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") && slices.Contains(cmd.Args(), any(h.mark)) {
+		h.n.Add(1)
+	}
+}
+
+// A paused partition costs nothing: once asleep it is not read again
+// while other keys run (before, acked entries it had not trimmed yet
+// made its idle wait a millisecond, and it re-read its partition, found
+// the pause and slept again, over and over).
+func TestPausedPartitionIsNotPolled(t *testing.T) {
+	s := newPauseScene(t)
+	counter := &readCounter{mark: "order:{a}:__lease__:pp:__paused__"}
+	c := redis.NewClient(&redis.Options{Addr: s.c.Options().Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	c.AddHook(counter)
+	e := startEngine(t, c, fastOptions("o1"), s.handler("pp"))
+	release := s.holdAt("a", 2)
+	s.publish("a", 1, 3)
+	eventually(t, 20*time.Second, "a/2 in the handler", func() bool { return len(s.enteredOf("a")) == 2 })
+	if _, err := inspect.New(s.c).Pause(s.ctx, "pp", "order:{a}", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	eventually(t, 20*time.Second, "a paused and asleep", func() bool {
+		return pausedHere(e.Engine, "order:{a}") && asleep(e.Engine, "order", "a")
+	})
+	before := counter.n.Load()
+	for i := 1; i <= 20; i++ {
+		s.publish("b", i, i)
+		eventually(t, 20*time.Second, "b applied", func() bool { return s.j.count("b") == i })
+	}
+	if n := counter.n.Load() - before; n != 0 {
+		t.Fatalf("the paused partition was read %d times while b ran 20 events", n)
 	}
 }

@@ -95,11 +95,7 @@ func (e *Engine) reaping() bool { return e.o.ReapAfter > 0 }
 // instead of arriving in one burst); or less when its partition turns cold
 // sooner, or its acked entries are due to be trimmed (trimmer.wait).
 func (p *partition) idleWait() time.Duration {
-	p.e.mu.Lock()
-	owned := len(p.e.parts)
-	p.e.mu.Unlock()
-	base := max(idleRecheck, time.Duration(owned)*idleRecheckEach)
-	d := base - base/5 + rand.N(2*base/5)
+	d := p.safetyNet()
 	if w := p.trims.wait(); w > 0 {
 		d = min(d, w)
 	}
@@ -107,6 +103,18 @@ func (p *partition) idleWait() time.Duration {
 		d = min(d, max(time.Until(p.active.Add(p.e.o.ReapAfter)), time.Millisecond))
 	}
 	return d
+}
+
+// safetyNet is idleWait without its early ends: the wait of a paused
+// partition, which neither trims nor turns cold while paused (a read
+// finds the pause, and the cold release refuses), so waking sooner would
+// only read the pause again.
+func (p *partition) safetyNet() time.Duration {
+	p.e.mu.Lock()
+	owned := len(p.e.parts)
+	p.e.mu.Unlock()
+	base := max(idleRecheck, time.Duration(owned)*idleRecheckEach)
+	return base - base/5 + rand.N(2*base/5)
 }
 
 // releaseCold lets the partition go when it has been idle here for

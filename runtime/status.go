@@ -45,10 +45,15 @@ type PartitionStatus struct {
 	Generation int64  // the lease's generation, larger for every later owner (see LeaseInfo.Generation)
 	Halted     bool   // the partition's head failed for good: nothing later of its key runs until resolved
 	Halt       *Halt  // set when Halted
-	// Paused: an operator paused the partition (inspect.Inspector.Pause)
-	// or its handler, as its last confirmation or discovery found: the
+	// Paused: the partition's worker stopped for an operator's pause of
+	// the partition (inspect.Inspector.Pause) or of its handler, as its
+	// last confirmation or its handler's last discovery cycle found: the
 	// entry in flight finished, and nothing later of its key starts until
-	// it is resumed. The lease stays held.
+	// it is resumed. The lease stays held. Pause wakes an idle owner, so
+	// its partition shows here at once; a paused handler's idle
+	// partitions show once something wakes them (Status.PausedHandlers
+	// names the handler from the cycle that found its pause, and the
+	// seqby.partitions.paused gauge counts all they own then).
 	Paused bool
 }
 

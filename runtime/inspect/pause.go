@@ -39,8 +39,9 @@ type Pause struct {
 const defaultVerifyBound = 25 * time.Millisecond
 
 // WithVerifyBound returns a copy of i for engines whose
-// Options.VerifyBound is d (default 25ms): Pause and PauseHandler wait
-// that long after storing a pause before they return.
+// Options.VerifyBound is d (default 25ms): Pause waits that long after
+// the store of a pause's mark was answered (or after finding one in
+// force) before it returns.
 func (i *Inspector) WithVerifyBound(d time.Duration) *Inspector {
 	j := *i
 	j.verifyBound = d
@@ -212,19 +213,40 @@ func (i *Inspector) pause(ctx context.Context, handler, partition, by string, ch
 		return p, fmt.Errorf("pause %s: %w", partition, err)
 	}
 	p.By, p.At, p.Already = n.By, n.At, !set
-	// An attempt confirmed just before the mark was stored may still
-	// start within the engines' VerifyBound: wait it out, from the
-	// pause's store (a pause found in force may be a moment old).
-	if wait := i.bound() - time.Since(n.At); wait > 0 {
-		if err := sleep(ctx, wait); err != nil {
-			return p, fmt.Errorf("pause %s: stored, but the wait for attempts confirmed before it was cut short: %w", partition, err)
-		}
+	// Wake the owner: an idle one would find the pause only at its
+	// safety-net re-read, and show it (Status, Health, the paused gauge)
+	// no sooner. The pause holds either way: it is in the scripts.
+	var woke error
+	if set {
+		woke = i.wake(ctx, t)
+	}
+	// An attempt whose lease was confirmed just before the mark was
+	// stored may still start within the engines' VerifyBound of that
+	// confirmation: wait the whole bound from the store's reply, on this
+	// process's monotonic clock. A pause found in force waits it too: it
+	// may have been stored a moment ago, and its note's time is another
+	// operator's wall clock.
+	if err := sleep(ctx, i.bound()); err != nil {
+		return p, fmt.Errorf("pause %s: stored, but the wait for attempts confirmed before it was cut short: %w", partition, err)
+	}
+	if woke != nil {
+		return p, fmt.Errorf("pause %s: paused (no event starts), but waking its owner failed, so its Status shows the pause only from its next read: %w", partition, woke)
 	}
 	return p, nil
 }
 
 func (i *Inspector) resume(ctx context.Context, handler, partition string, check bool) (Pause, error) {
 	t, err := i.target(ctx, handler, partition)
+	if errors.Is(err, ErrUnknownHandler) || errors.Is(err, ErrNoPartition) {
+		// A mark outlives what it paused when the handler was removed,
+		// or its streams deleted, while paused: its listing still
+		// names it, and Resume ends it.
+		if lt, ok, lerr := i.listedMark(ctx, handler, partition); lerr != nil {
+			err = errors.Join(err, lerr)
+		} else if ok {
+			t, err = lt, nil
+		}
+	}
 	if err != nil {
 		return Pause{}, fmt.Errorf("resume %s: %w", partition, err)
 	}
@@ -246,12 +268,41 @@ func (i *Inspector) resume(ctx context.Context, handler, partition string, check
 	if check {
 		return p, nil
 	}
-	for _, cat := range t.cats {
-		if err := rdb.WakePartition(ctx, i.c, cat, t.key, replaySignalMaxLen); err != nil {
-			return p, fmt.Errorf("resume %s: resumed, but waking its owner failed (it goes on at its next read: the idle safety net, a publish to the key, or a handover): %w", partition, err)
-		}
+	if err := i.wake(ctx, t); err != nil {
+		return p, fmt.Errorf("resume %s: resumed, but waking its owner failed (it goes on at its next read: the idle safety net, a publish to the key, or a handover): %w", partition, err)
 	}
 	return p, nil
+}
+
+// wake signals t's owner on each of its categories, so that it reads the
+// partition again (and finds the pause, or its end).
+func (i *Inspector) wake(ctx context.Context, t pauseTarget) error {
+	for _, cat := range t.cats {
+		if err := rdb.WakePartition(ctx, i.c, cat, t.key, replaySignalMaxLen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// listedMark finds partition's pause mark among handler's listed ones
+// (ok false: none names it).
+func (i *Inspector) listedMark(ctx context.Context, handler, partition string) (pauseTarget, bool, error) {
+	marks, err := rdb.PausedMarks(ctx, i.c, handler)
+	if err != nil {
+		return pauseTarget{}, false, err
+	}
+	for m, n := range marks {
+		if n.Partition != partition {
+			continue
+		}
+		t := pauseTarget{stream: partition, mark: m}
+		if cat, key, ok := rdb.ParsePartitionStream(partition); ok {
+			t.key, t.cats = key, []string{cat}
+		}
+		return t, true, nil
+	}
+	return pauseTarget{}, false, nil
 }
 
 func (i *Inspector) pauseHandler(ctx context.Context, handler, by string, check bool) (Pause, error) {
@@ -279,10 +330,15 @@ func (i *Inspector) pauseHandler(ctx context.Context, handler, by string, check 
 }
 
 func (i *Inspector) resumeHandler(ctx context.Context, handler string, check bool) (Pause, error) {
-	if _, err := i.Handler(ctx, handler); err != nil {
-		return Pause{}, fmt.Errorf("resume handler %s: %w", handler, err)
-	}
 	mark := rdb.HandlerPauseKey(handler)
+	if _, err := i.Handler(ctx, handler); err != nil {
+		// A handler removed while paused keeps its pause, which
+		// ResumeHandler still ends (else it would come back paused).
+		_, ok, gerr := rdb.GetPause(ctx, i.c, mark)
+		if !errors.Is(err, ErrUnknownHandler) || gerr != nil || !ok {
+			return Pause{}, fmt.Errorf("resume handler %s: %w", handler, errors.Join(err, gerr))
+		}
+	}
 	p := Pause{Handler: handler, Mark: mark}
 	var n rdb.PauseNote
 	var ok bool

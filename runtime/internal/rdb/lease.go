@@ -148,10 +148,10 @@ func acquired(ref LeaseRef, owner string, res []any, err error) (Lease, error) {
 }
 
 // ReleaseCold deletes the lease when the lanes it covers are cold for idle
-// and reports whether it did; ErrFenced when the lease no longer holds
-// this token.
+// and the partition is not paused, and reports whether it did; ErrFenced
+// when the lease no longer holds this token.
 func (l Lease) ReleaseCold(ctx context.Context, c redis.UniversalClient, idle time.Duration, lanes []string) (bool, error) {
-	keys := append(append([]string{l.Ref.Key}, lanes...), l.Ref.wakeKeys()...)
+	keys := append(append([]string{l.Ref.Key, PauseKey(l.Ref.Key)}, lanes...), l.Ref.wakeKeys()...)
 	n, err := scriptReleaseCold.Run(ctx, c, keys, l.Token(), idle.Milliseconds(), l.Ref.Group, len(l.Ref.Wake)).Int64()
 	if err != nil {
 		return false, fmt.Errorf("release cold lease %s: %w", l.Ref.Key, fenced(err, l))

@@ -94,3 +94,32 @@ func TestReapKeepsAPausedPartition(t *testing.T) {
 		c.Del(ctx, tc.mark)
 	}
 }
+
+// A cold partition's owner keeps a paused one: release_cold refuses while
+// the pause mark exists (the partition stays owned, as a pause promises),
+// and lets it go once the mark is gone.
+func TestReleaseColdKeepsAPausedPartition(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	stream := PartitionStream("order", "k1")
+	c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"n", 1}})
+	c.XTrimMaxLen(ctx, stream, 0)
+	last := c.XInfoStream(ctx, stream).Val().LastGeneratedID
+	eventually(t, 5*time.Second, "the Redis clock to pass the last entry", func() bool {
+		return c.Time(ctx).Val().UnixMilli() > idMillis(last)+1
+	})
+	l, err := Acquire(ctx, c, PartitionLease(stream, "g"), "o~1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Set(ctx, PauseKey(l.Ref.Key), `{"by":"test"}`, 0)
+	if released, err := l.ReleaseCold(ctx, c, time.Millisecond, []string{stream}); err != nil || released {
+		t.Fatalf("ReleaseCold of a paused partition = %v, %v; want kept", released, err)
+	}
+	if tok := c.Get(ctx, l.Ref.Key).Val(); tok != l.Token() {
+		t.Fatalf("the lease holds %q, want it still held (%s)", tok, l.Token())
+	}
+	c.Del(ctx, PauseKey(l.Ref.Key))
+	if released, err := l.ReleaseCold(ctx, c, time.Millisecond, []string{stream}); err != nil || !released {
+		t.Fatalf("ReleaseCold once resumed = %v, %v; want released", released, err)
+	}
+}

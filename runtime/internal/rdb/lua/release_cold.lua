@@ -4,14 +4,16 @@
 -- Uses cold() from lib/cold.lua and unwake() from lib/wake.lua.
 --
 -- KEYS[1] lease
--- KEYS[2..] the lanes the lease covers, then w pairs: a partition stream
+-- KEYS[2] the lease's pause mark (PauseKey)
+-- KEYS[3..] the lanes the lease covers, then w pairs: a partition stream
 --           it covers, its wake hash (WakeKey)
 -- ARGV[1] token
 -- ARGV[2] idle milliseconds after which the lanes count as cold
 -- ARGV[3] the lease's group, its field in the wake hashes (optional)
 -- ARGV[4] w (optional; absent: 0)
 -- Returns 1 when the lanes were cold and the lease was deleted, 0 when they
--- are not cold (the owner keeps the lease); the SEQBY_FENCED error when the
+-- are not cold or an operator paused the partition (the owner keeps the
+-- lease: a paused partition stays owned); the SEQBY_FENCED error when the
 -- lease does not hold the token.
 --
 -- Checked and deleted in one script, so an entry appended before it keeps
@@ -20,9 +22,10 @@
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return redis.error_reply('SEQBY_FENCED lease ' .. KEYS[1] .. ' is not held by ' .. ARGV[1])
 end
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 local w = 2 * tonumber(ARGV[4] or '0')
 local lanes = {}
-for i = 2, #KEYS - w do lanes[#lanes + 1] = KEYS[i] end
+for i = 3, #KEYS - w do lanes[#lanes + 1] = KEYS[i] end
 if not cold(lanes, tonumber(ARGV[2])) then return 0 end
 unwake(#KEYS - w + 1, #KEYS, ARGV[3], ARGV[1])
 redis.call('DEL', KEYS[1])

@@ -1,0 +1,125 @@
+package inspect
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/rdb"
+)
+
+// storeClock is a go-redis hook that delays the SADDs listing a pause
+// before its store (a slow Redis) and notes when the SET NX storing a
+// mark was answered.
+type storeClock struct {
+	delay  time.Duration
+	mu     sync.Mutex
+	stored time.Time
+}
+
+func (h *storeClock) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *storeClock) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		name := strings.ToLower(cmd.Name())
+		if name == "sadd" && h.storedAt().IsZero() {
+			time.Sleep(h.delay)
+		}
+		err := next(ctx, cmd)
+		if name == "set" && strings.HasSuffix(cmd.Args()[1].(string), ":__paused__") {
+			h.mu.Lock()
+			h.stored = time.Now()
+			h.mu.Unlock()
+		}
+		return err
+	}
+}
+
+func (h *storeClock) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *storeClock) storedAt() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.stored
+}
+
+// Pause returns no sooner than the engines' VerifyBound after the mark
+// was stored, however long the calls before the store took (the wait
+// counts from the store's reply, not from the note's time, taken before
+// them on the operator's wall clock), and a Pause that finds the mark in
+// force (stored a moment ago by another operator) waits the bound too.
+func TestPauseWaitsTheBoundAfterTheStore(t *testing.T) {
+	c := newRedis(t)
+	ctx := ctxT(t)
+	clock := &storeClock{delay: 200 * time.Millisecond}
+	c.AddHook(clock)
+	if _, err := rdb.RegisterGroup(ctx, c, "shop", "orders", false); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, c, "shop", "a", 1)
+	const bound = 50 * time.Millisecond
+	in := New(c).WithVerifyBound(bound)
+	p, err := in.Pause(ctx, "orders", "shop:{a}", "alice")
+	returned := time.Now()
+	if err != nil || p.Already {
+		t.Fatalf("Pause: %+v, %v", p, err)
+	}
+	if stored := clock.storedAt(); stored.IsZero() || returned.Sub(stored) < bound {
+		t.Fatalf("Pause returned %v after the mark was stored, want at least the bound %v", returned.Sub(stored), bound)
+	}
+	start := time.Now()
+	again, err := in.Pause(ctx, "orders", "shop:{a}", "bob")
+	if err != nil || !again.Already || again.By != "alice" {
+		t.Fatalf("a second Pause: %+v, %v, want alice's pause in force", again, err)
+	}
+	if waited := time.Since(start); waited < bound {
+		t.Fatalf("a Pause finding the mark in force returned after %v, want at least the bound %v", waited, bound)
+	}
+}
+
+// A handler removed for good while paused (its registration deleted, as
+// docs/operating.md's recipe does) leaves its pauses listed: Resume and
+// ResumeHandler still end them, so seqbyctl paused empties and a handler
+// added again under that name does not start paused.
+func TestResumeAfterTheHandlerWasRemoved(t *testing.T) {
+	c := newRedis(t)
+	ctx := ctxT(t)
+	if _, err := rdb.RegisterGroup(ctx, c, "shop", "orders", false); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, c, "shop", "a", 1)
+	in := New(c)
+	if _, err := in.Pause(ctx, "orders", "shop:{a}", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.PauseHandler(ctx, "orders", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HDel(ctx, rdb.GroupsKey("shop"), "orders").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.Handler(ctx, "orders"); !errors.Is(err, ErrUnknownHandler) {
+		t.Fatalf("the removed handler: %v, want ErrUnknownHandler", err)
+	}
+	if p, err := in.CheckResume(ctx, "orders", "shop:{a}"); err != nil || p.By != "alice" {
+		t.Fatalf("CheckResume of a removed handler's pause: %+v, %v", p, err)
+	}
+	if _, err := in.Resume(ctx, "orders", "shop:{a}"); err != nil {
+		t.Fatalf("Resume of a removed handler's pause: %v", err)
+	}
+	if _, err := in.ResumeHandler(ctx, "orders"); err != nil {
+		t.Fatalf("ResumeHandler of a removed handler: %v", err)
+	}
+	if ps, err := in.Paused(ctx, ""); err != nil || len(ps) != 0 {
+		t.Fatalf("Paused after both resumes: %+v, %v, want none", ps, err)
+	}
+	if _, err := in.Resume(ctx, "orders", "shop:{a}"); !errors.Is(err, ErrUnknownHandler) {
+		t.Fatalf("a second Resume: %v, want ErrUnknownHandler (nothing listed)", err)
+	}
+}
