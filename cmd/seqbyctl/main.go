@@ -88,7 +88,9 @@
 //	    Delete entry ID from DLQSTREAM (and the DLQ with its last entry).
 //
 //	seqbyctl pause -handler NAME (-stream STREAM [-category CATEGORY] | -all) [-verify-bound D] [-dry-run] [-as WHO]
-//	    Pause the partition STREAM of NAME: the event in flight, if any,
+//	    Pause the partition STREAM of NAME (a bare key names the
+//	    partition when NAME reads one category, or is a sequential pm):
+//	    the event in flight, if any,
 //	    finishes, and no later event of the key starts on any engine until
 //	    resume. The partition stays owned and costs nothing while paused;
 //	    the pause (a mark in the partition's slot,

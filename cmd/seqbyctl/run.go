@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -584,7 +585,8 @@ func printHelp(stdout, stderr io.Writer, topic string) int {
 		}
 		fmt.Fprint(stdout, `
 STREAM: a partition stream (order:{client-1}; with -category order, the bare
-key client-1), a halted pm's correlation value, or the stream holding the head.
+key client-1), a halted pm's correlation value, or the stream holding the head;
+pause and resume also take the bare key of a handler that reads one category.
 DLQSTREAM: category:{key}:dlq.
 skip, dlq move, dlq replay and dlq drop take -dry-run (check and print, change
 nothing) and record who, when and what in seqby:__audit__ (-as WHO).
@@ -916,7 +918,8 @@ func pauseCmd(ctx context.Context, in *inspect.Inspector, o *opts) error {
 	if err != nil {
 		return bareKeyHint(err, o)
 	}
-	what := safe(o.stream) + " of " + safe(o.handler)
+	// p.Partition is the partition stream a bare key named.
+	what := safe(cmp.Or(p.Partition, o.stream)) + " of " + safe(o.handler)
 	if o.all {
 		what = "every partition of " + safe(o.handler)
 	}
@@ -956,7 +959,7 @@ func resumeCmd(ctx context.Context, in *inspect.Inspector, o *opts) error {
 	if err != nil {
 		return bareKeyHint(err, o)
 	}
-	what := safe(o.stream) + " of " + safe(o.handler)
+	what := safe(cmp.Or(p.Partition, o.stream)) + " of " + safe(o.handler)
 	a := inspect.AuditEntry{Command: "resume", Handler: o.handler, Partition: p.Partition, Stream: p.Partition,
 		Result: fmt.Sprintf("resumed (paused by %s at %s)", p.By, p.At.Format(time.RFC3339))}
 	done := "resumed " + what + "; its owner goes on with the next event"

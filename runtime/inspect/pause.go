@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/seqby/seqby/runtime/internal/rdb"
@@ -64,7 +65,8 @@ func (i *Inspector) bound() time.Duration {
 //
 // partition is the partition stream category:{key} of a keyed handler, or
 // of a sequential pm's correlation value (CheckPartition's names, halted
-// or not). The pause is a mark in the partition's slot that every call an
+// or not), or the bare key when the handler reads one category (or is a
+// sequential pm): Pause(ctx, handler, "client-1", by). The pause is a mark in the partition's slot that every call an
 // attempt starts under checks (docs/runtime.md, "Pause"); Pause stores it
 // and then waits the engines' VerifyBound (WithVerifyBound), the longest
 // an attempt may start after the call that confirmed its lease. A
@@ -160,6 +162,24 @@ type pauseTarget struct {
 
 // target resolves partition of handler to its pause mark.
 func (i *Inspector) target(ctx context.Context, handler, partition string) (pauseTarget, error) {
+	if !strings.ContainsAny(partition, "{}") {
+		// A bare key: the partition of the handler's one category, or a
+		// sequential pm's correlation value (whose streams share its
+		// lease, so any of them names it).
+		h, err := i.Handler(ctx, handler)
+		if err != nil {
+			return pauseTarget{}, err
+		}
+		kinds, err := rdb.DeployKinds(ctx, i.c, handler)
+		if err != nil {
+			return pauseTarget{}, err
+		}
+		if len(h.Categories) != 1 && !slices.Contains(kinds, "sequential") {
+			return pauseTarget{}, fmt.Errorf("%w %q of handler %s: it reads %d categories (%s), so a key names several partitions: name the partition stream category:{key}",
+				ErrNoPartition, partition, handler, len(h.Categories), listSome(h.Categories, 10))
+		}
+		partition = rdb.PartitionStream(h.Categories[0], partition)
+	}
 	if err := i.CheckPartition(ctx, handler, partition); err != nil {
 		return pauseTarget{}, err
 	}
@@ -197,6 +217,7 @@ func (i *Inspector) pause(ctx context.Context, handler, partition, by string, ch
 	if err != nil {
 		return Pause{}, fmt.Errorf("pause %s: %w", partition, err)
 	}
+	partition = t.stream // a bare key named it
 	p := Pause{Handler: handler, Partition: partition, Mark: t.mark}
 	if check {
 		n, ok, err := rdb.GetPause(ctx, i.c, t.mark)
@@ -250,6 +271,7 @@ func (i *Inspector) resume(ctx context.Context, handler, partition string, check
 	if err != nil {
 		return Pause{}, fmt.Errorf("resume %s: %w", partition, err)
 	}
+	partition = t.stream // a bare key named it
 	p := Pause{Handler: handler, Partition: partition, Mark: t.mark}
 	var n rdb.PauseNote
 	var ok bool

@@ -123,3 +123,39 @@ func TestResumeAfterTheHandlerWasRemoved(t *testing.T) {
 		t.Fatalf("a second Resume: %v, want ErrUnknownHandler (nothing listed)", err)
 	}
 }
+
+// Pause and Resume take a bare key when it names one partition: the
+// handler reads one category. With several, the key is refused with the
+// categories to choose from.
+func TestPauseByKey(t *testing.T) {
+	c := newRedis(t)
+	ctx := ctxT(t)
+	for _, r := range []struct{ cat, group string }{{"shop", "orders"}, {"shop", "multi"}, {"pay", "multi"}} {
+		if _, err := rdb.RegisterGroup(ctx, c, r.cat, r.group, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(t, c, "shop", "a", 1)
+	publish(t, c, "pay", "a", 1)
+	in := New(c).WithVerifyBound(time.Millisecond)
+	p, err := in.Pause(ctx, "orders", "a", "alice")
+	if err != nil || p.Partition != "shop:{a}" || p.Mark != "shop:{a}:__lease__:orders:__paused__" {
+		t.Fatalf("Pause by key: %+v, %v", p, err)
+	}
+	if ps, err := in.Paused(ctx, "orders"); err != nil || len(ps) != 1 || ps[0].Partition != "shop:{a}" {
+		t.Fatalf("Paused: %+v, %v, want shop:{a}", ps, err)
+	}
+	if r, err := in.Resume(ctx, "orders", "a"); err != nil || r.Partition != "shop:{a}" {
+		t.Fatalf("Resume by key: %+v, %v", r, err)
+	}
+	if _, err := in.Pause(ctx, "orders", "zz", "alice"); !errors.Is(err, ErrNoPartition) {
+		t.Fatalf("Pause of an unknown key: %v, want ErrNoPartition", err)
+	}
+	_, err = in.Pause(ctx, "multi", "a", "alice")
+	if !errors.Is(err, ErrNoPartition) || !strings.Contains(err.Error(), "pay, shop") {
+		t.Fatalf("Pause by key of a handler reading two categories: %v, want ErrNoPartition naming them", err)
+	}
+	if n := c.Exists(ctx, "shop:{a}:__lease__:multi:__paused__", "pay:{a}:__lease__:multi:__paused__").Val(); n != 0 {
+		t.Fatal("a refused Pause stored a mark")
+	}
+}
