@@ -339,6 +339,17 @@ func TestPausePM(t *testing.T) {
 	}
 }
 
+// signalledSince waits until e has read a wake-up signal of category's
+// key counted after mark (a mark taken before the call that sent it).
+func signalledSince(t *testing.T, e *Engine, category, key string, mark uint64) {
+	t.Helper()
+	eventually(t, 20*time.Second, "the engine to read the wake-up of "+key, func() bool {
+		e.wake.mu.Lock()
+		defer e.wake.mu.Unlock()
+		return e.wake.last[category+"\x00"+key] > mark
+	})
+}
+
 // asleep reports whether a partition of category's key sleeps at e (its
 // wake-up callback armed).
 func asleep(e *Engine, category, key string) bool {
@@ -499,20 +510,18 @@ func TestResumeWakesABatchedPartitionPausedByItsPrefetch(t *testing.T) {
 	}
 	eventually(t, 20*time.Second, "a/3 in the handler", func() bool { return len(s.enteredOf("a")) == 3 })
 	in := inspect.New(s.c)
+	before := e.wake.mark("order", "a")
 	if _, err := in.Pause(s.ctx, "pb", "order:{a}", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	close(gate.open) // the prefetch runs now, and finds the pause
+	signalledSince(t, e.Engine, "order", "a", before) // Pause's, read while a/3 runs
+	close(gate.open)                                  // the prefetch runs now, and finds the pause
 	<-gate.replied
-	before := e.wake.mark("order", "a")
+	before = e.wake.mark("order", "a")
 	if _, err := in.Resume(s.ctx, "pb", "order:{a}"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "the engine to read Resume's wake-up", func() bool {
-		e.wake.mu.Lock()
-		defer e.wake.mu.Unlock()
-		return e.wake.last["order\x00a"] > before
-	})
+	signalledSince(t, e.Engine, "order", "a", before)
 	release()
 	eventually(t, 20*time.Second, "a/4..a/12 applied after the resume", func() bool { return s.j.count("a") == 12 })
 	if got := s.j.seqs("a"); !slices.Equal(got, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}) {
@@ -566,9 +575,12 @@ func TestPausedPartitionIsNotPolled(t *testing.T) {
 	release := s.holdAt("a", 2)
 	s.publish("a", 1, 3)
 	eventually(t, 20*time.Second, "a/2 in the handler", func() bool { return len(s.enteredOf("a")) == 2 })
+	mark := e.wake.mark("order", "a")
 	if _, err := inspect.New(s.c).Pause(s.ctx, "pp", "order:{a}", "alice"); err != nil {
 		t.Fatal(err)
 	}
+	// Pause's wake-up read while a/2 runs: it wakes nothing later.
+	signalledSince(t, e.Engine, "order", "a", mark)
 	release()
 	eventually(t, 20*time.Second, "a paused and asleep", func() bool {
 		return pausedHere(e.Engine, "order:{a}") && asleep(e.Engine, "order", "a")

@@ -49,7 +49,8 @@ type opts struct {
 	write                   bool   // serve
 	n                       int
 
-	out io.Writer // stdout, or io.Discard with -q
+	out    io.Writer // stdout, or io.Discard with -q
+	errOut io.Writer // stderr: warnings
 }
 
 // command is one command line: its words ("dlq replay"), flags and action.
@@ -368,7 +369,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "seqbyctl: bad -redis URL (want redis://[user:password@]host:port[/db], rediss://..., or sentinels: redis://sentinel:port?master_name=NAME[&addr=sentinel2:port]): %v\n", err)
 		return 2
 	}
-	o.out = stdout
+	o.out, o.errOut = stdout, stderr
 	if o.quiet {
 		o.out = io.Discard
 	}
@@ -915,7 +916,10 @@ func pauseCmd(ctx context.Context, in *inspect.Inspector, o *opts) error {
 	default:
 		p, err = in.Pause(ctx, o.handler, o.stream, o.as)
 	}
-	if err != nil {
+	if errors.Is(err, inspect.ErrNotWoken) {
+		// Paused all the same: say so, and record it.
+		fmt.Fprintln(o.errOut, "seqbyctl pause: warning:", err)
+	} else if err != nil {
 		return bareKeyHint(err, o)
 	}
 	// p.Partition is the partition stream a bare key named.
@@ -956,7 +960,10 @@ func resumeCmd(ctx context.Context, in *inspect.Inspector, o *opts) error {
 	default:
 		p, err = in.Resume(ctx, o.handler, o.stream)
 	}
-	if err != nil {
+	if errors.Is(err, inspect.ErrNotWoken) {
+		// Resumed all the same: say so, and record it.
+		fmt.Fprintln(o.errOut, "seqbyctl resume: warning:", err)
+	} else if err != nil {
 		return bareKeyHint(err, o)
 	}
 	what := safe(cmp.Or(p.Partition, o.stream)) + " of " + safe(o.handler)

@@ -36,6 +36,9 @@ func serve(ctx context.Context, in *inspect.Inspector, o *opts) error {
 		mode = "write access"
 	}
 	fmt.Fprintf(o.out, "seqby console on http://%s/ (%s); stop it with ^C\n", ln.Addr(), mode)
+	if w := plainHTTPWarning(ln.Addr()); w != "" {
+		fmt.Fprintln(o.errOut, w)
+	}
 	srv := &http.Server{Handler: con, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
@@ -50,4 +53,13 @@ func serve(ctx context.Context, in *inspect.Inspector, o *opts) error {
 		return err
 	}
 	return nil
+}
+
+// plainHTTPWarning is serve's warning for an address off the machine
+// ("" for a loopback one).
+func plainHTTPWarning(addr net.Addr) string {
+	if a, ok := addr.(*net.TCPAddr); ok && a.IP.IsLoopback() {
+		return ""
+	}
+	return fmt.Sprintf("seqbyctl serve: warning: %s is not a loopback address: the console speaks plain HTTP, so its pages (and, with -write, the token) cross the network in clear; serve it behind TLS and a proxy you trust", addr)
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"regexp"
@@ -59,5 +60,21 @@ func TestServe(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not stop on SIGINT")
+	}
+}
+
+// serve warns when it listens beyond the machine.
+func TestPlainHTTPWarning(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		warn bool
+	}{{"127.0.0.1:8080", false}, {"[::1]:8080", false}, {"0.0.0.0:8080", true}, {"192.0.2.7:80", true}} {
+		a, err := net.ResolveTCPAddr("tcp", tc.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := plainHTTPWarning(a); (got != "") != tc.warn {
+			t.Errorf("%s: warning %q, want one: %v", tc.addr, got, tc.warn)
+		}
 	}
 }

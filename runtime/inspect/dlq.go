@@ -31,16 +31,30 @@ func (i *Inspector) DLQEntries(ctx context.Context, handler string) ([]DLQEntry,
 	}
 	out := []DLQEntry{}
 	for _, s := range streams {
-		es, err := rdb.StreamEntries(ctx, i.c, s)
+		ds, err := i.DLQEntriesOf(ctx, s)
 		if err != nil {
 			return nil, err
 		}
-		for _, e := range es {
-			d := dlqEntry(e)
+		for _, d := range ds {
 			if handler == "" || d.Handler == handler {
 				out = append(out, d)
 			}
 		}
+	}
+	return out, nil
+}
+
+// DLQEntriesOf lists the entries of one dead-letter stream (a partition's
+// category:{key}:dlq, as HaltRecord.DLQ names it), oldest first;
+// none when it does not exist. It reads that stream alone.
+func (i *Inspector) DLQEntriesOf(ctx context.Context, dlq string) ([]DLQEntry, error) {
+	es, err := rdb.StreamEntries(ctx, i.c, dlq)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]DLQEntry, 0, len(es))
+	for _, e := range es {
+		out = append(out, dlqEntry(e))
 	}
 	return out, nil
 }

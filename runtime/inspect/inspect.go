@@ -25,6 +25,20 @@ type Inspector struct {
 	// handlers keeps KnownHandlers' answer (WithHandlerCache); nil:
 	// every call reads it.
 	handlers *handlerCache
+	// readOnly: the listings leave what they find stale (ReadOnly).
+	readOnly bool
+}
+
+// ReadOnly returns a copy of i whose reads write nothing: by default a
+// listing tidies up what it finds stale (Halts and Inspect remove a halt
+// record whose head is no longer pending, Paused the listing of a pause
+// mark that is gone), which a viewer without write access must not do.
+// Stale records are still left out of the answers (Inspect reports
+// Stale). The operator actions (Skip, Pause, ...) are unchanged.
+func (i *Inspector) ReadOnly() *Inspector {
+	j := *i
+	j.readOnly = true
+	return &j
 }
 
 // New returns an Inspector on c (a client, failover client or cluster
@@ -82,7 +96,9 @@ func (i *Inspector) Halts(ctx context.Context, handler string) ([]HaltRecord, er
 				return nil, fmt.Errorf("check halt record %s of %s: %w", field, h, err)
 			}
 			if !pending {
-				rdb.ClearHalt(ctx, i.c, h, field, r.Raw)
+				if !i.readOnly {
+					rdb.ClearHalt(ctx, i.c, h, field, r.Raw)
+				}
 				continue
 			}
 			out = append(out, HaltRecord(r.HaltRecord))
@@ -159,7 +175,9 @@ func (i *Inspector) Inspect(ctx context.Context, handler, partition string) (Ins
 			hr := HaltRecord(r)
 			in.Halt = &hr
 		} else {
-			rdb.ClearHalt(ctx, c, handler, r.RecordKey(), raw)
+			if !i.readOnly {
+				rdb.ClearHalt(ctx, c, handler, r.RecordKey(), raw)
+			}
 			in.Stale = true
 		}
 		in.Partition, in.LeaseKey, in.PM = r.Partition, r.LeaseKey, r.PM

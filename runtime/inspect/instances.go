@@ -15,21 +15,38 @@ import (
 // discovery cycle; one silent for a LeaseTTL is no longer live).
 type Instance struct {
 	Owner    string    `json:"owner"`
-	LastSeen time.Time `json:"last_seen"`
+	LastSeen time.Time `json:"last_seen"` // on Redis's clock
+	// Live: its heartbeats go on. Each heartbeat records how many of the
+	// handler's partitions it owns (seqby:__owned__:handler:owner) with
+	// a TTL of the engine's LeaseTTL; Live is false once that record has
+	// expired (a crashed or stopped engine, listed until a live one
+	// prunes the member set).
+	Live bool `json:"live"`
 }
 
 // Instances lists the members of handler's member set
-// (seqby:__members__:handler), the most recently seen first. A member
-// stays listed until a live engine prunes it, so compare LastSeen with
-// the engines' LeaseTTL to tell the live ones.
+// (seqby:__members__:handler), the most recently seen first, each with
+// whether its heartbeats go on (Live).
 func (i *Inspector) Instances(ctx context.Context, handler string) ([]Instance, error) {
 	zs, err := i.c.ZRangeByScoreWithScores(ctx, rdb.MembersKey(handler), &redis.ZRangeBy{Min: "-inf", Max: "+inf"}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("read the instances of %s: %w", handler, err)
 	}
 	out := make([]Instance, 0, len(zs))
+	live := make([]*redis.IntCmd, 0, len(zs))
+	pipe := i.c.Pipeline()
 	for _, z := range zs {
-		out = append(out, Instance{Owner: fmt.Sprint(z.Member), LastSeen: time.UnixMilli(int64(z.Score)).UTC()})
+		owner := fmt.Sprint(z.Member)
+		out = append(out, Instance{Owner: owner, LastSeen: time.UnixMilli(int64(z.Score)).UTC()})
+		live = append(live, pipe.Exists(ctx, rdb.OwnedKey(handler, owner)))
+	}
+	if len(zs) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("read the heartbeats of %s's instances: %w", handler, err)
+		}
+	}
+	for j := range out {
+		out[j].Live = live[j].Val() == 1
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].LastSeen.After(out[b].LastSeen) })
 	return out, nil

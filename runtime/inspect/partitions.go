@@ -111,7 +111,7 @@ func (i *Inspector) describe(ctx context.Context, handler string, rows []Partiti
 	if err != nil {
 		return nil, err
 	}
-	paused, err := rdb.PausedMarks(ctx, i.c, handler)
+	paused, err := rdb.PausedMarks(ctx, i.c, handler, !i.readOnly)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,14 @@ import (
 // handler) is not paused; list the pauses with seqbyctl paused.
 var ErrNotPaused = errors.New("not paused (no pause mark); list the pauses with seqbyctl paused")
 
+// ErrNotWoken is the error of a Pause or Resume that did what it was
+// asked (the Pause it returns is in force, or ended) but failed to wake
+// the partition's owner: after a Resume the owner goes on at its next
+// read (the idle safety net, a publish to the key, or a handover); after
+// a Pause its Status shows the pause from its next read. Record the
+// action anyway.
+var ErrNotWoken = errors.New("done, but waking the partition's owner failed")
+
 // Pause is an operator's pause of one partition of a handler, or of the
 // whole handler (Partition ""), as Pause, Resume and Paused report it.
 type Pause struct {
@@ -138,7 +146,7 @@ func (i *Inspector) Paused(ctx context.Context, handler string) ([]Pause, error)
 		} else if ok {
 			out = append(out, Pause{Handler: h, Mark: rdb.HandlerPauseKey(h), By: n.By, At: n.At})
 		}
-		marks, err := rdb.PausedMarks(ctx, i.c, h)
+		marks, err := rdb.PausedMarks(ctx, i.c, h, !i.readOnly)
 		if err != nil {
 			return nil, err
 		}
@@ -178,7 +186,18 @@ func (i *Inspector) target(ctx context.Context, handler, partition string) (paus
 			return pauseTarget{}, fmt.Errorf("%w %q of handler %s: it reads %d categories (%s), so a key names several partitions: name the partition stream category:{key}",
 				ErrNoPartition, partition, handler, len(h.Categories), listSome(h.Categories, 10))
 		}
-		partition = rdb.PartitionStream(h.Categories[0], partition)
+		key := partition
+		partition = rdb.PartitionStream(h.Categories[0], key)
+		// A pm's value may have streams in some of its categories only:
+		// the first that holds one names it.
+		if len(h.Categories) > 1 {
+			for _, cat := range h.Categories {
+				if found, err := rdb.IsPartition(ctx, i.c, cat, key); err == nil && found {
+					partition = rdb.PartitionStream(cat, key)
+					break
+				}
+			}
+		}
 	}
 	if err := i.CheckPartition(ctx, handler, partition); err != nil {
 		return pauseTarget{}, err
@@ -251,7 +270,7 @@ func (i *Inspector) pause(ctx context.Context, handler, partition, by string, ch
 		return p, fmt.Errorf("pause %s: stored, but the wait for attempts confirmed before it was cut short: %w", partition, err)
 	}
 	if woke != nil {
-		return p, fmt.Errorf("pause %s: paused (no event starts), but waking its owner failed, so its Status shows the pause only from its next read: %w", partition, woke)
+		return p, fmt.Errorf("pause %s: paused (no event starts), but its owner's Status shows the pause only from its next read: %w: %w", partition, ErrNotWoken, woke)
 	}
 	return p, nil
 }
@@ -291,7 +310,7 @@ func (i *Inspector) resume(ctx context.Context, handler, partition string, check
 		return p, nil
 	}
 	if err := i.wake(ctx, t); err != nil {
-		return p, fmt.Errorf("resume %s: resumed, but waking its owner failed (it goes on at its next read: the idle safety net, a publish to the key, or a handover): %w", partition, err)
+		return p, fmt.Errorf("resume %s: resumed, but its owner goes on only at its next read (the idle safety net, a publish to the key, or a handover): %w: %w", partition, ErrNotWoken, err)
 	}
 	return p, nil
 }
@@ -310,19 +329,34 @@ func (i *Inspector) wake(ctx context.Context, t pauseTarget) error {
 // listedMark finds partition's pause mark among handler's listed ones
 // (ok false: none names it).
 func (i *Inspector) listedMark(ctx context.Context, handler, partition string) (pauseTarget, bool, error) {
-	marks, err := rdb.PausedMarks(ctx, i.c, handler)
+	marks, err := rdb.PausedMarks(ctx, i.c, handler, !i.readOnly)
 	if err != nil {
 		return pauseTarget{}, false, err
 	}
+	// A bare key names the one listed mark of a partition with that key.
+	bare := !strings.ContainsAny(partition, "{}")
+	var found []pauseTarget
 	for m, n := range marks {
-		if n.Partition != partition {
+		cat, key, ok := rdb.ParsePartitionStream(n.Partition)
+		if n.Partition != partition && !(bare && ok && key == partition) {
 			continue
 		}
-		t := pauseTarget{stream: partition, mark: m}
-		if cat, key, ok := rdb.ParsePartitionStream(partition); ok {
+		t := pauseTarget{stream: n.Partition, mark: m}
+		if ok {
 			t.key, t.cats = key, []string{cat}
 		}
-		return t, true, nil
+		found = append(found, t)
+	}
+	switch {
+	case len(found) == 1:
+		return found[0], true, nil
+	case len(found) > 1:
+		var names []string
+		for _, t := range found {
+			names = append(names, t.stream)
+		}
+		slices.Sort(names)
+		return pauseTarget{}, false, fmt.Errorf("%w %q of handler %s: the key names several paused partitions (%s): name the partition stream", ErrNoPartition, partition, handler, strings.Join(names, ", "))
 	}
 	return pauseTarget{}, false, nil
 }

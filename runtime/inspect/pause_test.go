@@ -159,3 +159,33 @@ func TestPauseByKey(t *testing.T) {
 		t.Fatal("a refused Pause stored a mark")
 	}
 }
+
+// A bare key names a sequential pm's value by the first of its
+// categories that holds a stream of it; and Resume by a bare key finds
+// the listed mark of a removed handler.
+func TestPauseByKeyPMAndRemoved(t *testing.T) {
+	c := newRedis(t)
+	ctx := ctxT(t)
+	for _, cat := range []string{"ord", "pay"} {
+		if _, err := rdb.RegisterGroup(ctx, c, cat, "flow", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(t, c, "pay", "v", 1) // the value has a stream in pay only
+	if _, _, err := rdb.RecordDeploy(ctx, c, "flow", "o1", "sequential", "b1", "", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	in := New(c).WithVerifyBound(time.Millisecond)
+	p, err := in.Pause(ctx, "flow", "v", "alice")
+	if err != nil || p.Partition != "pay:{v}" || p.Mark != rdb.PauseKey(rdb.PMLeaseKey("flow", "v")) {
+		t.Fatalf("Pause of a pm's value by key: %+v, %v", p, err)
+	}
+	c.HDel(ctx, rdb.GroupsKey("ord"), "flow")
+	c.HDel(ctx, rdb.GroupsKey("pay"), "flow")
+	if r, err := in.Resume(ctx, "flow", "v"); err != nil || r.Partition != "pay:{v}" {
+		t.Fatalf("Resume by key of a removed handler's pause: %+v, %v", r, err)
+	}
+	if ps, err := in.Paused(ctx, ""); err != nil || len(ps) != 0 {
+		t.Fatalf("Paused after the resume: %+v, %v", ps, err)
+	}
+}

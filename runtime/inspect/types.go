@@ -105,7 +105,7 @@ type Inspection struct {
 	Head     *Entry        `json:"head"` // the halted head, else the first pending entry; nil when none
 	// Stale reports a halt record whose head was no longer pending: the
 	// partition had moved past it, so Halt is nil and the record was
-	// removed.
+	// removed (left, by a ReadOnly Inspector).
 	Stale bool `json:"stale,omitempty"`
 }
 

@@ -1,10 +1,15 @@
 package console
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/seqby/seqby/runtime/inspect"
@@ -26,7 +31,7 @@ type act struct {
 // actions are the console's actions by name, for a form's fields.
 func (c *Console) actionFor(f url.Values) (act, error) {
 	h, s, id := f.Get("handler"), f.Get("stream"), f.Get("id")
-	in := c.in
+	in := c.act
 	entry := func(cmd, part, stream, id, result string) inspect.AuditEntry {
 		return inspect.AuditEntry{Command: cmd, Handler: h, Partition: part, Stream: stream, EntryID: id, Result: result}
 	}
@@ -148,10 +153,14 @@ func (c *Console) actionFor(f url.Values) (act, error) {
 				default:
 					p, err = in.Resume(ctx, h, s)
 				}
-				if err != nil {
+				warn := ""
+				if errors.Is(err, inspect.ErrNotWoken) {
+					warn = " (warning: " + err.Error() + ")" // done all the same: recorded
+				} else if err != nil {
 					return "", inspect.AuditEntry{}, err
 				}
-				part := s
+				stream := cmp.Or(p.Partition, s) // the stream a bare key named
+				part := stream
 				if all {
 					part = "*"
 				}
@@ -159,9 +168,9 @@ func (c *Console) actionFor(f url.Values) (act, error) {
 					if p.Already {
 						return what + " was paused already; nothing changed", inspect.AuditEntry{}, nil
 					}
-					return "paused " + what, entry("pause", part, s, "", "paused ("+p.Mark+")"), nil
+					return "paused " + what + warn, entry("pause", part, stream, "", "paused ("+p.Mark+")"), nil
 				}
-				return "resumed " + what, entry("resume", part, s, "", fmt.Sprintf("resumed (paused by %s at %s)", p.By, p.At.Format(time.RFC3339))), nil
+				return "resumed " + what + warn, entry("resume", part, stream, "", fmt.Sprintf("resumed (paused by %s at %s)", p.By, p.At.Format(time.RFC3339))), nil
 			},
 		}, nil
 	}
@@ -195,29 +204,35 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := c.ctx(r)
 	defer cancel()
 	ctx = context.WithValue(ctx, operatorKey{}, who)
-	back := r.PostFormValue("back")
-	if back == "" || back[0] != '/' || (len(back) > 1 && (back[1] == '/' || back[1] == '\\')) {
-		back = "/"
+	back := backTo(r.PostFormValue("back"))
+	fields := map[string]string{}
+	for _, k := range actionFields {
+		if v := r.PostFormValue(k); v != "" {
+			fields[k] = v
+		}
 	}
+	ck, _ := r.Cookie(csrfCookie) // operator checked it
 	if r.PostFormValue("confirm") != "yes" {
 		would, err := a.check(ctx)
 		data := struct {
 			base
-			Would  string
-			Fields map[string]string
-			Back   string
-		}{base: c.page(w, r, "Confirm", ""), Would: would, Back: back, Fields: map[string]string{}}
-		for _, k := range []string{"op", "handler", "stream", "id", "dlq", "all"} {
-			if v := r.PostFormValue(k); v != "" {
-				data.Fields[k] = v
-			}
-		}
+			Would   string
+			Fields  map[string]string
+			Back    string
+			Confirm string
+		}{base: c.page(w, r, "Confirm", ""), Would: would, Back: back, Fields: fields}
 		status := http.StatusOK
 		if err != nil {
 			data.Problem = err.Error()
 			status = http.StatusConflict
+		} else {
+			data.Confirm = c.confirmation(ck.Value, fields, time.Now())
 		}
 		c.render(w, "preview", status, data)
+		return
+	}
+	if err := c.confirmed(r.PostFormValue("token"), ck.Value, fields, time.Now()); err != nil {
+		c.fail(w, r, http.StatusForbidden, err)
 		return
 	}
 	done, entry, err := a.do(ctx)
@@ -234,15 +249,64 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request) {
 			done += fmt.Sprintf(" (but recording it in the audit stream failed: %v; note it yourself)", err)
 		}
 	}
-	http.Redirect(w, r, basePath(r)+back+sep(back)+"done="+url.QueryEscape(done), http.StatusSeeOther)
+	u, _ := url.Parse(back) // backTo made it
+	q := u.Query()
+	q.Set("done", done)
+	q.Set("sig", c.sign("done", done))
+	u.RawQuery = q.Encode()
+	http.Redirect(w, r, basePath(r)+u.String(), http.StatusSeeOther)
 }
 
-// sep is the separator before a query parameter added to path.
-func sep(path string) string {
-	for i := 0; i < len(path); i++ {
-		if path[i] == '?' {
-			return "&"
-		}
+// actionFields are the form fields that name an action.
+var actionFields = []string{"op", "handler", "stream", "id", "dlq", "all"}
+
+// confirmLife is how long an action's preview may be confirmed.
+const confirmLife = 10 * time.Minute
+
+// confirmation is the token an action's preview hands its confirmation
+// form: the action's fields, for the browser's CSRF cookie, at now. The
+// confirmation must carry it (confirmed), so no action runs without the
+// preview of its dry run, and a confirmation cannot be replayed for
+// another action or long after.
+func (c *Console) confirmation(cookie string, fields map[string]string, now time.Time) string {
+	at := strconv.FormatInt(now.Unix(), 10)
+	return at + "." + c.sign(append([]string{"confirm", cookie, at}, fieldParts(fields)...)...)
+}
+
+// confirmed checks a confirmation's token (confirmation).
+func (c *Console) confirmed(tok, cookie string, fields map[string]string, now time.Time) error {
+	at, sig, _ := strings.Cut(tok, ".")
+	sec, err := strconv.ParseInt(at, 10, 64)
+	if err != nil || !c.signed(sig, append([]string{"confirm", cookie, at}, fieldParts(fields)...)...) {
+		return errors.New("this confirmation was not issued by this console's preview of this action (or the console restarted): start the action again from its page")
 	}
-	return "?"
+	if age := now.Sub(time.Unix(sec, 0)); age > confirmLife || age < -time.Minute {
+		return fmt.Errorf("this preview is older than %v: start the action again from its page, and confirm what it shows now", confirmLife)
+	}
+	return nil
+}
+
+// fieldParts lists fields in actionFields' order, for a signature.
+func fieldParts(fields map[string]string) []string {
+	var out []string
+	for _, k := range actionFields {
+		out = append(out, k, fields[k])
+	}
+	return out
+}
+
+// pagePaths are the console's pages, where an action may send the
+// browser back to.
+var pagePaths = []string{"/", "/handler", "/partition", "/halted", "/paused", "/audit"}
+
+// backTo is the page an action returns to: back when it is one of the
+// console's pages (a path and query, nothing that could lead off the
+// console), else the overview.
+func backTo(back string) string {
+	u, err := url.Parse(back)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" || !slices.Contains(pagePaths, u.Path) ||
+		strings.ContainsFunc(back, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }) {
+		return "/"
+	}
+	return (&url.URL{Path: u.Path, RawQuery: u.Query().Encode()}).String()
 }

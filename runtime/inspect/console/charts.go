@@ -130,24 +130,45 @@ func (s *sampler) chart(handler string) template.HTML {
 	for _, x := range ss {
 		top = max(top, x.backlog, x.lag)
 	}
-	start := ss[len(ss)-1].at.Add(-s.window)
+	// The x axis spans the samples kept, up to the window: a console
+	// started a minute ago draws its minute across the chart.
+	last := ss[len(ss)-1]
+	span := last.at.Sub(ss[0].at)
+	x := func(at time.Time) float64 {
+		if span <= 0 {
+			return w - 4 // one sample: a dot at the right
+		}
+		return 4 + (w-8)*float64(at.Sub(ss[0].at))/float64(span)
+	}
+	y := func(v int64) float64 { return h - 2 - (h-18)*float64(v)/float64(top) } // below the labels
 	line := func(v func(sample) int64) string {
 		var pts strings.Builder
-		for _, x := range ss {
-			px := w * float64(x.at.Sub(start)) / float64(s.window)
-			py := h - 2 - (h-4)*float64(v(x))/float64(top)
-			fmt.Fprintf(&pts, "%.1f,%.1f ", px, py)
+		for _, p := range ss {
+			fmt.Fprintf(&pts, "%.1f,%.1f ", x(p.at), y(v(p)))
 		}
 		return strings.TrimSpace(pts.String())
 	}
-	last := ss[len(ss)-1]
 	// Numbers only are formatted into the SVG: nothing from Redis.
-	return template.HTML(fmt.Sprintf(`<svg class="chart" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="backlog and lag over the last %s: backlog now %d, lag now %d, peak %d">`+
-		`<polyline class="backlog" fill="none" stroke="currentColor" stroke-width="1.5" points="%s"/>`+
-		`<polyline class="lag" fill="none" stroke="currentColor" stroke-width="1" stroke-dasharray="3 2" points="%s"/>`+
-		`<text x="%d" y="10" text-anchor="end">peak %d</text></svg>`,
-		int(w), int(h), int(w), int(h), s.window, last.backlog, last.lag, top,
-		line(func(x sample) int64 { return x.backlog }), line(func(x sample) int64 { return x.lag }), int(w)-2, top))
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg class="chart" width="%d" height="%d" viewBox="0 0 %d %d" role="img" aria-label="backlog and lag over the last %s: backlog now %d, lag now %d, peak %d">`,
+		int(w), int(h), int(w), int(h), roundSpan(span), last.backlog, last.lag, top)
+	fmt.Fprintf(&b, `<polyline class="backlog" fill="none" stroke="currentColor" stroke-width="1.5" points="%s"/>`, line(func(p sample) int64 { return p.backlog }))
+	fmt.Fprintf(&b, `<polyline class="lag" fill="none" stroke="currentColor" stroke-width="1" stroke-dasharray="3 2" points="%s"/>`, line(func(p sample) int64 { return p.lag }))
+	// The latest values as dots, so one sample shows too.
+	fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="2.5" fill="currentColor"/><circle cx="%.1f" cy="%.1f" r="2" fill="none" stroke="currentColor"/>`,
+		x(last.at), y(last.backlog), x(last.at), y(last.lag))
+	fmt.Fprintf(&b, `<text x="4" y="10">last %s: backlog %d, lag %d</text><text x="%d" y="10" text-anchor="end">peak %d</text></svg>`,
+		roundSpan(span), last.backlog, last.lag, int(w)-2, top)
+	return template.HTML(b.String())
+}
+
+// roundSpan is a chart's span as a label: to a tenth of a second under
+// ten seconds, else to the second.
+func roundSpan(d time.Duration) time.Duration {
+	if d < 10*time.Second {
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Second)
 }
 
 // histogram is the distribution of lags across partitions as an SVG

@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// The line chart draws backlog and lag over the window and forgets
-// samples older than it; the histogram counts partitions per lag bucket.
+// The line chart draws backlog and lag across the samples it kept (up to
+// the window), the latest as dots, and forgets samples older than the
+// window; the histogram counts partitions per lag bucket.
 func TestCharts(t *testing.T) {
 	s := newSampler(time.Minute, 10*time.Second)
 	if got := string(s.chart("h")); !strings.Contains(got, "no samples yet") {
@@ -18,10 +19,17 @@ func TestCharts(t *testing.T) {
 	s.add("h", t0.Add(50*time.Second), 30, 20)
 	s.add("h", t0.Add(70*time.Second), 12, 7)
 	got := string(s.chart("h"))
-	for _, want := range []string{`class="backlog"`, `class="lag"`, "backlog now 12, lag now 7, peak 30", "peak 30"} {
+	for _, want := range []string{`class="backlog"`, `class="lag"`, "backlog now 12, lag now 7, peak 30", "peak 30",
+		"last 20s: backlog 12, lag 7", `points="4.0,16.0 236.0,34.0"`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("chart: no %q in %s", want, got)
 		}
+	}
+	// One sample is a dot at the right, not an empty box.
+	one := newSampler(time.Minute, 10*time.Second)
+	one.add("h", t0, 3, 1)
+	if got := string(one.chart("h")); !strings.Contains(got, `<circle cx="236.0"`) || !strings.Contains(got, "last 0s: backlog 3, lag 1") {
+		t.Errorf("a chart of one sample: %s", got)
 	}
 	if n := len(s.series["h"]); n != 2 {
 		t.Errorf("%d samples kept, want 2", n)

@@ -2,7 +2,9 @@ package console
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
 	"encoding/hex"
@@ -14,8 +16,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/seqby/seqby/runtime/inspect"
 )
@@ -38,7 +43,8 @@ type Options struct {
 	// reads, ten times the round instead.
 	SampleInterval time.Duration
 	SampleWindow   time.Duration
-	// Timeout bounds the Redis reads of one page (default 10s).
+	// Timeout bounds one request, its Redis reads and an action
+	// (default 10s).
 	Timeout time.Duration
 	// Logger gets the errors pages show, at debug level (default: none).
 	Logger *slog.Logger
@@ -56,11 +62,19 @@ var staticFS embed.FS
 // Console is the operator console, an http.Handler. Close it to stop its
 // sampler.
 type Console struct {
-	in     *inspect.Inspector
-	o      Options
-	pages  map[string]*template.Template
-	static http.Handler
-	mux    *http.ServeMux
+	// in reads (ReadOnly: a page never writes); act runs the actions.
+	in, act *inspect.Inspector
+	o       Options
+	// secret keys the tokens the console hands out and checks: the CSRF
+	// token bound to the browser's cookie, an action's confirmation
+	// (issued by its preview) and the notice after it. Random per
+	// process: a restart asks the browser to reload its page.
+	secret []byte
+	// origins refuses cross-origin writes (Sec-Fetch-Site, Origin).
+	origins *http.CrossOriginProtection
+	pages   map[string]*template.Template
+	static  http.Handler
+	mux     *http.ServeMux
 
 	samples *sampler
 	snaps   snapshots
@@ -91,7 +105,9 @@ func New(in *inspect.Inspector, o Options) (*Console, error) {
 	// Nearly every call names a handler, which the Inspector looks up
 	// with a scan of the keyspace: keep that for a sampling interval.
 	in = in.WithHandlerCache(o.SampleInterval)
-	c := &Console{in: in, o: o, pages: map[string]*template.Template{}, done: make(chan struct{})}
+	c := &Console{in: in.ReadOnly(), act: in, o: o, pages: map[string]*template.Template{}, done: make(chan struct{}),
+		secret: make([]byte, 32), origins: http.NewCrossOriginProtection()}
+	rand.Read(c.secret)
 	for _, p := range []string{"overview", "handler", "partition", "halted", "paused", "audit", "preview", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+p+".html")
 		if err != nil {
@@ -126,8 +142,12 @@ func (c *Console) Close() {
 	<-c.done
 }
 
-// ServeHTTP serves the console's pages and actions.
+// ServeHTTP serves the console's pages and actions. Options.Timeout
+// bounds the whole request.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), c.o.Timeout)
+	defer cancel()
+	r = r.WithContext(ctx)
 	h := w.Header()
 	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'; form-action 'self'")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -151,19 +171,41 @@ type base struct {
 // csrfCookie names the double-submit cookie.
 const csrfCookie = "seqby_csrf"
 
-// page starts a page's data: the CSRF token (set as a cookie when the
-// browser has none) and the notice of a finished action.
+// page starts a page's data: the CSRF token (for the browser's cookie,
+// set when it has none) and the notice of a finished action.
 func (c *Console) page(w http.ResponseWriter, r *http.Request, title, selected string) base {
-	tok := ""
-	if ck, err := r.Cookie(csrfCookie); err == nil && len(ck.Value) == 64 {
-		tok = ck.Value
+	ck := ""
+	if v, err := r.Cookie(csrfCookie); err == nil && len(v.Value) == 64 {
+		ck = v.Value
 	} else {
 		b := make([]byte, 32)
 		rand.Read(b)
-		tok = hex.EncodeToString(b)
-		http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: tok, Path: basePath(r) + "/", HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		ck = hex.EncodeToString(b)
+		http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: ck, Path: basePath(r) + "/", HttpOnly: true,
+			Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	}
-	return base{Title: title, Base: basePath(r), Write: c.o.Write, CSRF: tok, Notice: r.URL.Query().Get("done"), Now: time.Now(), Selected: selected}
+	q := r.URL.Query()
+	notice := q.Get("done")
+	if !c.signed(q.Get("sig"), "done", notice) {
+		notice = "" // not this console's: a crafted link's text is not shown as an outcome
+	}
+	return base{Title: title, Base: basePath(r), Write: c.o.Write, CSRF: c.sign("csrf", ck), Notice: notice, Now: time.Now(), Selected: selected}
+}
+
+// sign is the console's token for parts (HMAC-SHA256 under its secret,
+// hex): what only this console can have handed out.
+func (c *Console) sign(parts ...string) string {
+	m := hmac.New(sha256.New, c.secret)
+	for _, p := range parts {
+		// Length-prefixed, so no two lists of parts sign alike.
+		fmt.Fprintf(m, "%d:%s;", len(p), p)
+	}
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// signed reports whether tok is sign(parts...).
+func (c *Console) signed(tok string, parts ...string) bool {
+	return tok != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(c.sign(parts...))) == 1
 }
 
 // basePath is the path the console is mounted at: the request's path as
@@ -212,6 +254,10 @@ func (c *Console) ctx(r *http.Request) (context.Context, context.CancelFunc) {
 // operator checks a mutating request's credentials and returns the
 // operator's name; ok false when it answered the request itself.
 func (c *Console) operator(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if err := c.origins.Check(r); err != nil {
+		c.fail(w, r, http.StatusForbidden, errors.New("a request from another site: act from the console's own pages"))
+		return "", false
+	}
 	if !c.o.Write {
 		c.fail(w, r, http.StatusForbidden, errors.New("this console is read-only: start it with write access (seqbyctl serve -write, with a token) to act"))
 		return "", false
@@ -222,13 +268,28 @@ func (c *Console) operator(w http.ResponseWriter, r *http.Request) (string, bool
 		c.fail(w, r, http.StatusUnauthorized, errors.New("write access needs your name as the user and the console's token as the password"))
 		return "", false
 	}
+	// The form's CSRF token must be this console's for the browser's
+	// cookie: a page of another origin can neither read it nor, lacking
+	// the secret, make one for a cookie it planted.
 	ck, err := r.Cookie(csrfCookie)
-	form := r.PostFormValue("csrf")
-	if err != nil || form == "" || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(form)) != 1 {
+	if err != nil || !c.signed(r.PostFormValue("csrf"), "csrf", ck.Value) {
 		c.fail(w, r, http.StatusForbidden, errors.New("missing or wrong CSRF token: reload the page and try again"))
 		return "", false
 	}
 	return user, true
+}
+
+// statusOf is the HTTP status of a page's failure: 404 for a name that
+// is not there, 504 when Redis did not answer in time, else 502 (Redis
+// failed).
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, inspect.ErrUnknownHandler), errors.Is(err, inspect.ErrNoPartition):
+		return http.StatusNotFound
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusBadGateway
 }
 
 var funcs = template.FuncMap{
@@ -258,6 +319,14 @@ var funcs = template.FuncMap{
 		return s
 	},
 	"add": func(a, b int) int { return a + b },
+	// shown is a field's value as text: as it is when it is UTF-8
+	// text, else quoted with Go escapes (a protobuf payload, a NUL).
+	"shown": func(v string) string {
+		if utf8.ValidString(v) && !strings.ContainsFunc(v, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' && r != '\r' }) {
+			return v
+		}
+		return "bytes " + strconv.Quote(v)
+	},
 }
 
 func init() {

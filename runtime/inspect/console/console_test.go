@@ -7,6 +7,7 @@ import (
 	"html"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -173,7 +174,32 @@ func (c *client) do(method, path string, form url.Values) (int, string, http.Hea
 	return res.StatusCode, string(b), res.Header
 }
 
-var csrfField = regexp.MustCompile(`name="csrf" value="([0-9a-f]{64})"`)
+var (
+	csrfField    = regexp.MustCompile(`name="csrf" value="([0-9a-f]{64})"`)
+	confirmField = regexp.MustCompile(`name="token" value="([^"]+)"`)
+)
+
+// confirm posts the action form names as a browser does: its preview,
+// then the confirmation the preview offers (with its token).
+func (c *client) confirm(form url.Values) (int, string, http.Header) {
+	c.t.Helper()
+	pre := url.Values{}
+	for k, v := range form {
+		if k != "confirm" && k != "token" {
+			pre[k] = v
+		}
+	}
+	code, body, _ := c.do("POST", "/action", pre)
+	m := confirmField.FindStringSubmatch(body)
+	if code != http.StatusOK || m == nil {
+		c.t.Fatalf("the preview of %v: %d, no confirmation offered\n%s", pre, code, body)
+	}
+	conf := url.Values{"confirm": {"yes"}, "token": {html.UnescapeString(m[1])}}
+	for k, v := range pre {
+		conf[k] = v
+	}
+	return c.do("POST", "/action", conf)
+}
 
 // csrf loads path and returns the CSRF token its forms carry.
 func (c *client) csrf(path string) string {
@@ -331,9 +357,30 @@ func TestActions(t *testing.T) {
 	if n := s.c.XLen(s.ctx, "seqby:__audit__").Val(); n != 0 || s.count("a") != 0 {
 		t.Fatalf("the preview changed something: audit %d, a applied %d", n, s.count("a"))
 	}
-	code, _, h := alice.do("POST", "/action", with(skip, "csrf", tok, "confirm", "yes"))
+	// A confirmation needs its preview's token: none, a forged one, or
+	// one its preview issued for another action is refused.
+	for _, forged := range []string{"", "1.00", confirmField.FindStringSubmatch(body)[1]} {
+		other := with(skip, "csrf", tok, "confirm", "yes", "token", html.UnescapeString(forged))
+		if forged != "" && forged != "1.00" {
+			other.Set("op", "dlq") // the skip's token, for a dlq move
+		}
+		if code, body, _ := alice.do("POST", "/action", other); code != http.StatusForbidden || !strings.Contains(body, "not issued by this console") {
+			t.Fatalf("a confirmation with token %q: %d\n%s", forged, code, body)
+		}
+	}
+	if n := s.c.XLen(s.ctx, "seqby:__audit__").Val(); n != 0 || s.count("a") != 0 {
+		t.Fatalf("a refused confirmation changed something: audit %d, a applied %d", n, s.count("a"))
+	}
+	code, _, h := alice.confirm(with(skip, "csrf", tok))
 	if code != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/ops/halted?done=") {
 		t.Fatalf("confirmed skip: %d, Location %q", code, h.Get("Location"))
+	}
+	// The page it returns to shows the outcome; a crafted link's does not.
+	if _, body, _ := alice.do("GET", strings.TrimPrefix(h.Get("Location"), "/ops"), nil); !strings.Contains(body, `id="notice">skipped `+head) {
+		t.Fatalf("the notice after the skip:\n%s", body)
+	}
+	if _, body, _ := alice.do("GET", "/halted?done="+url.QueryEscape("all skipped; re-enter your token at evil.example"), nil); strings.Contains(body, "evil.example") {
+		t.Fatalf("a crafted notice is shown:\n%s", body)
 	}
 	eventually(t, 20*time.Second, "a completes after the skip", func() bool { return s.count("a") == 1 })
 	log, err := inspect.New(s.c).AuditLog(s.ctx, 5)
@@ -342,8 +389,8 @@ func TestActions(t *testing.T) {
 	}
 
 	// Pause b, publish to it: nothing runs; resume: it goes on.
-	pause := url.Values{"op": {"pause"}, "handler": {"orders"}, "stream": {"shop:{b}"}, "back": {"/paused"}, "csrf": {tok}, "confirm": {"yes"}}
-	if code, body, _ := alice.do("POST", "/action", pause); code != http.StatusSeeOther {
+	pause := url.Values{"op": {"pause"}, "handler": {"orders"}, "stream": {"shop:{b}"}, "back": {"/paused"}, "csrf": {tok}}
+	if code, body, _ := alice.confirm(pause); code != http.StatusSeeOther {
 		t.Fatalf("pause: %d\n%s", code, body)
 	}
 	if _, body, _ := alice.do("GET", "/paused", nil); !strings.Contains(body, "shop:{b}") || !strings.Contains(body, "console:alice") {
@@ -355,7 +402,7 @@ func TestActions(t *testing.T) {
 		t.Fatalf("pauses: %+v", ps)
 	}
 	resume := with(pause, "op", "resume")
-	if code, body, _ := alice.do("POST", "/action", resume); code != http.StatusSeeOther {
+	if code, body, _ := alice.confirm(resume); code != http.StatusSeeOther {
 		t.Fatalf("resume: %d\n%s", code, body)
 	}
 	eventually(t, 20*time.Second, "b goes on after the resume", func() bool { return s.count("b") == 2 })
@@ -369,9 +416,102 @@ func TestActions(t *testing.T) {
 	if code, _, _ := alice.do("POST", "/action", url.Values{"csrf": {tok}, "op": {"flush"}}); code != http.StatusBadRequest {
 		t.Fatalf("an unknown action: %d", code)
 	}
-	code, _, h = alice.do("POST", "/action", with(resume, "op", "pause", "back", "//evil.example/"))
-	if code != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/ops/?done=") {
-		t.Fatalf("a redirect off the console: %d, Location %q", code, h.Get("Location"))
+	for i, back := range []string{"//evil.example/", "/\t/evil.example/", "/\\evil.example", "https://evil.example/", "/ops/../../x"} {
+		op := []string{"pause", "resume"}[i%2]
+		code, _, h = alice.confirm(with(resume, "op", op, "back", back))
+		if code != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/ops/?") {
+			t.Fatalf("a redirect to %q: %d, Location %q", back, code, h.Get("Location"))
+		}
+	}
+}
+
+// Writes from elsewhere are refused even with the operator's
+// credentials: a CSRF cookie planted by another site on the same host
+// (cookies ignore ports) with the same value in the form, and a request
+// the browser marks cross-site.
+func TestForgedWrites(t *testing.T) {
+	s := newScene(t, 1)
+	s.publish(&placed{Client: "a", Seq: 1})
+	eventually(t, 20*time.Second, "a applied", func() bool { return s.count("a") == 1 })
+	base := serve(t, s, Options{Write: true, Token: "s3cret"})
+	pause := url.Values{"op": {"pause"}, "handler": {"orders"}, "stream": {"shop:{a}"}, "back": {"/"}}
+	planted := newClient(t, base, "alice", "s3cret")
+	u, _ := url.Parse(base + "/action")
+	forged := strings.Repeat("ab", 32)
+	planted.h.Jar.SetCookies(u, []*http.Cookie{{Name: csrfCookie, Value: forged, Path: "/ops/action"}})
+	f := url.Values{"csrf": {forged}}
+	for k, v := range pause {
+		f[k] = v
+	}
+	if code, body, _ := planted.do("POST", "/action", f); code != http.StatusForbidden || !strings.Contains(body, "CSRF") {
+		t.Fatalf("an action with a planted cookie: %d\n%s", code, body)
+	}
+	alice := newClient(t, base, "alice", "s3cret")
+	f.Set("csrf", alice.csrf("/partition?handler=orders&stream="+url.QueryEscape("shop:{a}")))
+	req, _ := http.NewRequest("POST", base+"/action", strings.NewReader(f.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	req.SetBasicAuth("alice", "s3cret")
+	res, err := alice.h.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusForbidden {
+		t.Fatalf("a cross-site action: %d, want 403", res.StatusCode)
+	}
+	if ps, _ := inspect.New(s.c).Paused(s.ctx, ""); len(ps) != 0 {
+		t.Fatalf("a forged write paused %+v", ps)
+	}
+}
+
+// A read-only console writes nothing, not even the tidying of a stale
+// halt record that the Inspector's listings do by default.
+func TestReadOnlyWritesNothing(t *testing.T) {
+	s := newScene(t, 1)
+	s.publish(&placed{Client: "a", Seq: 1, Poison: true})
+	eventually(t, 20*time.Second, "a halted", func() bool {
+		hs, _ := inspect.New(s.c).Halts(s.ctx, "")
+		return len(hs) == 1
+	})
+	hs, _ := inspect.New(s.c).Halts(s.ctx, "")
+	record := rdb.HaltKey(hs[0].Partition, "orders")
+	// The head acked behind the engine's back: the record is stale.
+	if err := s.c.XAck(s.ctx, hs[0].Stream, "orders", hs[0].EntryID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, serve(t, s, Options{}), "", "")
+	for _, path := range []string{"/halted", "/partition?handler=orders&stream=" + url.QueryEscape(hs[0].Partition)} {
+		if code, body, _ := c.do("GET", path, nil); code != http.StatusOK {
+			t.Fatalf("GET %s: %d\n%s", path, code, body)
+		}
+	}
+	if n := s.c.Exists(s.ctx, record).Val(); n != 1 {
+		t.Fatal("the read-only console removed the stale halt record")
+	}
+}
+
+// A Redis that fails is a 502 or 504 with the error, not a 404.
+func TestRedisDown(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	rc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	t.Cleanup(func() { rc.Close() })
+	con, err := New(inspect.New(rc), Options{Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(con.Close)
+	for _, path := range []string{"/handler?name=orders", "/partition?handler=orders&stream=shop:%7Ba%7D"} {
+		rec := httptest.NewRecorder()
+		con.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		if rec.Code != http.StatusBadGateway && rec.Code != http.StatusGatewayTimeout || !strings.Contains(rec.Body.String(), "connect") {
+			t.Errorf("GET %s with Redis down: %d, want 502 or 504 with the error\n%s", path, rec.Code, rec.Body.String())
+		}
 	}
 }
 
@@ -392,11 +532,11 @@ func TestDLQAndHandlerActions(t *testing.T) {
 	tok := bob.csrf("/halted")
 	act := func(kv ...string) {
 		t.Helper()
-		f := url.Values{"csrf": {tok}, "confirm": {"yes"}, "back": {"/halted"}}
+		f := url.Values{"csrf": {tok}, "back": {"/halted"}}
 		for i := 0; i < len(kv); i += 2 {
 			f.Set(kv[i], kv[i+1])
 		}
-		if code, body, _ := bob.do("POST", "/action", f); code != http.StatusSeeOther {
+		if code, body, _ := bob.confirm(f); code != http.StatusSeeOther {
 			t.Fatalf("%v: %d\n%s", kv, code, body)
 		}
 	}
@@ -520,8 +660,8 @@ func TestHaltedPagePause(t *testing.T) {
 		if m == nil || html.UnescapeString(m[1]) != "shop:{a}" {
 			t.Fatalf("the %s form names %q, want shop:{a}:\n%s", step.op, m, body)
 		}
-		f := url.Values{"op": {step.op}, "handler": {"orders"}, "stream": {html.UnescapeString(m[1])}, "back": {"/halted"}, "csrf": {tok}, "confirm": {"yes"}}
-		if code, body, _ := alice.do("POST", "/action", f); code != http.StatusSeeOther {
+		f := url.Values{"op": {step.op}, "handler": {"orders"}, "stream": {html.UnescapeString(m[1])}, "back": {"/halted"}, "csrf": {tok}}
+		if code, body, _ := alice.confirm(f); code != http.StatusSeeOther {
 			t.Fatalf("%s: %d\n%s", step.op, code, body)
 		}
 	}

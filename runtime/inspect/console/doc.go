@@ -16,9 +16,9 @@
 //   - / (overview): the faults the engines report (inspect.Inspector.Faults),
 //     every handler with its categories, its partitions
 //     owned, unowned, halted and paused, total lag and backlog, its
-//     instances and their last heartbeat, and a chart of its backlog and lag
-//     over the console's sampling window (Options.SampleInterval,
-//     SampleWindow);
+//     instances with their last heartbeat, live or silent, and a chart of
+//     its backlog and lag over the console's sampling window
+//     (Options.SampleInterval, SampleWindow);
 //   - /handler?name=H: its partitions, 100 a page, by key or sorted by
 //     lag, backlog or age of head, searchable by key, with the
 //     distribution of lag across them;
@@ -55,11 +55,21 @@
 // dlq replay and dlq drop, pause and resume of a partition or a whole
 // handler. Each goes in two steps: the first runs the action's checks
 // (its dry run, as seqbyctl's -dry-run) and shows what would be done; the
-// second, a confirmation, does it and appends an audit entry. Every
-// mutating request carries a CSRF token (a double-submit cookie,
-// SameSite=Strict), and a read-only console refuses every one.
+// second, a confirmation, does it and appends an audit entry. The
+// confirmation carries a token its preview issued for that action (valid
+// ten minutes), so nothing runs without its dry run having been shown.
+// Every mutating request carries a CSRF token, an HMAC under a secret the
+// console draws at start of a random cookie (SameSite=Strict), which a
+// site that plants a cookie cannot match; a request the browser marks
+// cross-site is refused (http.CrossOriginProtection); and a read-only
+// console refuses every one. An action returns to one of the console's
+// pages, with its outcome signed so that a crafted link cannot show one.
 //
-// Every value read from Redis is escaped (keys and fields may hold
-// markup, quotes or any bytes); no secret appears in a page or URL;
-// errors are shown as their text, never a stack trace.
+// Pages read through an inspect.Inspector.ReadOnly: they write nothing
+// to Redis. Options.Timeout bounds a whole request; a Redis that fails is
+// a 502 (504 when it does not answer in time) with the error. Every value
+// read from Redis is escaped (keys and fields may hold markup, quotes or
+// any bytes; a value that is not UTF-8 text is shown Go-quoted); no
+// secret appears in a page or URL; errors are shown as their text, never
+// a stack trace.
 package console

@@ -89,7 +89,8 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		Handlers []handlerSummary
 		Faults   []inspect.Fault
 		Window   time.Duration
-	}{base: b, Window: c.o.SampleWindow}
+		Interval time.Duration
+	}{base: b, Window: c.o.SampleWindow, Interval: c.o.SampleInterval}
 	if err != nil {
 		data.Problem = err.Error()
 	}
@@ -118,7 +119,7 @@ func (c *Console) handler(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	h, err := c.in.Handler(ctx, name)
 	if err != nil {
-		c.fail(w, r, http.StatusNotFound, err)
+		c.fail(w, r, statusOf(err), err)
 		return
 	}
 	search, sortBy := q.Get("q"), q.Get("sort")
@@ -138,7 +139,7 @@ func (c *Console) handler(w http.ResponseWriter, r *http.Request) {
 	all, at, ok := c.sharedPartitions(name)
 	if by != nil {
 		if all, at, err = c.partitions(ctx, name, false); err != nil {
-			c.fail(w, r, http.StatusBadGateway, err)
+			c.fail(w, r, statusOf(err), err)
 			return
 		}
 		ok = true
@@ -170,7 +171,7 @@ func (c *Console) handler(w http.ResponseWriter, r *http.Request) {
 		sortBy = "key"
 		pg, err := c.in.PartitionPage(ctx, name, inspect.PageQuery{Search: search, Offset: (page - 1) * pageSize, Limit: pageSize})
 		if err != nil {
-			c.fail(w, r, http.StatusBadGateway, err)
+			c.fail(w, r, statusOf(err), err)
 			return
 		}
 		if last := max(1, (pg.Total+pageSize-1)/pageSize); page > last {
@@ -179,7 +180,7 @@ func (c *Console) handler(w http.ResponseWriter, r *http.Request) {
 			page = last
 			pg, err = c.in.PartitionPage(ctx, name, inspect.PageQuery{Search: search, Offset: (page - 1) * pageSize, Limit: pageSize})
 			if err != nil {
-				c.fail(w, r, http.StatusBadGateway, err)
+				c.fail(w, r, statusOf(err), err)
 				return
 			}
 		}
@@ -209,44 +210,71 @@ func (c *Console) partition(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := c.ctx(r)
 	defer cancel()
 	if err := c.in.CheckPartition(ctx, name, stream); err != nil {
-		c.fail(w, r, http.StatusNotFound, err)
+		c.fail(w, r, statusOf(err), err)
 		return
 	}
 	in, err := c.in.Inspect(ctx, name, stream)
 	if err != nil {
-		c.fail(w, r, http.StatusBadGateway, err)
+		c.fail(w, r, statusOf(err), err)
 		return
 	}
 	data := struct {
 		base
 		Handler, Stream string
-		In              inspect.Inspection
-		Owner           string
-		Generation      int64
-		Expires         time.Time
-		Last            []inspect.Entry
-		DLQ             []inspect.DLQEntry
-		Pause           *inspect.Pause
-		Problems        []string
-	}{base: c.page(w, r, stream, "overview"), Handler: name, Stream: stream, In: in}
+		// PauseStream is the partition stream Pause and Resume name it
+		// by (a pm's halted value is named by its value here).
+		PauseStream string
+		In          inspect.Inspection
+		Owner       string // the lease holder's owner id
+		Token       string // its lease token, the group's consumer name
+		Generation  int64
+		Expires     time.Time
+		Deliveries  int64 // the head's, from its group's pending list (0: not pending)
+		Last        []inspect.Entry
+		DLQ         []inspect.DLQEntry
+		Pause       *inspect.Pause
+		Problems    []string
+	}{base: c.page(w, r, stream, "overview"), Handler: name, Stream: stream, PauseStream: stream, In: in}
+	if in.Halt != nil {
+		data.PauseStream = rdb.PartitionStream(in.Halt.Category, in.Halt.Key)
+	}
 	if in.Lease != "" {
-		data.Owner, data.Generation = in.Lease, 0
-		if i := strings.LastIndexByte(in.Lease, ':'); i > 0 {
-			data.Owner = in.Lease[:i]
-			data.Generation, _ = strconv.ParseInt(in.Lease[i+1:], 10, 64)
+		data.Token = in.Lease
+		var err error
+		if data.Owner, data.Generation, err = rdb.ParseToken(in.Lease); err != nil {
+			data.Owner = in.Lease
 		}
 		data.Expires = time.Now().Add(in.LeaseTTL)
+	}
+	if in.Head != nil {
+		for _, l := range in.Lanes {
+			for _, pe := range l.Pending {
+				if l.Stream == in.Head.Stream && pe.ID == in.Head.ID {
+					data.Deliveries = pe.Deliveries
+				}
+			}
+		}
 	}
 	if len(in.Lanes) > 0 {
 		if data.Last, err = c.in.LastEntries(ctx, in.Lanes[0].Stream, 10); err != nil {
 			data.Problems = append(data.Problems, err.Error())
 		}
 	}
-	if dlq, err := c.in.DLQEntries(ctx, name); err != nil {
-		data.Problems = append(data.Problems, err.Error())
-	} else {
-		for _, d := range dlq {
-			if d.Partition == stream || d.Partition == in.Partition {
+	// Its dead letters: those the handler moved from its lanes' DLQs.
+	seen := map[string]bool{}
+	for _, l := range in.Lanes {
+		cat, key, ok := rdb.ParsePartitionStream(l.Stream)
+		if !ok || seen[rdb.DLQStream(cat, key)] {
+			continue // a backfill lane shares its partition's DLQ
+		}
+		seen[rdb.DLQStream(cat, key)] = true
+		ds, err := c.in.DLQEntriesOf(ctx, rdb.DLQStream(cat, key))
+		if err != nil {
+			data.Problems = append(data.Problems, err.Error())
+			continue
+		}
+		for _, d := range ds {
+			if d.Handler == name {
 				data.DLQ = append(data.DLQ, d)
 			}
 		}
@@ -255,7 +283,7 @@ func (c *Console) partition(w http.ResponseWriter, r *http.Request) {
 		data.Problems = append(data.Problems, err.Error())
 	} else {
 		for _, p := range ps {
-			if p.Partition == stream || p.Partition == "" {
+			if p.Partition == data.PauseStream || p.Partition == "" {
 				data.Pause = &p
 			}
 		}

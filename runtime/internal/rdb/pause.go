@@ -111,8 +111,9 @@ func ClearPause(ctx context.Context, c redis.UniversalClient, group, mark string
 }
 
 // PausedMarks lists the pause marks of group's partitions with their
-// notes, removing from the listing the marks that are gone.
-func PausedMarks(ctx context.Context, c redis.UniversalClient, group string) (map[string]PauseNote, error) {
+// notes; with tidy, it removes from the listing the marks that are gone
+// (a read-only viewer leaves them).
+func PausedMarks(ctx context.Context, c redis.UniversalClient, group string, tidy bool) (map[string]PauseNote, error) {
 	marks, err := c.SMembers(ctx, PausedKey(group)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("list the pauses of %s: %w", group, err)
@@ -124,7 +125,9 @@ func PausedMarks(ctx context.Context, c redis.UniversalClient, group string) (ma
 			return nil, err
 		}
 		if !ok {
-			unlist(ctx, c, group, m) // stale: resumed between its calls
+			if tidy {
+				unlist(ctx, c, group, m) // stale: resumed between its calls
+			}
 			continue
 		}
 		out[m] = n
