@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -41,6 +42,19 @@ func (h *scriptArgs) note(cmd redis.Cmder) {
 
 // windows returns ARGV[1] of every append_once call (keys: the lane and a
 // __msgid__ key).
+// naming counts the calls that had arg among their arguments.
+func (h *scriptArgs) naming(arg any) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, args := range h.calls {
+		if slices.Contains(args, arg) {
+			n++
+		}
+	}
+	return n
+}
+
 func (h *scriptArgs) windows() []any {
 	h.mu.Lock()
 	defer h.mu.Unlock()

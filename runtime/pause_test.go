@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -529,68 +528,37 @@ func TestResumeWakesABatchedPartitionPausedByItsPrefetch(t *testing.T) {
 	}
 }
 
-// readCounter is a go-redis hook counting the script calls that name
-// mark (a pause mark) among their arguments: the engine's reads, acks
-// and verifications of one partition, which check it.
-type readCounter struct {
-	mark string
-	n    atomic.Int64
-}
-
-func (h *readCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *readCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.count(cmd)
-		return next(ctx, cmd)
-	}
-}
-
-func (h *readCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		for _, cmd := range cmds {
-			h.count(cmd)
-		}
-		return next(ctx, cmds)
-	}
-}
-
-func (h *readCounter) count(cmd redis.Cmder) {
-	if strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") && slices.Contains(cmd.Args(), any(h.mark)) {
-		h.n.Add(1)
-	}
-}
-
 // A paused partition costs nothing: once asleep it is not read again
 // while other keys run (before, acked entries it had not trimmed yet
 // made its idle wait a millisecond, and it re-read its partition, found
 // the pause and slept again, over and over).
 func TestPausedPartitionIsNotPolled(t *testing.T) {
 	s := newPauseScene(t)
-	counter := &readCounter{mark: "order:{a}:__lease__:pp:__paused__"}
+	calls := &scriptArgs{}
+	const mark = "order:{a}:__lease__:pp:__paused__" // every read, ack and verification of a names it
 	c := redis.NewClient(&redis.Options{Addr: s.c.Options().Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
-	c.AddHook(counter)
+	c.AddHook(calls)
 	e := startEngine(t, c, fastOptions("o1"), s.handler("pp"))
 	release := s.holdAt("a", 2)
 	s.publish("a", 1, 3)
 	eventually(t, 20*time.Second, "a/2 in the handler", func() bool { return len(s.enteredOf("a")) == 2 })
-	mark := e.wake.mark("order", "a")
+	seq := e.wake.mark("order", "a")
 	if _, err := inspect.New(s.c).Pause(s.ctx, "pp", "order:{a}", "alice"); err != nil {
 		t.Fatal(err)
 	}
 	// Pause's wake-up read while a/2 runs: it wakes nothing later.
-	signalledSince(t, e.Engine, "order", "a", mark)
+	signalledSince(t, e.Engine, "order", "a", seq)
 	release()
 	eventually(t, 20*time.Second, "a paused and asleep", func() bool {
 		return pausedHere(e.Engine, "order:{a}") && asleep(e.Engine, "order", "a")
 	})
-	before := counter.n.Load()
+	before := calls.naming(mark)
 	for i := 1; i <= 20; i++ {
 		s.publish("b", i, i)
 		eventually(t, 20*time.Second, "b applied", func() bool { return s.j.count("b") == i })
 	}
-	if n := counter.n.Load() - before; n != 0 {
+	if n := calls.naming(mark) - before; n != 0 {
 		t.Fatalf("the paused partition was read %d times while b ran 20 events", n)
 	}
 }
