@@ -74,11 +74,14 @@ func (i *Inspector) bound() time.Duration {
 // partition is the partition stream category:{key} of a keyed handler, or
 // of a sequential pm's correlation value (CheckPartition's names, halted
 // or not), or the bare key when the handler reads one category (or is a
-// sequential pm): Pause(ctx, handler, "client-1", by). The pause is a mark in the partition's slot that every call an
-// attempt starts under checks (docs/runtime.md, "Pause"); Pause stores it
-// and then waits the engines' VerifyBound (WithVerifyBound), the longest
-// an attempt may start after the call that confirmed its lease. A
-// partition paused already is left as it is (Pause.Already).
+// sequential pm): Pause(ctx, handler, "client-1", by). The pause is a
+// mark in the partition's slot that every call an attempt starts under
+// checks (docs/runtime.md, "Pause"); Pause stores it, wakes the owner (so
+// an idle one shows the pause at once) and then waits the engines'
+// VerifyBound (WithVerifyBound), the longest an attempt may start after
+// the call that confirmed its lease. A partition paused already is left
+// as it is (Pause.Already). ErrNotWoken: paused, but the owner was not
+// woken.
 func (i *Inspector) Pause(ctx context.Context, handler, partition, by string) (Pause, error) {
 	return i.pause(ctx, handler, partition, by, false)
 }
