@@ -3,6 +3,8 @@ package console
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/seqby/seqby/runtime/inspect"
@@ -31,7 +34,9 @@ type act struct {
 // actions are the console's actions by name, for a form's fields.
 func (c *Console) actionFor(f url.Values) (act, error) {
 	h, s, id := f.Get("handler"), f.Get("stream"), f.Get("id")
-	in := c.act
+	// The dry runs read through the read-only Inspector (a preview
+	// changes nothing, not even a stale listing); the actions act.
+	ro, in := c.in, c.act
 	entry := func(cmd, part, stream, id, result string) inspect.AuditEntry {
 		return inspect.AuditEntry{Command: cmd, Handler: h, Partition: part, Stream: stream, EntryID: id, Result: result}
 	}
@@ -41,9 +46,9 @@ func (c *Console) actionFor(f url.Values) (act, error) {
 		cmd := map[bool]string{false: "skip", true: "dlq move"}[dlq]
 		return act{
 			check: func(ctx context.Context) (string, error) {
-				check := in.CheckSkip
+				check := ro.CheckSkip
 				if dlq {
-					check = in.CheckMoveToDLQ
+					check = ro.CheckMoveToDLQ
 				}
 				res, err := check(ctx, h, s, id)
 				if err != nil {
@@ -79,13 +84,13 @@ func (c *Console) actionFor(f url.Values) (act, error) {
 		return act{
 			check: func(ctx context.Context) (string, error) {
 				if replay {
-					rep, err := in.CheckReplayDLQ(ctx, dlq, id)
+					rep, err := ro.CheckReplayDLQ(ctx, dlq, id)
 					if err != nil {
 						return "", err
 					}
 					return fmt.Sprintf("publish entry %s of %s again at the end of %s, then delete it from the dead-letter stream", id, dlq, rep.Stream), nil
 				}
-				if _, err := in.CheckDropDLQ(ctx, dlq, id); err != nil {
+				if _, err := ro.CheckDropDLQ(ctx, dlq, id); err != nil {
 					return "", err
 				}
 				return fmt.Sprintf("delete entry %s of %s", id, dlq), nil
@@ -121,13 +126,13 @@ func (c *Console) actionFor(f url.Values) (act, error) {
 				var err error
 				switch {
 				case pause && all:
-					p, err = in.CheckPauseHandler(ctx, h)
+					p, err = ro.CheckPauseHandler(ctx, h)
 				case pause:
-					p, err = in.CheckPause(ctx, h, s)
+					p, err = ro.CheckPause(ctx, h, s)
 				case all:
-					p, err = in.CheckResumeHandler(ctx, h)
+					p, err = ro.CheckResumeHandler(ctx, h)
 				default:
-					p, err = in.CheckResume(ctx, h, s)
+					p, err = ro.CheckResume(ctx, h, s)
 				}
 				switch {
 				case err != nil:
@@ -191,7 +196,7 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusBadRequest, fmt.Errorf("a malformed form: %w", err))
 		return
 	}
-	user, ok := c.operator(w, r)
+	user, cookie, ok := c.operator(w, r)
 	if !ok {
 		return
 	}
@@ -211,7 +216,6 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request) {
 			fields[k] = v
 		}
 	}
-	ck, _ := r.Cookie(csrfCookie) // operator checked it
 	if r.PostFormValue("confirm") != "yes" {
 		would, err := a.check(ctx)
 		data := struct {
@@ -226,12 +230,12 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request) {
 			data.Problem = err.Error()
 			status = http.StatusConflict
 		} else {
-			data.Confirm = c.confirmation(ck.Value, fields, time.Now())
+			data.Confirm = c.confirmation(cookie, fields, time.Now())
 		}
 		c.render(w, "preview", status, data)
 		return
 	}
-	if err := c.confirmed(r.PostFormValue("token"), ck.Value, fields, time.Now()); err != nil {
+	if err := c.confirmed(r.PostFormValue("token"), cookie, fields, time.Now()); err != nil {
 		c.fail(w, r, http.StatusForbidden, err)
 		return
 	}
@@ -245,7 +249,11 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request) {
 	}
 	if entry.Command != "" {
 		entry.Who = who
-		if _, err := c.in.Audit(ctx, entry); err != nil {
+		// What was done is recorded even when the request's time ran
+		// out meanwhile.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
+		defer cancel()
+		if _, err := c.act.Audit(actx, entry); err != nil {
 			done += fmt.Sprintf(" (but recording it in the audit stream failed: %v; note it yourself)", err)
 		}
 	}
@@ -269,21 +277,60 @@ const confirmLife = 10 * time.Minute
 // preview of its dry run, and a confirmation cannot be replayed for
 // another action or long after.
 func (c *Console) confirmation(cookie string, fields map[string]string, now time.Time) string {
-	at := strconv.FormatInt(now.Unix(), 10)
+	// A nonce: two previews of one action in one second confirm once each.
+	b := make([]byte, 12)
+	rand.Read(b)
+	at := strconv.FormatInt(now.Unix(), 10) + "." + hex.EncodeToString(b)
 	return at + "." + c.sign(append([]string{"confirm", cookie, at}, fieldParts(fields)...)...)
 }
 
-// confirmed checks a confirmation's token (confirmation).
+// auditTimeout bounds the audit entry's write after an action.
+const auditTimeout = 5 * time.Second
+
+// confirmed checks a confirmation's token (confirmation) and uses it up:
+// a token confirms one action once.
 func (c *Console) confirmed(tok, cookie string, fields map[string]string, now time.Time) error {
-	at, sig, _ := strings.Cut(tok, ".")
-	sec, err := strconv.ParseInt(at, 10, 64)
+	cut := strings.LastIndexByte(tok, '.')
+	at, sig := tok[:max(cut, 0)], tok[cut+1:]
+	unix, _, _ := strings.Cut(at, ".")
+	sec, err := strconv.ParseInt(unix, 10, 64)
 	if err != nil || !c.signed(sig, append([]string{"confirm", cookie, at}, fieldParts(fields)...)...) {
 		return errors.New("this confirmation was not issued by this console's preview of this action (or the console restarted): start the action again from its page")
 	}
 	if age := now.Sub(time.Unix(sec, 0)); age > confirmLife || age < -time.Minute {
 		return fmt.Errorf("this preview is older than %v: start the action again from its page, and confirm what it shows now", confirmLife)
 	}
+	if !c.used.take(sig, now) {
+		return errors.New("this preview was confirmed already: start the action again from its page, and confirm what it shows now")
+	}
 	return nil
+}
+
+// usedTokens are the confirmations taken within confirmLife: a token is
+// taken once. It holds at most the confirmations of the last
+// confirmLife (older ones are refused by age, and forgotten).
+type usedTokens struct {
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+// take reports whether tok was not taken before, and takes it.
+func (u *usedTokens) take(tok string, now time.Time) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.seen == nil {
+		u.seen = map[string]time.Time{}
+	}
+	for t, at := range u.seen {
+		if now.Sub(at) > confirmLife+time.Minute {
+			delete(u.seen, t)
+		}
+	}
+	if _, ok := u.seen[tok]; ok {
+		return false
+	}
+	u.seen[tok] = now
+	return true
 }
 
 // fieldParts lists fields in actionFields' order, for a signature.

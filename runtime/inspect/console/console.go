@@ -14,8 +14,10 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -44,7 +46,8 @@ type Options struct {
 	SampleInterval time.Duration
 	SampleWindow   time.Duration
 	// Timeout bounds one request, its Redis reads and an action
-	// (default 10s).
+	// (default 10s). A go-redis client stops a read at a deadline only
+	// with ContextTimeoutEnabled (runtime.Connect sets it).
 	Timeout time.Duration
 	// Logger gets the errors pages show, at debug level (default: none).
 	Logger *slog.Logger
@@ -72,9 +75,11 @@ type Console struct {
 	secret []byte
 	// origins refuses cross-origin writes (Sec-Fetch-Site, Origin).
 	origins *http.CrossOriginProtection
-	pages   map[string]*template.Template
-	static  http.Handler
-	mux     *http.ServeMux
+	// used are the confirmations taken (each confirms once).
+	used   usedTokens
+	pages  map[string]*template.Template
+	static http.Handler
+	mux    *http.ServeMux
 
 	samples *sampler
 	snaps   snapshots
@@ -252,31 +257,38 @@ func (c *Console) ctx(r *http.Request) (context.Context, context.CancelFunc) {
 }
 
 // operator checks a mutating request's credentials and returns the
-// operator's name; ok false when it answered the request itself.
-func (c *Console) operator(w http.ResponseWriter, r *http.Request) (string, bool) {
+// operator's name and the CSRF cookie its token was made for; ok false
+// when it answered the request itself.
+func (c *Console) operator(w http.ResponseWriter, r *http.Request) (user, cookie string, ok bool) {
 	if err := c.origins.Check(r); err != nil {
 		c.fail(w, r, http.StatusForbidden, errors.New("a request from another site: act from the console's own pages"))
-		return "", false
+		return "", "", false
 	}
 	if !c.o.Write {
 		c.fail(w, r, http.StatusForbidden, errors.New("this console is read-only: start it with write access (seqbyctl serve -write, with a token) to act"))
-		return "", false
+		return "", "", false
 	}
 	user, pass, ok := r.BasicAuth()
-	if !ok || user == "" || subtle.ConstantTimeCompare([]byte(pass), []byte(c.o.Token)) != 1 {
+	// Compared as hashes: in constant time, and telling nothing of the
+	// token's length.
+	given, want := sha256.Sum256([]byte(pass)), sha256.Sum256([]byte(c.o.Token))
+	if !ok || user == "" || subtle.ConstantTimeCompare(given[:], want[:]) != 1 {
 		w.Header().Set("WWW-Authenticate", `Basic realm="seqby console", charset="UTF-8"`)
 		c.fail(w, r, http.StatusUnauthorized, errors.New("write access needs your name as the user and the console's token as the password"))
-		return "", false
+		return "", "", false
 	}
-	// The form's CSRF token must be this console's for the browser's
-	// cookie: a page of another origin can neither read it nor, lacking
-	// the secret, make one for a cookie it planted.
-	ck, err := r.Cookie(csrfCookie)
-	if err != nil || !c.signed(r.PostFormValue("csrf"), "csrf", ck.Value) {
-		c.fail(w, r, http.StatusForbidden, errors.New("missing or wrong CSRF token: reload the page and try again"))
-		return "", false
+	// The form's CSRF token must be this console's for one of the
+	// browser's cookies: a page of another origin can neither read it
+	// nor, lacking the secret, make one for a cookie it planted (and a
+	// planted cookie sent first does not hide the console's own).
+	form := r.PostFormValue("csrf")
+	for _, ck := range r.CookiesNamed(csrfCookie) {
+		if c.signed(form, "csrf", ck.Value) {
+			return user, ck.Value, true
+		}
 	}
-	return user, true
+	c.fail(w, r, http.StatusForbidden, errors.New("missing or wrong CSRF token: reload the page and try again"))
+	return "", "", false
 }
 
 // statusOf is the HTTP status of a page's failure: 404 for a name that
@@ -286,8 +298,12 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, inspect.ErrUnknownHandler), errors.Is(err, inspect.ErrNoPartition):
 		return http.StatusNotFound
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
 		return http.StatusGatewayTimeout
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return http.StatusGatewayTimeout // go-redis' read past the request's deadline
 	}
 	return http.StatusBadGateway
 }

@@ -212,6 +212,18 @@ func (c *client) csrf(path string) string {
 	return m[1]
 }
 
+// with is v with the fields kv (name, value, ...) set.
+func with(v url.Values, kv ...string) url.Values {
+	out := url.Values{}
+	for k, vs := range v {
+		out[k] = vs
+	}
+	for i := 0; i < len(kv); i += 2 {
+		out.Set(kv[i], kv[i+1])
+	}
+	return out
+}
+
 func serve(t *testing.T, s *scene, o Options) string {
 	con, err := New(inspect.New(s.c), o)
 	if err != nil {
@@ -311,16 +323,6 @@ func TestActions(t *testing.T) {
 	head := hs[0].EntryID
 	base := serve(t, s, Options{Write: true, Token: "s3cret"})
 	skip := url.Values{"op": {"skip"}, "handler": {"orders"}, "stream": {"shop:{a}"}, "id": {head}, "back": {"/halted"}}
-	with := func(v url.Values, kv ...string) url.Values {
-		out := url.Values{}
-		for k, vs := range v {
-			out[k] = vs
-		}
-		for i := 0; i < len(kv); i += 2 {
-			out.Set(kv[i], kv[i+1])
-		}
-		return out
-	}
 
 	anon := newClient(t, base, "", "")
 	tok := anon.csrf("/halted")
@@ -371,9 +373,15 @@ func TestActions(t *testing.T) {
 	if n := s.c.XLen(s.ctx, "seqby:__audit__").Val(); n != 0 || s.count("a") != 0 {
 		t.Fatalf("a refused confirmation changed something: audit %d, a applied %d", n, s.count("a"))
 	}
-	code, _, h := alice.confirm(with(skip, "csrf", tok))
-	if code != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/ops/halted?done=") {
+	_, body, _ = alice.do("POST", "/action", with(skip, "csrf", tok))
+	confirmation := with(skip, "csrf", tok, "confirm", "yes", "token", html.UnescapeString(confirmField.FindStringSubmatch(body)[1]))
+	code, _, h := alice.do("POST", "/action", confirmation)
+	if code != http.StatusSeeOther || !strings.HasPrefix(h.Get("Location"), "/ops/halted?") {
 		t.Fatalf("confirmed skip: %d, Location %q", code, h.Get("Location"))
+	}
+	// A confirmation confirms once.
+	if code, body, _ := alice.do("POST", "/action", confirmation); code != http.StatusForbidden || !strings.Contains(body, "confirmed already") {
+		t.Fatalf("the skip's confirmation again: %d\n%s", code, body)
 	}
 	// The page it returns to shows the outcome; a crafted link's does not.
 	if _, body, _ := alice.do("GET", strings.TrimPrefix(h.Get("Location"), "/ops"), nil); !strings.Contains(body, `id="notice">skipped `+head) {
@@ -446,6 +454,15 @@ func TestForgedWrites(t *testing.T) {
 	if code, body, _ := planted.do("POST", "/action", f); code != http.StatusForbidden || !strings.Contains(body, "CSRF") {
 		t.Fatalf("an action with a planted cookie: %d\n%s", code, body)
 	}
+	// The planted cookie, sent first, does not lock the operator out:
+	// the console's own cookie and its token still act.
+	own := planted.csrf("/partition?handler=orders&stream=" + url.QueryEscape("shop:{a}"))
+	if code, body, _ := planted.confirm(with(pause, "csrf", own)); code != http.StatusSeeOther {
+		t.Fatalf("an action beside a planted cookie: %d\n%s", code, body)
+	}
+	if code, body, _ := planted.confirm(with(pause, "csrf", own, "op", "resume")); code != http.StatusSeeOther {
+		t.Fatalf("the resume beside a planted cookie: %d\n%s", code, body)
+	}
 	alice := newClient(t, base, "alice", "s3cret")
 	f.Set("csrf", alice.csrf("/partition?handler=orders&stream="+url.QueryEscape("shop:{a}")))
 	req, _ := http.NewRequest("POST", base+"/action", strings.NewReader(f.Encode()))
@@ -488,6 +505,36 @@ func TestReadOnlyWritesNothing(t *testing.T) {
 	}
 	if n := s.c.Exists(s.ctx, record).Val(); n != 1 {
 		t.Fatal("the read-only console removed the stale halt record")
+	}
+}
+
+// A Redis that does not answer is a 504 within the request's Timeout.
+func TestRedisHung(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() { // accepts, and never answers
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	rc := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rc.Close() })
+	con, err := New(inspect.New(rc), Options{Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(con.Close)
+	rec := httptest.NewRecorder()
+	con.ServeHTTP(rec, httptest.NewRequest("GET", "/handler?name=orders", nil))
+	if rec.Code != http.StatusGatewayTimeout {
+		t.Fatalf("GET /handler with Redis hung: %d, want 504\n%s", rec.Code, rec.Body.String())
 	}
 }
 

@@ -57,17 +57,21 @@
 // (its dry run, as seqbyctl's -dry-run) and shows what would be done; the
 // second, a confirmation, does it and appends an audit entry. The
 // confirmation carries a token its preview issued for that action (valid
-// ten minutes), so nothing runs without its dry run having been shown.
-// Every mutating request carries a CSRF token, an HMAC under a secret the
-// console draws at start of a random cookie (SameSite=Strict), which a
-// site that plants a cookie cannot match; a request the browser marks
-// cross-site is refused (http.CrossOriginProtection); and a read-only
-// console refuses every one. An action returns to one of the console's
+// ten minutes, and once), so nothing runs without its dry run having
+// been shown. Every mutating request carries a CSRF token, an HMAC under
+// a secret the console draws at start of a random cookie
+// (SameSite=Strict), which a site that plants a cookie cannot match
+// without reading the console's pages (and a planted cookie does not hide
+// the console's own); a request the browser marks cross-site is refused
+// (http.CrossOriginProtection); and a read-only console refuses every
+// one. An action returns to one of the console's
 // pages, with its outcome signed so that a crafted link cannot show one.
 //
-// Pages read through an inspect.Inspector.ReadOnly: they write nothing
-// to Redis. Options.Timeout bounds a whole request; a Redis that fails is
-// a 502 (504 when it does not answer in time) with the error. Every value
+// Pages, and the previews' dry runs, read through an
+// inspect.Inspector.ReadOnly: they write nothing to Redis.
+// Options.Timeout bounds a whole request (on a client with
+// ContextTimeoutEnabled, which runtime.Connect sets); a Redis that fails
+// is a 502 (504 when it does not answer in time) with the error. Every value
 // read from Redis is escaped (keys and fields may hold markup, quotes or
 // any bytes; a value that is not UTF-8 text is shown Go-quoted); no
 // secret appears in a page or URL; errors are shown as their text, never
