@@ -113,6 +113,17 @@ func (s *scene) publish(ms ...*placed) {
 	}
 }
 
+// waitHalted waits until n partitions are halted, and returns their halts.
+func (s *scene) waitHalted(n int, what string) []inspect.HaltRecord {
+	s.t.Helper()
+	var hs []inspect.HaltRecord
+	eventually(s.t, 20*time.Second, what, func() bool {
+		hs, _ = inspect.New(s.c).Halts(s.ctx, "")
+		return len(hs) == n
+	})
+	return hs
+}
+
 func (s *scene) count(client string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -250,10 +261,7 @@ func TestPagesReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.publish(&placed{Client: hostile, Seq: 2}) // wakes its owner (a raw XADD signals nothing)
-	eventually(t, 20*time.Second, "a and the hostile key halted", func() bool {
-		hs, _ := inspect.New(s.c).Halts(s.ctx, "")
-		return len(hs) == 2
-	})
+	s.waitHalted(2, "a and the hostile key halted")
 	// A fault an engine reports (its heartbeats write these).
 	if err := rdb.ReportFaults(s.ctx, s.c, "w9", []rdb.FaultReport{{Kind: "released", Handler: "orders", Stream: "shop:{zz}", Err: "NOPERM <u>no</u>", Since: time.Now()}}, time.Minute); err != nil {
 		t.Fatal(err)
@@ -487,11 +495,7 @@ func TestForgedWrites(t *testing.T) {
 func TestReadOnlyWritesNothing(t *testing.T) {
 	s := newScene(t, 1)
 	s.publish(&placed{Client: "a", Seq: 1, Poison: true})
-	eventually(t, 20*time.Second, "a halted", func() bool {
-		hs, _ := inspect.New(s.c).Halts(s.ctx, "")
-		return len(hs) == 1
-	})
-	hs, _ := inspect.New(s.c).Halts(s.ctx, "")
+	hs := s.waitHalted(1, "a halted")
 	record := rdb.HaltKey(hs[0].Partition, "orders")
 	// The head acked behind the engine's back: the record is stale.
 	if err := s.c.XAck(s.ctx, hs[0].Stream, "orders", hs[0].EntryID).Err(); err != nil {
@@ -569,11 +573,7 @@ func TestRedisDown(t *testing.T) {
 func TestDLQAndHandlerActions(t *testing.T) {
 	s := newScene(t, 1)
 	s.publish(&placed{Client: "a", Seq: 1, Poison: true}, &placed{Client: "d", Seq: 1, Poison: true})
-	eventually(t, 20*time.Second, "a and d halted", func() bool {
-		hs, _ := inspect.New(s.c).Halts(s.ctx, "")
-		return len(hs) == 2
-	})
-	hs, _ := inspect.New(s.c).Halts(s.ctx, "")
+	hs := s.waitHalted(2, "a and d halted")
 	base := serve(t, s, Options{Write: true, Token: "s3cret"})
 	bob := newClient(t, base, "bob", "s3cret")
 	tok := bob.csrf("/halted")
@@ -685,10 +685,7 @@ func TestHandlerPaging(t *testing.T) {
 func TestHaltedPagePause(t *testing.T) {
 	s := newScene(t, 1)
 	s.publish(&placed{Client: "a", Seq: 1, Poison: true})
-	eventually(t, 20*time.Second, "a halted", func() bool {
-		hs, _ := inspect.New(s.c).Halts(s.ctx, "")
-		return len(hs) == 1
-	})
+	s.waitHalted(1, "a halted")
 	alice := newClient(t, serve(t, s, Options{Write: true, Token: "s3cret"}), "alice", "s3cret")
 	tok := alice.csrf("/halted")
 	for _, step := range []struct {
