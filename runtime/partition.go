@@ -493,7 +493,16 @@ func (p *partition) prefetchIf(seq uint64) {
 		return
 	}
 	p.prefetchSent, p.prefetchMark, p.prefetchAcks = time.Now(), seq, len(p.unacked)
-	p.prefetch = p.e.batch.ReadNew(p.lease, p.reg.Name, p.lanes, n, p.unacked)
+	// Every entry the owner holds pending bounds what a resent prefetch
+	// hands back (RoundSlice.After): those read ahead, and a halted or
+	// interrupted head kept in memory.
+	held := p.ahead
+	for _, e := range []*rdb.Entry{p.head, p.stopped} {
+		if e != nil {
+			held = append(held[:len(held):len(held)], *e)
+		}
+	}
+	p.prefetch = p.e.batch.ReadNew(p.lease, p.reg.Name, p.lanes, n, p.unacked, held)
 }
 
 // collect takes the reply of the prefetch in flight (none: nothing to

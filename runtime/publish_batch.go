@@ -70,12 +70,24 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message, opts ...Pu
 		if !it.partitioned {
 			stream = it.category
 		}
-		entries[i] = rdb.BatchEntry{Category: it.category, Key: it.key, Stream: stream, Partitioned: it.partitioned, Fields: it.fields}
+		entries[i] = rdb.BatchEntry{Category: it.category, Key: it.key, Stream: stream, ID: it.id, Partitioned: it.partitioned, Fields: it.fields}
 	}
 	if len(entries) == 0 {
 		return nil
 	}
-	stored, err := rdb.PublishBatch(ctx, p.c, entries, p.opts.SignalMaxLen)
+	// Each message's generated id makes the batch idempotent, so a batch
+	// whose reply was lost goes again (see write): what the first run
+	// stored is not stored twice, and the rest follows it in order.
+	window := p.window(false)
+	var stored []bool
+	var err error
+	for try := 1; ; try++ {
+		stored, err = rdb.PublishBatch(ctx, p.c, entries, p.opts.SignalMaxLen, window)
+		if try >= resendTries || window <= 0 || !lostReply(err) || ctx.Err() != nil {
+			break
+		}
+		p.opts.Logger.Debug("seqby: the reply to a batch publish was lost; sending it again with its message ids", "err", err)
+	}
 	if errors.Is(err, rdb.ErrUnsignalled) {
 		p.opts.Logger.Warn("seqby: published, but waking idle consumers failed; they find the entries at their next re-check", "err", err)
 		return nil

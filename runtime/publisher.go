@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -36,6 +38,18 @@ type PublisherOptions struct {
 	// it in whole milliseconds: a window under 1 ms counts as 1 ms, and
 	// any other is rounded up to the next millisecond.
 	DedupWindow time.Duration
+	// ResendWindow is how long the id Publish generates for a message
+	// published without WithMessageID (and PublishBatch for each message)
+	// is remembered per partition. The id makes the call idempotent: a
+	// call that runs twice in Redis (go-redis resends one whose reply it
+	// lost, a proxy or a cluster redirect replays one, and Publish itself
+	// sends it again after a lost reply) stores the message once. It
+	// only has to outlast those resends, which come within seconds, so it
+	// is shorter than DedupWindow: each id is a key of about 100 bytes in
+	// Redis for this long. Default 1 minute; negative: off, the message
+	// is appended with a plain XADD and a call run twice may store it
+	// twice.
+	ResendWindow time.Duration
 	// Propagator writes the trace context of Publish's ctx into the entry
 	// (as fields named by it), for the engine's spans to link to; it must
 	// match Options.Propagator. Default: W3C trace context
@@ -110,6 +124,12 @@ func (opts PublisherOptions) withDefaults() PublisherOptions {
 	}
 	// Under 1 ms it would be PX 0, which Redis refuses.
 	opts.DedupWindow = max(opts.DedupWindow, time.Millisecond)
+	if opts.ResendWindow == 0 {
+		opts.ResendWindow = time.Minute
+	}
+	if opts.ResendWindow > 0 {
+		opts.ResendWindow = max(opts.ResendWindow, time.Millisecond)
+	}
 	if opts.Propagator == nil {
 		opts.Propagator = propagation.TraceContext{}
 	}
@@ -202,22 +222,35 @@ func (p *Publisher) Publish(ctx context.Context, msg Message, opts ...PublishOpt
 }
 
 // write stores a prepared item; name labels errors.
+//
+// The item's message id makes the write idempotent (rdb.Once): with
+// WithMessageID for DedupWindow, else for ResendWindow. So when the reply
+// to a write is lost after Redis ran it, write sends it again itself (up
+// to resendTries in all) and the message is stored once: go-redis resends
+// a single command or a pipeline, but not a MULTI/EXEC (v9.23 returns the
+// error), and a caller who retried would publish a new id.
 func (p *Publisher) write(ctx context.Context, name string, it item, cfg publishConfig) error {
-	once := rdb.Once{Replicas: cfg.replicas, ReplicaTimeout: cfg.timeout}
+	once := rdb.Once{Replicas: cfg.replicas, ReplicaTimeout: cfg.timeout, ID: it.id}
 	if cfg.replicas <= 0 && p.opts.ReplicaAcks > 0 {
 		once.Replicas, once.ReplicaTimeout = p.opts.ReplicaAcks, p.opts.ReplicaTimeout
 	}
-	if cfg.idSet {
-		once.ID, once.Window = cfg.id, p.opts.DedupWindow
-	}
+	once.Window = p.window(cfg.idSet)
+	stream := it.stream
 	if !it.partitioned {
-		err := rdb.PublishPlain(ctx, p.c, it.category, it.fields, once)
-		if err != nil {
-			return fmt.Errorf("publish %s to %s: %w: %w", name, it.category, ErrPublish, err)
-		}
-		return nil
+		stream = it.category
 	}
-	err := rdb.PublishGuessing(ctx, p.c, p.guesses, it.category, it.key, it.stream, p.opts.SignalMaxLen, it.fields, once)
+	var err error
+	for try := 1; ; try++ {
+		if !it.partitioned {
+			err = rdb.PublishPlain(ctx, p.c, it.category, it.fields, once)
+		} else {
+			err = rdb.PublishGuessing(ctx, p.c, p.guesses, it.category, it.key, it.stream, p.opts.SignalMaxLen, it.fields, once)
+		}
+		if try >= resendTries || once.Window <= 0 || !lostReply(err) || ctx.Err() != nil {
+			break
+		}
+		p.opts.Logger.Debug("seqby: the reply to a publish was lost; sending it again with its message id", "stream", stream, "err", err)
+	}
 	if errors.Is(err, rdb.ErrUnsignalled) {
 		// Published: failing the call would make the caller publish twice.
 		p.opts.Logger.Warn("seqby: published, but waking idle consumers failed; they find the entry at their next re-check",
@@ -225,14 +258,41 @@ func (p *Publisher) write(ctx context.Context, name string, it item, cfg publish
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("publish %s to %s: %w: %w", name, it.stream, ErrPublish, err)
+		return fmt.Errorf("publish %s to %s: %w: %w", name, stream, ErrPublish, err)
 	}
 	return nil
+}
+
+// window is how long a message id is remembered: the caller's
+// (WithMessageID, a record's) for DedupWindow, a generated one for
+// ResendWindow (0: not at all).
+func (p *Publisher) window(callers bool) time.Duration {
+	if callers {
+		return p.opts.DedupWindow
+	}
+	return max(p.opts.ResendWindow, 0)
+}
+
+// resendTries bounds how many times write sends one message when its
+// replies are lost: as many as go-redis sends a call by default
+// (MaxRetries 3), which does not resend a MULTI/EXEC.
+const resendTries = 4
+
+// lostReply reports an error after which Redis may or may not have run
+// the call: the connection failed while its reply was awaited (EOF, a
+// reset, a timeout). An error reply of Redis is not one: Redis answered.
+func lostReply(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ne net.Error
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne)
 }
 
 // item is a message checked and encoded, ready to write.
 type item struct {
 	category, key, stream string // stream: for a partitioned message
+	id                    string // the message id
 	partitioned           bool
 	fields                []any
 }

@@ -173,7 +173,7 @@ func (p *Publisher) PublishRecord(ctx context.Context, r Record) error {
 
 // item is r ready to write, its stream named with the backfill suffix.
 func (r Record) item(suffix string) item {
-	it := item{category: r.Category, key: r.Key, partitioned: r.Partitioned, fields: r.fields(time.Now())}
+	it := item{category: r.Category, key: r.Key, id: r.MessageID, partitioned: r.Partitioned, fields: r.fields(time.Now())}
 	if r.Partitioned {
 		it.stream = rdb.PartitionStream(r.Category, r.Key)
 		if r.Backfill {

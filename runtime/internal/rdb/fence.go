@@ -180,10 +180,18 @@ type Prefetch struct {
 // ReadNew starts a read of up to count new entries of lanes' first lane,
 // acking acks first, without the pending pass (RoundReadNew): the
 // batched mode's prefetch, sent while the owner still holds entries it
-// read and has not run or acked. The caller must not send another call
-// for the partition before Wait returns, so its acks land in order.
-func (b *Batcher) ReadNew(l Lease, group string, lanes []string, count int, acks []Entry) *Prefetch {
-	s := RoundSlice{Op: RoundReadNew, Lease: l, Group: group, Lanes: lanes, N: count}
+// read and has not run or acked. held are those entries, acks excluded;
+// the newest of the first lane bounds what a resent run hands back
+// (RoundSlice.After). The caller must not send another call for the
+// partition before Wait returns, so its acks land in order.
+func (b *Batcher) ReadNew(l Lease, group string, lanes []string, count int, acks, held []Entry) *Prefetch {
+	after := "0"
+	for _, e := range held {
+		if e.Stream == lanes[0] && (after == "0" || idLess(after, e.ID)) {
+			after = e.ID
+		}
+	}
+	s := RoundSlice{Op: RoundReadNew, Lease: l, Group: group, Lanes: lanes, N: count, After: after}
 	if err := s.ack(acks); err != nil {
 		return &Prefetch{err: err, lanes: lanes}
 	}

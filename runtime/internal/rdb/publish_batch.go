@@ -4,15 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // BatchEntry is one entry of PublishBatch: for a partitioned category,
 // Key and Stream (the partition's stream or backfill lane); for an
-// unpartitioned one, Stream is the category.
+// unpartitioned one, Stream is the category. ID, when set with
+// PublishBatch's window, is its message id: an entry whose id was
+// appended within the window is not appended again (append_once.lua),
+// so a batch run twice stores each entry once.
 type BatchEntry struct {
 	Category, Key, Stream string
+	ID                    string
 	Partitioned           bool
 	Fields                []any
 }
@@ -31,7 +36,10 @@ type BatchEntry struct {
 // stream in round n, so a stream's entries never race each other across
 // retries or redirections), then the index again with the reads, and the
 // wake-ups of every partition that got an entry (a pipeline each).
-func PublishBatch(ctx context.Context, c redis.UniversalClient, entries []BatchEntry, signalMaxLen int64) (stored []bool, err error) {
+//
+// window, when above 0, makes each entry with an ID idempotent, as
+// Once.Window does for Publish.
+func PublishBatch(ctx context.Context, c redis.UniversalClient, entries []BatchEntry, signalMaxLen int64, window time.Duration) (stored []bool, err error) {
 	stored = make([]bool, len(entries))
 	type part struct{ category, key string }
 	var parts []part // in order of first appearance
@@ -43,8 +51,17 @@ func PublishBatch(ctx context.Context, c redis.UniversalClient, entries []BatchE
 		}
 	}
 	index := func(pipe redis.Pipeliner, p part) *redis.IntCmd { return pipe.SAdd(ctx, IndexKey(p.category), p.key) }
-	appendEntry := func(pipe redis.Pipeliner, e BatchEntry) *redis.StringCmd {
-		return pipe.XAdd(ctx, &redis.XAddArgs{Stream: e.Stream, Values: e.Fields})
+	appendEntry := func(pipe redis.Pipeliner, e BatchEntry) redis.Cmder {
+		if window <= 0 || e.ID == "" {
+			return pipe.XAdd(ctx, &redis.XAddArgs{Stream: e.Stream, Values: e.Fields})
+		}
+		dedup := PlainDedupKey(e.Category, e.ID)
+		if e.Partitioned {
+			dedup = DedupKey(e.Category, e.Key, e.ID)
+		}
+		// Inside MULTI, and in a pipeline, a missing script cannot fall
+		// back to EVAL: send the script itself.
+		return scriptAppendOnce.Eval(ctx, pipe, []string{e.Stream, dedup}, append([]any{windowMillis(window)}, e.Fields...)...)
 	}
 	fanouts := func(pipe redis.Pipeliner) map[string]*redis.IntCmd {
 		m := map[string]*redis.IntCmd{}
@@ -58,7 +75,7 @@ func PublishBatch(ctx context.Context, c redis.UniversalClient, entries []BatchE
 
 	if single, ok := c.(*redis.Client); ok {
 		var (
-			adds    []*redis.StringCmd
+			adds    []redis.Cmder
 			indexes []*redis.IntCmd
 			fresh   map[part][]*redis.IntCmd
 			ws      []wakeup
@@ -66,7 +83,7 @@ func PublishBatch(ctx context.Context, c redis.UniversalClient, entries []BatchE
 		)
 		for direct := true; ; direct = false {
 			pipe := single.TxPipeline()
-			adds, indexes, fresh = make([]*redis.StringCmd, len(entries)), nil, map[part][]*redis.IntCmd{}
+			adds, indexes, fresh = make([]redis.Cmder, len(entries)), nil, map[part][]*redis.IntCmd{}
 			for i, e := range entries {
 				if e.Partitioned {
 					p := part{e.Category, e.Key}
@@ -151,7 +168,7 @@ func PublishBatch(ctx context.Context, c redis.UniversalClient, entries []BatchE
 		if len(batch) == 0 {
 			break
 		}
-		cmds := make([]*redis.StringCmd, len(batch))
+		cmds := make([]redis.Cmder, len(batch))
 		c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 			for j, i := range batch {
 				cmds[j] = appendEntry(pipe, entries[i])

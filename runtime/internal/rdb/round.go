@@ -22,7 +22,10 @@ const (
 	// RoundReadNew acks, then reads up to N new entries of the first lane
 	// only, without the pending pass: a read sent ahead of need by an
 	// owner holding entries it read and has not acked (the batched mode's
-	// prefetch), which a pending pass would hand it again. Its entries
+	// prefetch), which a pending pass would hand it again. It is safe to
+	// run twice: its consumer's pending entries of the first lane after
+	// RoundSlice.After, which only a run whose reply was lost delivered,
+	// come back before anything new is read. Its entries
 	// are RoundRead's for a read whose pending pass found nothing, except
 	// that a later lane's are never read: More says one exists when the
 	// first lane had entries, and no entries say only that the first lane
@@ -55,7 +58,7 @@ const (
 const RoundMaxAckIDs = 1024
 
 // roundHeader is how many ARGV values precede a slice's ack ids.
-const roundHeader = 7
+const roundHeader = 8
 
 // RoundSlice is one partition's part of a round: its lease, lanes and
 // group, what to do (Op), and the ids to ack first. A slice's keys share
@@ -80,6 +83,12 @@ type RoundSlice struct {
 	// AckIDs are acked, in one XACK after the fence check and before the
 	// read, as the ack riding on FencedRead is.
 	AckIDs []string
+	// After is, for RoundReadNew (and only for it), the id of the last
+	// entry of the first lane the owner holds once AckIDs are acked (read
+	// and not acked), or "0" when it holds none there: the entries after
+	// it pending under the slice's consumer can only come from a run of
+	// the same call whose reply was lost, and they are handed back again.
+	After string
 }
 
 // RoundResult is one slice's outcome.
@@ -158,7 +167,7 @@ func BuildRound(slices []RoundSlice, cluster bool) (keys []string, args []any, e
 		if i == 0 || !cluster {
 			keys = append(append(keys, s.Lease.Ref.Key, PauseKey(s.Lease.Ref.Key)), s.Lanes...)
 		}
-		args = append(args, string(s.Op), 2+len(s.Lanes), s.Lease.Token(), s.Group, s.N, s.AckLane, len(s.AckIDs))
+		args = append(args, string(s.Op), 2+len(s.Lanes), s.Lease.Token(), s.Group, s.N, s.AckLane, len(s.AckIDs), s.After)
 		for _, id := range s.AckIDs {
 			args = append(args, id)
 		}
@@ -210,6 +219,8 @@ func (s RoundSlice) check() error {
 		return fmt.Errorf("a read of %d entries over %d lanes", s.N, len(s.Lanes))
 	case s.Op == RoundReadOldest && (s.N < 0 || s.N > len(s.Lanes)):
 		return fmt.Errorf("%d primaries of %d lanes", s.N, len(s.Lanes))
+	case (s.Op == RoundReadNew) != (s.After != ""):
+		return fmt.Errorf("op %q with after %q: a read-new names the last entry its owner holds (\"0\": none), no other op does", s.Op, s.After)
 	}
 	return nil
 }

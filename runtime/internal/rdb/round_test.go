@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 
@@ -503,7 +504,7 @@ func rawRound(t *testing.T, slices []RoundSlice) ([]string, []any) {
 	args := []any{len(slices), 0}
 	for _, s := range slices {
 		keys = append(append(keys, s.Lease.Ref.Key), s.Lanes...)
-		args = append(args, string(s.Op), 1+len(s.Lanes), s.Lease.Token(), s.Group, s.N, s.AckLane, len(s.AckIDs))
+		args = append(args, string(s.Op), 1+len(s.Lanes), s.Lease.Token(), s.Group, s.N, s.AckLane, len(s.AckIDs), s.After)
 		for _, id := range s.AckIDs {
 			args = append(args, id)
 		}
@@ -660,7 +661,7 @@ func TestRoundReadNew(t *testing.T) {
 		t.Fatalf("first read: %+v, want the first two entries", r)
 	}
 	// 1 and 2 are pending: a read-new acks 1 and takes 3 and 4, not 2.
-	s := RoundSlice{Op: RoundReadNew, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 2, AckLane: 1, AckIDs: ids[:1]}
+	s := RoundSlice{Op: RoundReadNew, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 2, AckLane: 1, AckIDs: ids[:1], After: ids[1]}
 	r = read(s)
 	if len(r.Entries) != 2 || r.Entries[0].ID != ids[2] || r.Entries[1].ID != ids[3] || !r.More || r.Entries[0].Deliveries != 1 || r.Entries[0].Pending {
 		t.Fatalf("read-new: %+v, want entries 3 and 4, new, more waiting", r)
@@ -678,28 +679,29 @@ func TestRoundReadNew(t *testing.T) {
 		t.Fatalf("a stale read-new: %+v %v, want fenced", res, err)
 	}
 	// The last entry, then nothing: drained, no later lane.
-	r = read(RoundSlice{Op: RoundReadNew, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 2})
+	r = read(RoundSlice{Op: RoundReadNew, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 2, After: ids[3]})
 	if len(r.Entries) != 1 || r.Entries[0].ID != ids[4] || r.More {
 		t.Fatalf("read-new of the last: %+v, want entry 5, nothing more", r)
 	}
-	if r = read(RoundSlice{Op: RoundReadNew, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 2}); r.Entries != nil {
+	if r = read(RoundSlice{Op: RoundReadNew, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 2, After: ids[4]}); r.Entries != nil {
 		t.Fatalf("read-new of a drained lane: %+v, want none", r)
 	}
 	// A later lane that exists: More, though the first lane's read was short.
-	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: rc.lanes[0], Values: []any{"n", "6"}}).Err(); err != nil {
+	six, err := c.XAdd(ctx, &redis.XAddArgs{Stream: rc.lanes[0], Values: []any{"n", "6"}}).Result()
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: rc.lanes[1], Values: []any{"n", "b"}}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if r = read(RoundSlice{Op: RoundReadNew, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 2}); len(r.Entries) != 1 || !r.More {
+	if r = read(RoundSlice{Op: RoundReadNew, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 2, After: ids[4]}); len(r.Entries) != 1 || !r.More {
 		t.Fatalf("read-new with a backfill lane: %+v, want one entry and more", r)
 	}
 	// The first lane drained, the backfill lane not: a read-new finds
 	// nothing and says nothing of the backfill lane (its caller must not
 	// take the partition for drained: partition.collect), where a read
 	// hands over the backfill entry.
-	if r = read(RoundSlice{Op: RoundReadNew, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 2}); r.Entries != nil {
+	if r = read(RoundSlice{Op: RoundReadNew, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 2, After: six}); r.Entries != nil {
 		t.Fatalf("read-new, first lane drained: %+v, want none", r)
 	}
 	pend, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: rc.lanes[0], Group: "g", Start: "-", End: "+", Count: 100}).Result()
@@ -711,5 +713,48 @@ func TestRoundReadNew(t *testing.T) {
 	}
 	if r = read(RoundSlice{Op: RoundRead, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 2}); len(r.Entries) != 1 || r.Entries[0].Stream != rc.lanes[1] {
 		t.Fatalf("read, first lane drained: %+v, want the backfill entry", r)
+	}
+}
+
+// A read-new run twice (a client resent it after losing its reply; a
+// proxy replayed it) hands back the entries its first run delivered, not
+// the ones after them, which the owner would run first; and it says so
+// for any number of entries the owner holds on the first lane, none
+// included ("0"). BuildRound refuses a read-new without the id it reads
+// after, and any other op with one.
+func TestRoundReadNewRunTwice(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	rc, ids := roundPartition(ctx, t, c, "twice", 9)
+	run := func(s RoundSlice) RoundResult {
+		t.Helper()
+		res, err := Round(ctx, c, []RoundSlice{s})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("round %+v: %+v %v", s, res, err)
+		}
+		return res[0]
+	}
+	r := run(RoundSlice{Op: RoundRead, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 2})
+	if len(r.Entries) != 2 {
+		t.Fatalf("first read: %+v", r)
+	}
+	// Holding 1 and 2, acking 1: the same call twice.
+	s := RoundSlice{Op: RoundReadNew, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 3, AckLane: 1, AckIDs: ids[:1], After: ids[1]}
+	first, again := run(s), run(s)
+	if len(first.Entries) != 3 || first.Entries[0].ID != ids[2] || !slices.EqualFunc(first.Entries, again.Entries, func(a, b Entry) bool { return a.ID == b.ID }) || again.More != first.More {
+		t.Fatalf("a read-new run twice: %+v then %+v, want entries 3-5 both times", first, again)
+	}
+	// Holding nothing on the first lane once 2-5 are acked.
+	s = RoundSlice{Op: RoundReadNew, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 3, AckLane: 1, AckIDs: ids[1:5], After: "0"}
+	first, again = run(s), run(s)
+	if len(first.Entries) != 3 || first.Entries[0].ID != ids[5] || !slices.EqualFunc(first.Entries, again.Entries, func(a, b Entry) bool { return a.ID == b.ID }) {
+		t.Fatalf("a read-new holding nothing, run twice: %+v then %+v, want entries 6-8 both times", first, again)
+	}
+	for _, bad := range []RoundSlice{
+		{Op: RoundReadNew, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 3},
+		{Op: RoundRead, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 3, After: "0"},
+	} {
+		if _, _, err := BuildRound([]RoundSlice{bad}, false); err == nil {
+			t.Errorf("BuildRound took %c with after %q", bad.Op, bad.After)
+		}
 	}
 }

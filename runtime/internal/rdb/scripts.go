@@ -2,7 +2,9 @@ package rdb
 
 import (
 	"context"
+	"crypto/sha1"
 	"embed"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -19,6 +21,7 @@ var luaFiles embed.FS
 func script(name string, libs ...string) *redis.Script {
 	s := redis.NewScript(source(name, libs...))
 	allScripts = append(allScripts, s)
+	scriptNames[s.Hash()] = name
 	return s
 }
 
@@ -31,6 +34,7 @@ func script(name string, libs ...string) *redis.Script {
 func crossSlotScript(name string, libs ...string) *redis.Script {
 	s := redis.NewScript(crossSlotShebang + source(name, libs...))
 	clusterScripts = append(clusterScripts, s)
+	scriptNames[s.Hash()] = name
 	return s
 }
 
@@ -69,6 +73,22 @@ func prefixed(dir string, names []string) []string {
 
 // allScripts is every script, for LoadScripts; filled by script.
 var allScripts []*redis.Script
+
+// scriptNames names each script (its file in lua/, without .lua) by its
+// SHA1; filled by script and crossSlotScript.
+var scriptNames = map[string]string{}
+
+// ScriptName names the script an EVALSHA or EVAL call runs, given the
+// call's second argument (the SHA1, or the script's text): its file in
+// lua/ without ".lua" ("round" for both of round's variants), or "" when
+// it is none of seqby's. Tests use it to pick calls by what they run.
+func ScriptName(shaOrText string) string {
+	if n, ok := scriptNames[shaOrText]; ok {
+		return n
+	}
+	sum := sha1.Sum([]byte(shaOrText))
+	return scriptNames[hex.EncodeToString(sum[:])]
+}
 
 // clusterScripts are the scripts LoadScripts loads on a cluster client
 // only; filled by crossSlotScript.

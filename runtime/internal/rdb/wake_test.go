@@ -24,7 +24,7 @@ func TestPublishWakesTheOwners(t *testing.T) {
 			var err error
 			if batch {
 				e := BatchEntry{Category: "order", Key: "a", Stream: stream, Partitioned: true, Fields: fields}
-				_, err = PublishBatch(ctx, c, []BatchEntry{e, e}, 100)
+				_, err = PublishBatch(ctx, c, []BatchEntry{e, e}, 100, 0)
 			} else {
 				err = Publish(ctx, c, "order", "a", stream, 100, fields, Once{})
 			}
@@ -228,7 +228,7 @@ func TestPublishWithoutHVals(t *testing.T) {
 			t.Fatalf("Publish without HVALS: %v", err)
 		}
 		e := BatchEntry{Category: "order", Key: "a", Stream: stream, Partitioned: true, Fields: fields}
-		if _, err := PublishBatch(ctx, limited, []BatchEntry{e}, 100); err != nil && !errors.Is(err, ErrUnsignalled) {
+		if _, err := PublishBatch(ctx, limited, []BatchEntry{e}, 100, 0); err != nil && !errors.Is(err, ErrUnsignalled) {
 			t.Fatalf("PublishBatch without HVALS: %v", err)
 		}
 		if n := admin.XLen(ctx, stream).Val(); n != 2 {

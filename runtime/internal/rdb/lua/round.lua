@@ -11,11 +11,12 @@
 -- ARGV[1] S, the number of slices
 -- ARGV[2] U, how many of the slices' keys are passed at the end of ARGV
 --         instead of in KEYS (0 on a single Redis; see Cluster below)
--- then, per slice, a header of 7 values and its ack ids:
+-- then, per slice, a header of 8 values and its ack ids:
 --   op       A (ack only), R (ack, then read.lua's read), N (ack, then
---            read only new entries of the first lane, no pending pass:
---            lib/read.lua's read_new), O (ack, then read_oldest.lua's
---            read) or V (verify the lease only)
+--            read only the entries of the first lane after those the
+--            owner holds, no pending pass: lib/read.lua's read_new), O
+--            (ack, then read_oldest.lua's read) or V (verify the lease
+--            only)
 --   nkeys    how many keys the slice has: its lease, its pause mark
 --            (PauseKey of the lease), then its lanes
 --   token    the token the lease must hold, also the consumer name
@@ -25,6 +26,11 @@
 --   ackLane  the lane (1-based among the slice's lanes) the ack ids are
 --            on, 0 for none
 --   ackCount how many ack ids follow
+--   after    N: the id of the last entry of the first lane the owner holds
+--            (read, not acked and not acked by this call), 0 when it
+--            holds none there, so that the call run again hands back the
+--            entries its first run delivered (lib/read.lua's read_new);
+--            else empty
 --   ids...   ackCount entry ids, acked in one XACK, in this order
 -- then the U undeclared keys.
 -- The keys, KEYS then the U undeclared ones, are per slice, in slice
@@ -105,7 +111,8 @@ end
 -- counts that are not whole numbers; an ack lane beyond the lanes; ack
 -- ids without an ack lane or an ack lane without ids; a verify that acks;
 -- a read (R, N) of fewer than one entry or of no lane; more primaries than
--- lanes.
+-- lanes; a read-new (N) without the id it reads after, or another op with
+-- one.
 local slices = {}
 local a, k = 3, 1
 for s = 1, S do
@@ -113,11 +120,11 @@ for s = 1, S do
   if not (op == 'A' or op == 'R' or op == 'N' or op == 'O' or op == 'V') or not nk or nk < 2 or
       not lane or lane > nk - 2 or not nack or (lane == 0) ~= (nack == 0) or
       (op == 'V' and nack > 0) or ((op == 'R' or op == 'N') and (not n or n < 1 or nk < 3)) or
-      (op == 'O' and (not n or n > nk - 2)) then
+      (op == 'O' and (not n or n > nk - 2)) or ((op == 'N') ~= (ARGV[a + 7] ~= '')) then
     return redis.error_reply('ERR round: malformed header of slice ' .. s)
   end
   slices[s] = {op, k, nk, a, lane, nack}
-  a, k = a + 7 + nack, k + nk
+  a, k = a + 8 + nack, k + nk
 end
 if a - 1 ~= nargv or k - 1 ~= #KEYS + U then
   return redis.error_reply('ERR round: the slices name ' .. (k - 1) .. ' keys and ' .. (a - 1) ..
@@ -133,13 +140,13 @@ local function slice(op, k, nk, a, lane, nack)
   -- One XACK for every id: it checks all the ids before acking any.
   local acked = 0
   if lane > 0 and nack > 0 then
-    acked = redis.call('XACK', lanes[lane], group, unpack(ARGV, a + 7, a + 6 + nack))
+    acked = redis.call('XACK', lanes[lane], group, unpack(ARGV, a + 8, a + 7 + nack))
   end
   -- The entry the acks are for has finished; no other starts on a paused
   -- partition. An ack alone confirms the lease for the next entry too.
   if redis.call('EXISTS', key(k + 1)) == 1 then return {2, acked} end
   if op == 'R' then return {1, read_lanes(lanes, token, group, ARGV[a + 4])} end
-  if op == 'N' then return {1, read_new(lanes, token, group, ARGV[a + 4])} end
+  if op == 'N' then return {1, read_new(lanes, token, group, ARGV[a + 4], ARGV[a + 7])} end
   if op == 'O' then return {1, read_oldest_lanes(lanes, token, group, tonumber(ARGV[a + 4]))} end
   if op == 'A' then return {1, acked} end
   return {1, 1}

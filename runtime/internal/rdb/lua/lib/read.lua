@@ -70,17 +70,30 @@ local function read_lanes(lanes, token, group, count)
   end
   return {0}
 end
--- read_new(lanes, token, group, count) reads up to count new entries
--- ('>') of the first lane only, without the pending pass: a read sent
--- ahead of need (round.lua's N op) by an owner that holds entries it read
--- and has not acked, which a pending pass would hand it again. Its reply
--- is read_lanes()'s for a '>' read of the first lane: {1, entries, 1, 0,
--- more}, more being 1 on a full read or when a later lane exists; or {0}
--- when the first lane has nothing new, which, unlike read_lanes()'s,
--- says nothing of the later lanes.
-local function read_new(lanes, token, group, count)
+-- read_new(lanes, token, group, count, after) reads up to count new
+-- entries ('>') of the first lane only, without the pending pass: a read
+-- sent ahead of need (round.lua's N op) by an owner that holds entries it
+-- read and has not acked, which a pending pass would hand it again. after
+-- is the id of the last entry of the first lane the owner holds.
+--
+-- A client may run the call twice (go-redis resends a call whose reply it
+-- lost; a proxy replays one), and the second run must hand back what the
+-- first delivered, not the entries after them, which the owner would run
+-- first: so this consumer's pending entries of the first lane after
+-- `after`, which only a run whose reply was lost can have delivered, come
+-- back before anything new is read. Reading them counts a delivery more
+-- (as the pending pass does); the reply says 1, as the first run's did.
+--
+-- Its reply is read_lanes()'s for a '>' read of the first lane: {1,
+-- entries, 1, 0, more}, more being 1 on a full read or when a later lane
+-- exists; or {0} when the first lane has nothing new, which, unlike
+-- read_lanes()'s, says nothing of the later lanes.
+local function read_new(lanes, token, group, count, after)
   if redis.call('EXISTS', lanes[1]) == 0 then return {0} end
-  local r = read_lane(lanes[1], token, group, '>', count)
+  local r = read_lane(lanes[1], token, group, after, count)
+  if not (r and r[1] and #r[1][2] > 0) then
+    r = read_lane(lanes[1], token, group, '>', count)
+  end
   if not (r and r[1] and #r[1][2] > 0) then return {0} end
   local es = r[1][2]
   local more = 0
