@@ -179,7 +179,18 @@ func (e *Engine) reapLoop(base context.Context, stop <-chan struct{}, cats []str
 func (e *Engine) reapCategory(base context.Context, stop <-chan struct{}, cat string) {
 	op := func() (context.Context, context.CancelFunc) { return context.WithTimeout(base, 5*time.Second) }
 	ctx, cancel := op()
-	l, err := rdb.Acquire(ctx, e.c, rdb.ReaperLease(cat), e.incarnation, e.o.LeaseTTL)
+	ref := rdb.ReaperLease(cat)
+	l, err := rdb.Acquire(ctx, e.c, ref, e.incarnation, e.o.LeaseTTL)
+	if err != nil {
+		// Held by this incarnation: the acquire ran twice (its reply was
+		// lost and the client sent it again) or an earlier pass could not
+		// release it. Only this loop takes the reaper lease, so it is
+		// this pass's to use rather than a block for LeaseTTL.
+		var sent time.Time
+		if own, ok := e.adopt(ctx, ref, err, &sent); ok {
+			l, err = own, nil
+		}
+	}
 	cancel()
 	if err != nil {
 		if !errors.Is(err, rdb.ErrLeaseHeld) {

@@ -335,3 +335,35 @@ func noSkips(ran []int, n int) bool {
 	}
 	return top == n
 }
+
+// A reaper whose lease acquire Redis ran twice uses the lease it holds:
+// it used to take its own lease for another's, skip the pass, and leave
+// every reaper of the category blocked for LeaseTTL.
+func TestReaperLeaseAcquiredTwice(t *testing.T) {
+	s := redistest.New(t)
+	ctx := ctxT(t)
+	var l redistest.LostReply
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, Dialer: l.Dialer(nil)})
+	t.Cleanup(func() { c.Close() })
+	reaper := rdb.ReaperLease("order").Key
+	l.Arm(func(args []string) bool { return runsScript("acquire")(args) && slices.Contains(args, reaper) }, redistest.EOF, 1)
+	j := newJournal()
+	h := keyedHandler("reaped", func(_ context.Context, e *testEvent) error {
+		j.enter(e.Client, seqKey(e.Client, e.Seq))
+		j.leave(e.Client, seqKey(e.Client, e.Seq), e.Seq, true)
+		return nil
+	})
+	opts := fastOptions("reaper-twice")
+	opts.ReapAfter = 300 * time.Millisecond
+	// A blocked reaper lease would outlast the test's wait.
+	opts.LeaseTTL = time.Minute
+	startEngine(t, c, opts, h)
+	if err := NewPublisher(c).Publish(ctx, ev("k", 1)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the event handled", func() bool { return j.count("k") == 1 })
+	eventually(t, 20*time.Second, "the partition reaped", func() bool {
+		ks, err := rdb.Partitions(ctx, c, "order")
+		return err == nil && len(ks) == 0 && l.Lost() == 1
+	})
+}

@@ -33,7 +33,7 @@
 //	{category}:__reapergen__             string      its generation counter
 //	{value}:__pmlease__:pm               string      a sequential pm's lease on correlation value <value>
 //	{value}:__pmgen__:pm                 string      its generation counter: max(stored + 1, Redis time in µs) per acquire; reaped
-//	{value}:__pmstate__:pm               hash        pm state: version, data (JSON), applied:<stream> (last entry included)
+//	{value}:__pmstate__:pm               hash        pm state: version, data (JSON), applied:<stream> (last entry included), saved_by (the last save's nonce)
 //	{value}:__pmhalt__:pm                string      its halt record (JSON) while halted
 //	seqby:__members__:handler            sorted set  live instances, score = last announcement (Redis ms)
 //	seqby:__owner__:owner                string      the incarnation of the live engine with OwnerID owner (TTL LeaseTTL)

@@ -720,7 +720,7 @@ func TestRoundReadNew(t *testing.T) {
 // proxy replayed it) hands back the entries its first run delivered, not
 // the ones after them, which the owner would run first; and it says so
 // for any number of entries the owner holds on the first lane, none
-// included ("0"). BuildRound refuses a read-new without the id it reads
+// included ("0"), and without counting a delivery more. BuildRound refuses a read-new without the id it reads
 // after, and any other op with one.
 func TestRoundReadNewRunTwice(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
@@ -742,6 +742,11 @@ func TestRoundReadNewRunTwice(t *testing.T) {
 	first, again := run(s), run(s)
 	if len(first.Entries) != 3 || first.Entries[0].ID != ids[2] || !slices.EqualFunc(first.Entries, again.Entries, func(a, b Entry) bool { return a.ID == b.ID }) || again.More != first.More {
 		t.Fatalf("a read-new run twice: %+v then %+v, want entries 3-5 both times", first, again)
+	}
+	// The second run counts no delivery: the entries were delivered once.
+	p, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: rc.lanes[0], Group: "g", Start: ids[2], End: ids[4], Count: 10}).Result()
+	if err != nil || len(p) != 3 || p[0].RetryCount != 1 || p[2].RetryCount != 1 {
+		t.Fatalf("pending after a read-new run twice: %+v %v, want entries 3-5 delivered once", p, err)
 	}
 	// Holding nothing on the first lane once 2-5 are acked.
 	s = RoundSlice{Op: RoundReadNew, Lease: roundLease(rc), Group: "g", Lanes: rc.lanes, N: 3, AckLane: 1, AckIDs: ids[1:5], After: "0"}

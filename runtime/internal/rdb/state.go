@@ -2,6 +2,8 @@ package rdb
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 
@@ -62,7 +64,10 @@ func SaveState(ctx context.Context, c redis.UniversalClient, s StateSave) (saved
 	if s.Stream != "" {
 		field = AppliedField(s.Stream)
 	}
-	res, err := scriptSaveState.Run(ctx, c, keys, s.ExpectVersion, s.Data, s.Token, field, s.EntryID).Slice()
+	// The nonce tells this save's second run (a resend) from a conflict.
+	var nonce [12]byte
+	rand.Read(nonce[:])
+	res, err := scriptSaveState.Run(ctx, c, keys, s.ExpectVersion, s.Data, s.Token, field, s.EntryID, hex.EncodeToString(nonce[:])).Slice()
 	if err != nil {
 		if isFenceErr(err) {
 			return false, 0, fmt.Errorf("save pm state %s: %w", key, ErrFenced)

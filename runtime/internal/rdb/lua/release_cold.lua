@@ -19,14 +19,26 @@
 -- Checked and deleted in one script, so an entry appended before it keeps
 -- the owner, and one appended after it finds the partition unowned, and
 -- warm again for the next acquire.
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+--
+-- Run twice (a client resends a call whose reply it lost), the second run
+-- finds the lease gone: a missing lease over cold lanes replies 1 as the
+-- first run did (if the lease expired instead, the partition was cold and
+-- unowned all the same), and only a missing lease over lanes with work is
+-- the lost lease it is.
+local cur = redis.call('GET', KEYS[1])
+if cur and cur ~= ARGV[1] then
   return redis.error_reply('SEQBY_FENCED lease ' .. KEYS[1] .. ' is not held by ' .. ARGV[1])
 end
-if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+if cur and redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 local w = 2 * tonumber(ARGV[4] or '0')
 local lanes = {}
 for i = 3, #KEYS - w do lanes[#lanes + 1] = KEYS[i] end
-if not cold(lanes, tonumber(ARGV[2])) then return 0 end
+if not cold(lanes, tonumber(ARGV[2])) then
+  if not cur then
+    return redis.error_reply('SEQBY_FENCED lease ' .. KEYS[1] .. ' is not held by ' .. ARGV[1])
+  end
+  return 0
+end
 unwake(#KEYS - w + 1, #KEYS, ARGV[3], ARGV[1])
-redis.call('DEL', KEYS[1])
+if cur then redis.call('DEL', KEYS[1]) end
 return 1

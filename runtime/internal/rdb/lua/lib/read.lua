@@ -81,21 +81,32 @@ end
 -- first delivered, not the entries after them, which the owner would run
 -- first: so this consumer's pending entries of the first lane after
 -- `after`, which only a run whose reply was lost can have delivered, come
--- back before anything new is read. Reading them counts a delivery more
--- (as the pending pass does); the reply says 1, as the first run's did.
+-- back before anything new is read. They are listed (XPENDING) and read
+-- (XRANGE), which counts no delivery, so the reply is the first run's.
 --
 -- Its reply is read_lanes()'s for a '>' read of the first lane: {1,
 -- entries, 1, 0, more}, more being 1 on a full read or when a later lane
 -- exists; or {0} when the first lane has nothing new, which, unlike
 -- read_lanes()'s, says nothing of the later lanes.
+local function delivered_after(lane, group, token, after, count)
+  local p = redis.pcall('XPENDING', lane, group, '(' .. after, '+', count, token)
+  if type(p) ~= 'table' or p.err or #p == 0 then return nil end
+  local es = {}
+  for i = 1, #p do
+    local e = redis.call('XRANGE', lane, p[i][1], p[i][1])
+    -- An entry deleted while pending reads as a read of it would: no body.
+    es[i] = e[1] or {p[i][1], false}
+  end
+  return es
+end
 local function read_new(lanes, token, group, count, after)
   if redis.call('EXISTS', lanes[1]) == 0 then return {0} end
-  local r = read_lane(lanes[1], token, group, after, count)
-  if not (r and r[1] and #r[1][2] > 0) then
-    r = read_lane(lanes[1], token, group, '>', count)
+  local es = delivered_after(lanes[1], group, token, after, count)
+  if not es then
+    local r = read_lane(lanes[1], token, group, '>', count)
+    if not (r and r[1] and #r[1][2] > 0) then return {0} end
+    es = r[1][2]
   end
-  if not (r and r[1] and #r[1][2] > 0) then return {0} end
-  local es = r[1][2]
   local more = 0
   if #es >= tonumber(count) then more = 1 end
   for j = 2, #lanes do

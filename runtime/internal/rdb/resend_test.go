@@ -1,0 +1,84 @@
+package rdb
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/internal/redistest"
+)
+
+// lossy is a client of c's server whose calls that run the named script
+// lose their reply once (go-redis then sends them again).
+func lossy(t *testing.T, c *redis.Client, script string) (*redis.Client, *redistest.LostReply) {
+	t.Helper()
+	l := &redistest.LostReply{}
+	lc := redis.NewClient(&redis.Options{Addr: c.Options().Addr, Dialer: l.Dialer(nil)})
+	t.Cleanup(func() { lc.Close() })
+	// Loaded first: a NOSCRIPT reply lost would test nothing.
+	if err := LoadScripts(ctxT(t), c); err != nil {
+		t.Fatal(err)
+	}
+	l.Arm(func(args []string) bool { return len(args) > 1 && ScriptName(args[1]) == script }, redistest.EOF, 1)
+	return lc, l
+}
+
+// A pm state save that Redis runs twice answers as the first run did:
+// saved, at the version it wrote. It used to answer a conflict, on which
+// a non-sequential pm applies the event again to the state that holds it.
+func TestSaveStateRunTwice(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	lc, l := lossy(t, c, "save_state")
+	saved, stored, err := SaveState(ctx, lc, StateSave{PM: "pm", Correlation: "v", Data: []byte(`{"n":1}`), ExpectVersion: 0})
+	if l.Lost() != 1 {
+		t.Fatalf("lost %d replies, want 1", l.Lost())
+	}
+	if err != nil || !saved {
+		t.Fatalf("a save run twice: saved %v, stored %d, %v; want saved", saved, stored, err)
+	}
+	// Another writer's save of the same version is still a conflict.
+	saved, stored, err = SaveState(ctx, c, StateSave{PM: "pm", Correlation: "v", Data: []byte(`{"n":2}`), ExpectVersion: 0})
+	if err != nil || saved || stored != 1 {
+		t.Fatalf("a second writer from version 0: saved %v, stored %d, %v; want a conflict at 1", saved, stored, err)
+	}
+}
+
+// A cold release that Redis runs twice answers as the first run did,
+// released, where it answered fenced, which the owner reports as a lost
+// lease (a warning, the lease-lost and fenced metrics). A lease gone while
+// its lanes have work is still fenced.
+func TestReleaseColdRunTwice(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	cold := func(key string) string {
+		stream := PartitionStream("order", key)
+		c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"n", 1}})
+		c.XTrimMaxLen(ctx, stream, 0)
+		last := c.XInfoStream(ctx, stream).Val().LastGeneratedID
+		eventually(t, 5*time.Second, "the Redis clock to pass the last entry", func() bool {
+			return c.Time(ctx).Val().UnixMilli() > idMillis(last)+1
+		})
+		return stream
+	}
+	stream := cold("k1")
+	lc, l := lossy(t, c, "release_cold")
+	lease, err := Acquire(ctx, c, PartitionLease(stream, "g"), "o~1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	released, err := lease.ReleaseCold(ctx, lc, time.Millisecond, []string{stream})
+	if l.Lost() != 1 || err != nil || !released {
+		t.Fatalf("a cold release run twice (lost %d): %v, %v; want released", l.Lost(), released, err)
+	}
+	// The lease expired, and the partition has work: fenced.
+	warm := PartitionStream("order", "k2")
+	lease, err = Acquire(ctx, c, PartitionLease(warm, "g"), "o~1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.XAdd(ctx, &redis.XAddArgs{Stream: warm, Values: []any{"n", 1}})
+	c.Del(ctx, lease.Ref.Key)
+	if _, err := lease.ReleaseCold(ctx, c, time.Millisecond, []string{warm}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("ReleaseCold of a lost lease over work: %v, want ErrFenced", err)
+	}
+}
