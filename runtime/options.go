@@ -73,7 +73,10 @@ type Options struct {
 	// on a head delivered more often than this: each owner that read it
 	// counts once, so a message that kills the process handling it (a
 	// stack overflow, an OOM kill) stops after that many owners instead of
-	// taking down every instance in turn. Default 10; negative: no limit.
+	// taking down every instance in turn. A read whose reply was lost and
+	// that the client sent again counts once more (docs/runtime.md, Every
+	// call may run twice), so leave room above 1. Default 10; negative: no
+	// limit.
 	MaxDeliveries int
 	// ReadAhead is how many new entries of a keyed partition one fenced
 	// read takes at most. The ones after the first wait in memory, and

@@ -80,4 +80,72 @@
 // before doing anything. The cluster variant is also flagged allow-oom,
 // as a flagged script is refused whole at maxmemory where the unflagged
 // single scripts still ack and read.
+//
+// # Every call may run twice
+//
+// Every command, script and pipeline that the engine, the publisher, the
+// outbox relay and the operators' tools send may be run twice by Redis
+// and must have the same outcome as running once, for Redis's state and
+// for the caller's answer: go-redis resends a command or a pipeline whose
+// reply it failed to read (io.EOF, a reset, a read timeout; MaxRetries, 3
+// by default, and users pass their own clients), although Redis may have
+// run it, and proxies and cluster redirects replay calls. A script that
+// compares and acts, whose second run would see its own effect and
+// refuse, keeps a nonce of the call with the effect, in the same slot,
+// and answers its second run as the first. Why each is safe:
+//
+//	ack.lua                XACK is idempotent; the fence and pause checks only read
+//	acquire.lua            a second run finds its own lease and says held by this incarnation, which the engine adopts (adopt.go; the reaper too)
+//	append_once.lua        the second run finds the message id and appends nothing
+//	begin_attempt.lua      sets the same attempt mark again
+//	check_head.lua         reads only
+//	clear_halt.lua         deletes only the record it was given; a second run finds nothing and the listing drops the index member
+//	del_idle_consumer.lua  deletes an idle consumer; the second run finds none
+//	deploy_read.lua        reads only
+//	deploy_record.lua      writes the instance's own record again
+//	dlq_delete.lua         keeps the drop's nonce for a few minutes: the second run answers as the first
+//	dlq_replay.lua         keeps the replay's nonce with the entry it appended: the second run answers with it
+//	live_members.lua       reads only
+//	member.lua             the same member with a fresh score
+//	owner_claim.lua        the same incarnation may claim again
+//	owner_state.lua        reads only
+//	read.lua               the second run's pending pass hands back what the first delivered, one entry at a time
+//	read_oldest.lua        the second run's pending pass hands back the one entry the first delivered
+//	reap.lua               the second run finds the partition gone and answers as the first
+//	reclaim.lua            claims the same entries again (JUSTID: no delivery counted)
+//	record_halt.lua        writes the same record again under the same fence
+//	register_group.lua     HSETNX: the second run reads the start the first stored
+//	release.lua            the second run is fenced (the lease is gone) and the caller ignores it
+//	release_cold.lua       a second run over cold lanes with the lease gone answers released
+//	renew.lua              the same PEXPIRE again under the same token
+//	renew_many.lua         the same PEXPIREs and wake names again
+//	resolve_head.lua       keeps the resolve's nonce in its note: the second run answers with the first's dead-letter id
+//	round.lua              each op is its single script's (A ack, R read, O read_oldest, V verify); N names the last entry its owner holds and hands back its pending entries after it
+//	save_state.lua         keeps the save's nonce (saved_by): the second run answers saved
+//	trim.lua               trims below acked entries: the second run trims nothing more
+//	verify.lua             reads only
+//
+// and the calls sent from Go:
+//
+//	Publish, one Redis    MULTI/EXEC of SADD, append_once and the wake reads and signals: stored once by message id; go-redis does not resend a MULTI/EXEC, so the publisher sends it again itself on a lost reply
+//	Publish, cluster      SADD, append_once, then a pipeline of SADD and the wake reads: each idempotent
+//	PublishBatch          the same per entry, each with its message id, resent whole by the publisher on a lost reply
+//	signals               XADD to a wake-up stream: a duplicate wake-up costs one read
+//	AcquireAll, RenewAll  pipelines of acquire and renew_many, each as above
+//	the Batcher           pipelines of rounds, each as above
+//	Barrier               SET of the same marker, WAIT and INFO: reads and an idempotent write
+//	heartbeats            PEXPIRE, SET and DEL of the engine's own keys; an empty signal wakes nobody
+//	indexes               SADD, SREM and SMOVE of set members (halted, paused, reaping, the category index): idempotent
+//	pause                 SADD and SET NX of the mark: a second run finds its own note, byte for byte, and answers paused
+//	resume                GET and DEL of the mark, with the note kept under the resume's nonce: the second run answers resumed
+//	audit                 an append_once-style append by the action's nonce: one entry per action
+//	outbox relay          PublishRecord, by the record's message id
+//	unkeyed handlers      XREADGROUP, XACK and XCLAIM: a delivery lost to a resent read is claimed back after LeaseTTL; unkeyed handlers promise no order
+//
+// A read run twice counts one delivery more toward Options.MaxDeliveries
+// (the pending pass reads again); the read-new op counts none. The
+// resend suite (runtime/resend_test.go, redistest.LostReply) loses the
+// reply of each kind of call after Redis ran it and checks the promise;
+// docs/runtime.md holds the same list, and a test keeps both naming every
+// script.
 package rdb

@@ -2,6 +2,10 @@ package rdb
 
 import (
 	"errors"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,5 +84,52 @@ func TestReleaseColdRunTwice(t *testing.T) {
 	c.Del(ctx, lease.Ref.Key)
 	if _, err := lease.ReleaseCold(ctx, c, time.Millisecond, []string{warm}); !errors.Is(err, ErrFenced) {
 		t.Fatalf("ReleaseCold of a lost lease over work: %v, want ErrFenced", err)
+	}
+}
+
+// The rule that every call may run twice lists every script, with why it
+// is safe to resend, in this package's doc and in docs/runtime.md: a new
+// script is not done until both say so.
+func TestResendListsNameEveryScript(t *testing.T) {
+	files, err := luaFiles.ReadDir("lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, f := range files {
+		if !f.IsDir() {
+			want = append(want, f.Name())
+		}
+	}
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile("../../../docs/runtime.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := func(text, from, to string) string {
+		_, after, ok := strings.Cut(text, from)
+		if !ok {
+			t.Fatalf("no section %q", from)
+		}
+		before, _, _ := strings.Cut(after, to)
+		return before
+	}
+	for _, list := range []struct {
+		name, text string
+		row        *regexp.Regexp
+	}{
+		{"doc.go", section(string(doc), "# Every call may run twice", "and the calls sent from Go"), regexp.MustCompile(`(?m)^//\t(\S+\.lua) +\S`)},
+		{"docs/runtime.md", section(string(md), "## Every call may run twice", "| call from Go"), regexp.MustCompile("(?m)^\\| `(\\S+\\.lua)` \\| \\S")},
+	} {
+		var got []string
+		for _, m := range list.row.FindAllStringSubmatch(list.text, -1) {
+			got = append(got, m[1])
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s lists %v, want every script in lua/ in order: %v", list.name, got, want)
+		}
 	}
 }
