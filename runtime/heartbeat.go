@@ -146,7 +146,7 @@ func (e *Engine) renewAll(ctx context.Context) {
 	for try := 0; try < 2; try++ {
 		rctx, cancel := context.WithTimeout(ctx, e.o.HeartbeatInterval)
 		sent := time.Now()
-		errs := rdb.RenewAll(rctx, e.c, leases, e.o.LeaseTTL)
+		errs, _ := rdb.RenewAll(rctx, e.c, leases, e.o.LeaseTTL)
 		answered := time.Now()
 		cancel()
 		e.metrics.renew.Record(ctx, time.Since(sent).Seconds())
