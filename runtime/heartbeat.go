@@ -146,7 +146,7 @@ func (e *Engine) renewAll(ctx context.Context) {
 	for try := 0; try < 2; try++ {
 		rctx, cancel := context.WithTimeout(ctx, e.o.HeartbeatInterval)
 		sent := time.Now()
-		errs := rdb.RenewAll(rctx, e.c, leases, e.o.LeaseTTL)
+		errs, named := rdb.RenewAll(rctx, e.c, leases, e.o.LeaseTTL)
 		answered := time.Now()
 		cancel()
 		e.metrics.renew.Record(ctx, time.Since(sent).Seconds())
@@ -159,6 +159,9 @@ func (e *Engine) renewAll(ctx context.Context) {
 			switch {
 			case err == nil:
 				parts[i].renewErrs = 0
+				// A stream the renewal named this owner in, which it did
+				// not know named, wakes the partition once (named.go).
+				parts[i].renewedNamed(named[i])
 				if e.replicas != nil {
 					confirm = append(confirm, parts[i])
 				} else {

@@ -159,6 +159,9 @@ type partition struct {
 	// finish: an operator's resolve deletes the lease, and that is a
 	// resolution, not a loss (resolved.go). Guarded by mu.
 	lossCause error
+	// named says, per stream of lease.Ref.Wake, whether its wake hash is
+	// known to name this owner (named.go). Guarded by mu.
+	named []bool
 }
 
 func partitionID(group, stream string) string { return group + "\x00" + stream }
@@ -174,6 +177,7 @@ func (e *Engine) newPartition(base context.Context, c consumer, key string, l rd
 		release: make(chan struct{}),
 		active:  time.Now(),
 	}
+	p.initNamed()
 	info := LeaseInfo{Handler: c.reg.Name, Category: c.category, Key: key, Token: l.Token(), Generation: l.Generation, LeaseKey: l.Ref.Key}
 	p.arm(base, info, acquiredAt)
 	return p
@@ -360,6 +364,7 @@ func (p *partition) work() (asleep bool) {
 			p.sleep(p.idleWait(), []string{p.category}, []uint64{p.readMark})
 			return true
 		}
+		p.nameIf(en)
 		out, h := outHalt, e.overDelivered(p.reg, p.category, en)
 		var g *gate
 		if h == nil {

@@ -39,6 +39,7 @@ func (e *Engine) newPMPartition(base context.Context, reg Registration, cats []s
 		p.lanes = append(p.lanes, rdb.BackfillStream(c, correlation, e.o.BackfillSuffix))
 		p.laneCats = append(p.laneCats, c)
 	}
+	p.initNamed()
 	info := LeaseInfo{Handler: reg.Name, Category: strings.Join(cats, ","), Key: correlation,
 		Token: l.Token(), Generation: l.Generation, LeaseKey: l.Ref.Key}
 	p.arm(base, info, acquiredAt)
@@ -97,6 +98,7 @@ func (p *partition) workPM() (asleep bool) {
 			p.sleep(p.idleWait(), p.cats, marks)
 			return true
 		}
+		p.nameIf(en)
 		category := p.laneCats[max(slices.Index(p.lanes, en.Stream), 0)]
 		out, h := outHalt, e.overDelivered(p.reg, category, en)
 		var g *gate

@@ -218,10 +218,25 @@ func (w *waiter) forget(category, key string) {
 
 // signal counts one signal for the key and wakes its waiters; w.mu held.
 func (w *waiter) signal(category, key string) {
-	id := category + "\x00" + key
 	if w.onSignal != nil {
 		w.onSignal(category, key)
 	}
+	w.count(category, key)
+}
+
+// poke is a signal for the key that no publisher wrote: its owner learnt
+// that publishes may have signalled only other owners (named.go), so its
+// partitions read once. The index cache, which signals tell of new keys,
+// does not see it.
+func (w *waiter) poke(category, key string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.count(category, key)
+}
+
+// count counts one signal for the key and wakes its waiters; w.mu held.
+func (w *waiter) count(category, key string) {
+	id := category + "\x00" + key
 	w.total++
 	w.last[id] = w.total
 	w.wakeKey(id)

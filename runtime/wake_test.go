@@ -3,10 +3,14 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/internal/redistest"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -232,4 +236,174 @@ func TestOwnSignalStreamLostWakesPartitions(t *testing.T) {
 	if n := c.Exists(ctx, own).Val(); n != 0 {
 		t.Fatal("the signal stream outlived Run")
 	}
+}
+
+// A sequential pm holds a correlation value before one of its categories
+// has a stream for it; once that stream exists and another handler's
+// owner, on another instance, is named in its wake hash, a publish to it
+// must still wake the pm's owner. Before, the pm was named only by its
+// next renewal and a publish signalled the other owner alone: the pm
+// applied the event at its idle safety-net re-read (24-36 s). Its
+// heartbeat is a minute here, so no renewal runs during the test.
+func TestPMWokenOnACategoryStreamCreatedAfterItsLease(t *testing.T) {
+	redistest.Topologies(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := ctxT(t)
+		var mu sync.Mutex
+		applied := map[string]bool{}
+		did := func(ev string) bool { mu.Lock(); defer mu.Unlock(); return applied[ev] }
+		pm := flowPM("flow", func(_ context.Context, _, ev string, _ *pmPayment) error {
+			mu.Lock()
+			applied[ev] = true
+			mu.Unlock()
+			return nil
+		})
+		rt := pmRoute("pmpayment", "pmPayment", func(m *pmPayment) string { return m.OrderID }, nil)
+		rt.CorrelateField, rt.Correlate = "", nil
+		rt.Invoke = func(_ context.Context, _ any, m any) error {
+			mu.Lock()
+			applied[fmt.Sprintf("keyed/%d", m.(*pmPayment).Seq)] = true
+			mu.Unlock()
+			return nil
+		}
+		payments := Registration{Name: "payments", Kind: EventHandler, Key: "order_id", Sequential: true, Routes: []Route{rt}}
+
+		calls := &scriptArgs{}
+		pc := sameServer(t, c)
+		pc.AddHook(calls)
+		po := fastOptions("p")
+		po.LeaseTTL, po.HeartbeatInterval = 2*time.Minute, time.Minute
+		pe := startEngine(t, pc, po, pm)
+		startEngine(t, c, fastOptions("k"), payments)
+		p := NewPublisher(c)
+
+		// The pm takes o-1 through its order; o-1 has no payment stream.
+		if err := p.Publish(ctx, &pmOrder{OrderID: "o-1", Seq: 1}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 20*time.Second, "the pm to apply order 1 and sleep", func() bool {
+			return did("order/1") && asleep(pe.Engine, "pmpayment", "o-1")
+		})
+		lane := rdb.PartitionStream("pmpayment", "o-1")
+		trims := func() int { return calls.trimming(lane) }
+		before := trims()
+
+		// The payment stream appears (a new key: every instance is
+		// signalled); the keyed handler's owner names itself there.
+		if err := p.Publish(ctx, &pmPayment{OrderID: "o-1", Seq: 1}); err != nil {
+			t.Fatal(err)
+		}
+		wake := rdb.WakeKey(lane)
+		eventually(t, 20*time.Second, "both to apply payment 1, the keyed owner named", func() bool {
+			return did("payment/1") && did("keyed/1") && c.HGet(ctx, wake, "payments").Val() != ""
+		})
+		// The pm's trim of what it acked may still be due (it trims at
+		// most once a second), and its wake-up would read payment 2 too:
+		// wait until it trimmed the payment lane and sleeps with nothing
+		// due but its safety net.
+		eventually(t, 20*time.Second, "the pm to trim the payment lane and sleep", func() bool {
+			return trims() > before && asleep(pe.Engine, "pmpayment", "o-1")
+		})
+
+		if err := p.Publish(ctx, &pmPayment{OrderID: "o-1", Seq: 2}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "the pm to apply payment 2 (its safety-net re-read is 24-36 s away)", func() bool {
+			return did("payment/2")
+		})
+		eventually(t, 20*time.Second, "the keyed handler to apply payment 2", func() bool { return did("keyed/2") })
+		if got := c.HGet(ctx, wake, "flow").Val(); got != pe.incarnation {
+			t.Fatalf("the wake hash names %q for the pm, want its owner %s", got, pe.incarnation)
+		}
+	})
+}
+
+// A renewal that names a pm's owner in the wake hash of a stream that
+// appeared during its lease, and which it has not read yet, wakes it
+// once: publishes before the renewal signalled only the owner named
+// there. The first entry's publish here signals that other owner alone
+// (the key was indexed before, and the hash named it), as when the
+// signal that would have woken every instance was lost. Before, the
+// renewal named the pm and nothing woke it until its safety-net re-read
+// (24-36 s).
+func TestPMWokenWhenARenewalNamesIt(t *testing.T) {
+	redistest.Topologies(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := ctxT(t)
+		var mu sync.Mutex
+		applied := map[string]bool{}
+		did := func(ev string) bool { mu.Lock(); defer mu.Unlock(); return applied[ev] }
+		pm := flowPM("flow", func(_ context.Context, _, ev string, _ *pmPayment) error {
+			mu.Lock()
+			applied[ev] = true
+			mu.Unlock()
+			return nil
+		})
+		pe := startEngine(t, c, fastOptions("p"), pm)
+		p := NewPublisher(c)
+		if err := p.Publish(ctx, &pmOrder{OrderID: "o-1", Seq: 1}); err != nil {
+			t.Fatal(err)
+		}
+		// Asleep after its first trim (due at once), with nothing due but
+		// its safety net.
+		eventually(t, 20*time.Second, "the pm to apply order 1 and sleep", func() bool {
+			return did("order/1") && asleep(pe.Engine, "pmpayment", "o-1")
+		})
+		lane := rdb.PartitionStream("pmpayment", "o-1")
+		if _, err := rdb.KeepOwnerSignals(ctx, c, "k~1", 100); err != nil { // a live engine's own stream
+			t.Fatal(err)
+		}
+		if err := c.SAdd(ctx, rdb.IndexKey("pmpayment"), "o-1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.HSet(ctx, rdb.WakeKey(lane), "payments", "k~1").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Publish(ctx, &pmPayment{OrderID: "o-1", Seq: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if n := c.XLen(ctx, rdb.OwnerSignalKey("k~1")).Val(); n != 2 {
+			t.Fatalf("k~1's stream holds %d signals, want 2 (its first entry, the publish's): the test does not test what it says", n)
+		}
+		eventually(t, 10*time.Second, "the pm to apply payment 1 (its safety-net re-read is 24-36 s away)", func() bool {
+			return did("payment/1")
+		})
+		if got := c.HGet(ctx, rdb.WakeKey(lane), "flow").Val(); got != pe.incarnation {
+			t.Fatalf("the wake hash names %q for the pm, want its owner %s", got, pe.incarnation)
+		}
+	})
+}
+
+// sameServer is a new client of c's server or cluster, closed at cleanup.
+func sameServer(t *testing.T, c redis.UniversalClient) redis.UniversalClient {
+	t.Helper()
+	var out redis.UniversalClient
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		out = redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Options().Addrs, ContextTimeoutEnabled: true})
+	case *redis.Client:
+		out = redis.NewClient(&redis.Options{Addr: c.Options().Addr, ContextTimeoutEnabled: true})
+	default:
+		t.Fatalf("sameServer: a %T", c)
+	}
+	t.Cleanup(func() { out.Close() })
+	return out
+}
+
+// trimming counts the retention calls the pm "flow" sent on lane
+// (rdb.Trim: one key, the lane, then the category's groups, none of which
+// has a colon, where a consumer name, del_idle_consumer's other one-key
+// call, has one).
+func (h *scriptArgs) trimming(lane string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, a := range h.calls {
+		// evalsha sha numkeys key1 argv1 ...
+		if len(a) <= 4 || fmt.Sprint(a[2]) != "1" || a[3] != lane || !slices.Contains(a[4:], any("flow")) {
+			continue
+		}
+		if !slices.ContainsFunc(a[4:], func(v any) bool { return strings.Contains(fmt.Sprint(v), ":") }) {
+			n++
+		}
+	}
+	return n
 }

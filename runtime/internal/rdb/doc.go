@@ -107,6 +107,7 @@
 //	dlq_replay.lua         keeps the replay's nonce with the entry it appended: the second run answers with it
 //	live_members.lua       reads only
 //	member.lua             the same member with a fresh score
+//	name.lua                names the owner where the name differs, under the fence: a second run writes nothing and replies the same
 //	owner_claim.lua        the same incarnation may claim again
 //	owner_state.lua        reads only
 //	read.lua               the second run's pending pass hands back what the first delivered, one entry at a time

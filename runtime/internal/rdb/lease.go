@@ -55,6 +55,12 @@ type Lease struct {
 	Ref        LeaseRef
 	Owner      string
 	Generation int64
+	// Named says, per stream of Ref.Wake, whether its wake hash named the
+	// owner once the lease was acquired: false where the stream did not
+	// exist yet (a pm's category not published to for the value), so
+	// publishes to it may signal other owners only until the owner names
+	// itself there (Name, or a renewal: RenewAll). Nil when not known.
+	Named []bool
 }
 
 // Token is "<owner>:<generation>": the value of the lease key and the
@@ -134,7 +140,7 @@ func acquired(ref LeaseRef, owner string, res []any, err error) (Lease, error) {
 	if len(res) == 1 && res[0] == int64(2) {
 		return Lease{}, fmt.Errorf("acquire lease %s: %w", ref.Key, ErrCold)
 	}
-	if len(res) != 2 {
+	if len(res) != 2 && len(res) != 3 {
 		return Lease{}, fmt.Errorf("acquire lease %s: unexpected reply %v", ref.Key, res)
 	}
 	if ok, _ := res[0].(int64); ok != 1 {
@@ -144,7 +150,56 @@ func acquired(ref LeaseRef, owner string, res []any, err error) (Lease, error) {
 	if err != nil {
 		return Lease{}, fmt.Errorf("acquire lease %s: generation %v: %w", ref.Key, res[1], err)
 	}
-	return Lease{Ref: ref, Owner: owner, Generation: gen}, nil
+	l := Lease{Ref: ref, Owner: owner, Generation: gen}
+	if len(res) == 3 {
+		l.Named, _ = namedFlags(res[2], len(ref.Wake))
+	}
+	return l, nil
+}
+
+// namedFlags reads lib/wake.lua's reply for n streams: whether each wake
+// hash names the owner. ok is false for a reply of another shape.
+func namedFlags(v any, n int) (named []bool, ok bool) {
+	s, isString := v.(string)
+	if !isString || len(s) != n {
+		return nil, false
+	}
+	named = make([]bool, n)
+	for i := range n {
+		switch s[i] {
+		case '1':
+			named[i] = true
+		case '0':
+		default:
+			return nil, false
+		}
+	}
+	return named, true
+}
+
+// Name names the lease's owner in the wake hashes of streams (some of
+// Ref.Wake) that exist, as acquiring the lease did for those that existed
+// then (name.lua), and returns, per stream, whether its hash names the
+// owner now (false: no stream). It is for an owner's first read of a
+// stream that had none when it took the lease, so that publishes to it
+// wake this owner from then on and not only the other handlers' owners
+// named there. ErrFenced, having written nothing, when the lease does not
+// hold this token.
+func (l Lease) Name(ctx context.Context, c redis.UniversalClient, streams []string) ([]bool, error) {
+	keys := make([]string, 0, 1+2*len(streams))
+	keys = append(keys, l.Ref.Key)
+	for _, s := range streams {
+		keys = append(keys, s, WakeKey(s))
+	}
+	res, err := scriptName.Run(ctx, c, keys, l.Token(), l.Ref.Group).Result()
+	if err != nil {
+		return nil, fmt.Errorf("name the owner of lease %s in the wake hashes of %v: %w", l.Ref.Key, streams, fenced(err, l))
+	}
+	named, ok := namedFlags(res, len(streams))
+	if !ok {
+		return nil, fmt.Errorf("name the owner of lease %s in the wake hashes of %v: unexpected reply %v", l.Ref.Key, streams, res)
+	}
+	return named, nil
 }
 
 // ReleaseCold deletes the lease when the lanes it covers are cold for idle
@@ -174,12 +229,19 @@ func (l Lease) Renew(ctx context.Context, c redis.UniversalClient, ttl time.Dura
 
 // RenewAll renews every lease and returns one error per lease: nil when
 // renewed, ErrLeaseLost when the lease is gone or held by another token,
-// else the Redis error. The leases go in one script call per hash slot
+// else the Redis error; and, per renewed lease covering partitions, what
+// Lease.Named says at an acquire, once renewed: the renewal names the
+// owner in the wake hash of each stream that exists, so named[i][j] is
+// false only where stream j of lease i has none (nil when not renewed or
+// not known). A true where the owner knew false is a stream that
+// appeared during the lease whose first entry it has not read:
+// publishes to it may have signalled only other owners, so the owner
+// should read it once. The leases go in one script call per hash slot
 // (renew_many.lua; on a single Redis every lease shares one call), at most
 // renewBatch leases each, all in one pipeline. A pipeline has no EVAL
 // fallback: a script cache lost by the server (restart, SCRIPT FLUSH)
 // shows as IsNoScript errors; LoadScripts, then renew again.
-func RenewAll(ctx context.Context, c redis.UniversalClient, leases []Lease, ttl time.Duration) []error {
+func RenewAll(ctx context.Context, c redis.UniversalClient, leases []Lease, ttl time.Duration) (errs []error, named [][]bool) {
 	_, single := c.(*redis.Client)
 	bySlot := map[int][]int{}
 	var slots []int
@@ -216,9 +278,9 @@ func RenewAll(ctx context.Context, c redis.UniversalClient, leases []Lease, ttl 
 		}
 	}
 	pipe.Exec(ctx)
-	errs := make([]error, len(leases))
+	errs, named = make([]error, len(leases)), make([][]bool, len(leases))
 	for _, cl := range calls {
-		res, err := cl.cmd.Int64Slice()
+		res, err := cl.cmd.Slice()
 		for j, i := range cl.ix {
 			switch {
 			case IsNoScript(err):
@@ -227,14 +289,24 @@ func RenewAll(ctx context.Context, c redis.UniversalClient, leases []Lease, ttl 
 				errs[i] = fmt.Errorf("renew lease %s: %w", leases[i].Ref.Key, err)
 			case j >= len(res):
 				errs[i] = fmt.Errorf("renew lease %s: unexpected reply %v", leases[i].Ref.Key, res)
-			case res[j] == -1:
+			case res[j] == int64(-1):
 				errs[i] = fmt.Errorf("renew lease %s: %w", leases[i].Ref.Key, errWrongTypeLease)
-			case res[j] != 1:
+			case res[j] == int64(1):
+			default:
+				// Renewed, with the state of its wake hashes.
+				if n, ok := namedFlags(res[j], len(leases[i].Ref.Wake)); ok {
+					named[i] = n
+					continue
+				}
+				if _, isString := res[j].(string); isString {
+					errs[i] = fmt.Errorf("renew lease %s: unexpected reply %v", leases[i].Ref.Key, res[j])
+					continue
+				}
 				errs[i] = fmt.Errorf("renew lease %s as %s: %w", leases[i].Ref.Key, leases[i].Token(), ErrLeaseLost)
 			}
 		}
 	}
-	return errs
+	return errs, named
 }
 
 // renewBatch bounds the leases one renew_many call covers, so a large

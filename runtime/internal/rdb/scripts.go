@@ -100,6 +100,7 @@ var (
 	scriptReap            = script("reap", "cold")
 	scriptRenew           = script("renew")
 	scriptRenewMany       = script("renew_many", "wake")
+	scriptName            = script("name", "wake")
 	scriptRelease         = script("release", "wake")
 	scriptVerify          = script("verify")
 	scriptBeginAttempt    = script("begin_attempt")

@@ -33,6 +33,15 @@ import (
 // missed the entry held the lease when it read; if it still holds it
 // after the append, the hash names it (acquire.lua wrote it before that
 // read), and an owner that took the lease since read after the append.
+// The exception is a stream that did not exist at the acquire (a pm's
+// category first published to for its value later): acquire.lua named
+// nobody there. Its first publish wakes every instance (the key is new,
+// or the hash names nobody), and the owner names itself at its first
+// read of the stream (name.lua), before it handles the entry; until then
+// a publish may signal other owners only, so the owner reads once more
+// after naming itself, and a renewal that names it (renew_many.lua, for
+// an owner that has not read the stream yet) wakes it once (the engine's
+// named.go).
 
 // OwnerSignalTTL is how long an engine's signal stream outlives its last
 // heartbeat: the engine creates it at Run and renews it each heartbeat,

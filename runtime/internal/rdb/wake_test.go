@@ -3,6 +3,7 @@ package rdb
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -142,8 +143,9 @@ func TestPublishWakesTheOwners(t *testing.T) {
 }
 
 // A pm's lease names its owner in the wake hash of every category's
-// partition it covers that has a stream, a renewal names it in one
-// published to later, and a cold release takes the name out.
+// partition it covers that has a stream, a renewal or Name names it in
+// one published to later, each saying where the owner is named, and a
+// cold release takes the name out.
 func TestPMLeaseWakesEveryCategory(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	streams := []string{PartitionStream("order", "v"), PartitionStream("pay", "v"), PartitionStream("ship", "v")}
@@ -163,6 +165,18 @@ func TestPMLeaseWakesEveryCategory(t *testing.T) {
 	if n := c.Exists(ctx, WakeKey(streams[2])).Val(); n != 0 {
 		t.Fatalf("a wake hash was written for a partition without a stream")
 	}
+	if !slices.Equal(l.Named, []bool{true, true, false}) {
+		t.Fatalf("acquire's Named = %v, want [true true false]", l.Named)
+	}
+	if err := LoadScripts(ctx, c); err != nil { // as an engine does at Run
+		t.Fatal(err)
+	}
+	if named, err := l.Name(ctx, c, streams[2:]); err != nil || !slices.Equal(named, []bool{false}) {
+		t.Fatalf("Name where no stream exists = %v, %v; want [false]", named, err)
+	}
+	if n := c.Exists(ctx, WakeKey(streams[2])).Val(); n != 0 {
+		t.Fatalf("Name wrote a wake hash for a partition without a stream")
+	}
 	last := c.XInfoStream(ctx, streams[1]).Val().LastGeneratedID
 	eventually(t, 5*time.Second, "the Redis clock to pass the last entry", func() bool {
 		return c.Time(ctx).Val().UnixMilli() > idMillis(last)+1
@@ -172,14 +186,41 @@ func TestPMLeaseWakesEveryCategory(t *testing.T) {
 	c.XAdd(ctx, &redis.XAddArgs{Stream: streams[2], Values: []any{"n", 1}})
 	c.XTrimMaxLen(ctx, streams[2], 0)
 	c.HSet(ctx, WakeKey(streams[2]), "h", "p~2")
-	if err := LoadScripts(ctx, c); err != nil { // as an engine does at Run
+	// Twice, as go-redis resends a call whose reply was lost: the same
+	// reply, the state after it.
+	for range 2 {
+		errs, named := RenewAll(ctx, c, []Lease{l}, time.Minute)
+		if errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+		if !slices.Equal(named[0], []bool{true, true, true}) {
+			t.Fatalf("renewal's named = %v, want [true true true]", named[0])
+		}
+		if got := c.HGet(ctx, WakeKey(streams[2]), "flow").Val(); got != "o~1" {
+			t.Fatalf("after a renewal %s names %q for the pm, want o~1", WakeKey(streams[2]), got)
+		}
+	}
+	// Name does the same, fenced by the lease, and twice alike too.
+	c.HDel(ctx, WakeKey(streams[2]), "flow")
+	for range 2 {
+		if named, err := l.Name(ctx, c, streams[1:]); err != nil || !slices.Equal(named, []bool{true, true}) {
+			t.Fatalf("Name = %v, %v; want [true true]", named, err)
+		}
+		if got := c.HGetAll(ctx, WakeKey(streams[2])).Val(); got["flow"] != "o~1" || got["h"] != "p~2" || len(got) != 2 {
+			t.Fatalf("after Name %s holds %v, want flow: o~1, h: p~2", WakeKey(streams[2]), got)
+		}
+	}
+	c.HDel(ctx, WakeKey(streams[2]), "flow")
+	stale := l
+	stale.Generation--
+	if _, err := stale.Name(ctx, c, streams[2:]); !errors.Is(err, ErrFenced) {
+		t.Fatalf("Name with a stale token: %v, want ErrFenced", err)
+	}
+	if n := c.HExists(ctx, WakeKey(streams[2]), "flow").Val(); n {
+		t.Fatal("Name with a stale token wrote the name")
+	}
+	if _, err := l.Name(ctx, c, streams[2:]); err != nil {
 		t.Fatal(err)
-	}
-	if errs := RenewAll(ctx, c, []Lease{l}, time.Minute); errs[0] != nil {
-		t.Fatal(errs[0])
-	}
-	if got := c.HGet(ctx, WakeKey(streams[2]), "flow").Val(); got != "o~1" {
-		t.Fatalf("after a renewal %s names %q for the pm, want o~1", WakeKey(streams[2]), got)
 	}
 	c.HDel(ctx, WakeKey(streams[2]), "h")
 	last = c.XInfoStream(ctx, streams[2]).Val().LastGeneratedID

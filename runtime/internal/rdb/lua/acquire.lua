@@ -15,9 +15,11 @@
 -- ARGV[4] the group (a handler or a pm) the lease is for, its field in the
 --         wake hashes (optional with ARGV[5])
 -- ARGV[5] w, how many pairs end KEYS (optional; absent: 0)
--- Returns {1, generation} when acquired, {0, current token} when held, {2}
--- when the lanes are cold: nothing to read, and idle long enough that the
--- partition is left for the reaper instead of being owned.
+-- Returns {1, generation, named} when acquired, where named has one
+-- character per pair, '1' where its wake hash names the owner now (the
+-- stream exists), '0' where not (lib/wake.lua); {0, current token} when
+-- held; {2} when the lanes are cold: nothing to read, and idle long
+-- enough that the partition is left for the reaper instead of being owned.
 --
 -- The generation is max(stored + 1, Redis TIME in microseconds), so it
 -- never goes backwards even when the counter is lost or older than the
@@ -47,5 +49,5 @@ local gen = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, now)
 gen = string.format('%.0f', gen)
 redis.call('SET', KEYS[2], gen)
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. gen, 'NX', 'PX', ARGV[2])
-wake(#KEYS - w + 1, #KEYS, ARGV[4], ARGV[1])
-return {1, gen}
+local named = wake(#KEYS - w + 1, #KEYS, ARGV[4], ARGV[1])
+return {1, gen, named}
