@@ -139,6 +139,10 @@ func (c *Console) actionFor(f url.Values) (act, error) {
 					return "", err
 				case pause && p.Already:
 					return fmt.Sprintf("nothing: %s is paused already (by %s at %s)", what, p.By, p.At.Format(time.RFC3339)), nil
+				case pause && all:
+					// A handler's pause is read by each discovery cycle,
+					// not checked in Redis by every confirmation.
+					return "pause " + what + ": events in flight finish; from the engines' next discovery cycle no later one starts until it is resumed", nil
 				case pause:
 					return "pause " + what + ": the event in flight finishes, no later one starts until it is resumed", nil
 				}
