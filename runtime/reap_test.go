@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,7 +72,16 @@ func TestReaperEndsColdPartitions(t *testing.T) {
 	})
 	var left []string
 	for _, pattern := range []string{"order:*", "pmorder:*", "pmpayment:*", "{o*}:__pmlease__:*", "{o*}:__pmgen__:*", "{k*}*"} {
-		left = append(left, scanAll(t, c, pattern)...)
+		for _, k := range scanAll(t, c, pattern) {
+			// A publish's message id outlives the partition until its
+			// window ends (PublisherOptions.ResendWindow): its end.
+			if strings.Contains(k, ":__msgid__:") {
+				if ttl := c.PTTL(ctx, k).Val(); ttl > 0 && ttl <= time.Minute {
+					continue
+				}
+			}
+			left = append(left, k)
+		}
 	}
 	if len(left) > 0 {
 		t.Fatalf("left after reaping: %v", left)
