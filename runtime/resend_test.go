@@ -99,8 +99,13 @@ var resendKinds = []resendKind{
 	{"round-oldest", roundOp(rdb.RoundReadOldest), []resendMode{resendPM}},
 	{"round-new", roundOp(rdb.RoundReadNew), []resendMode{resendBatched}},
 	{"round-ack", roundOp(rdb.RoundAck), []resendMode{resendKeyed, resendBatched, resendPM}},
+	// A verification goes only when a confirmation grew older than
+	// VerifyBound, which timing decides: run, not required.
+	{"verify", func(args []string) bool { return roundOp(rdb.RoundVerify)(args) || runsScript("verify")(args) }, nil},
 	{"release", runsScript("release", "release_cold"), resendModes},
-	{"reclaim", runsScript("reclaim"), nil},
+	{"reclaim", runsScript("reclaim"), resendModes},
+	{"halt", runsScript("record_halt", "clear_halt"), resendModes},
+	{"begin-attempt", runsScript("begin_attempt"), resendModes},
 	{"save-state", runsScript("save_state"), []resendMode{resendPM}},
 	{"publish", appends, resendModes},
 	{"publish-batch", appends, resendModes},
@@ -191,15 +196,16 @@ func runResent(t *testing.T, c redis.UniversalClient, l *redistest.LostReply, ki
 		j.enter(key, ev)
 		return func() { j.leave(key, ev, seq, true) }
 	}
-	// Each key's first run of seq 5 fails once: a retry, under a lease
-	// confirmed again.
-	failed := map[string]bool{}
+	// Each key's first two runs of seq 5 fail: the partition halts (no
+	// retries), and its head's slow retry (begin_attempt) fails once more
+	// before one succeeds.
+	failed := map[string]int{}
 	failOnce := func(key string, seq int) error {
 		mu.Lock()
 		defer mu.Unlock()
-		if seq == 5 && !failed[key] {
-			failed[key] = true
-			return fmt.Errorf("the first run of %s/%d fails", key, seq)
+		if seq == 5 && failed[key] < 2 {
+			failed[key]++
+			return fmt.Errorf("run %d of %s/%d fails", failed[key], key, seq)
 		}
 		return nil
 	}
@@ -260,12 +266,15 @@ func runResent(t *testing.T, c redis.UniversalClient, l *redistest.LostReply, ki
 	// Half the events wait when the engines start: a backlog deeper than
 	// a read, so reads come full and a batched partition prefetches.
 	publish(1, n/2)
-	opts := fastOptions(id + "-1")
-	opts.ReadAhead = 8
-	first := startEngine(t, c, opts, reg)
-	opts2 := fastOptions(id + "-2")
-	opts2.ReadAhead = 8
-	startEngine(t, c, opts2, reg)
+	options := func(owner string) Options {
+		o := fastOptions(owner)
+		o.ReadAhead = 8
+		o.MaxRetries = -1
+		o.HaltedRetryInterval = 20 * time.Millisecond
+		return o
+	}
+	first := startEngine(t, c, options(id+"-1"), reg)
+	startEngine(t, c, options(id+"-2"), reg)
 	eventually(t, 30*time.Second, "a quarter run", func() bool {
 		for _, k := range keys {
 			if j.count(k) < n/4 {
