@@ -115,9 +115,11 @@ func AttemptKey(leaseKey string) string { return leaseKey + ":__attempt__" }
 // ResolvedKey tells the owner of the lease at leaseKey that an operator
 // resolved its halted head (a skip or a DLQ move) and deleted the lease:
 // "<lease key>:__resolved__", holding JSON (Resolution: the token the
-// lease held, the entry id, the command), written by resolve_head.lua with
-// a TTL of ResolvedTTL, so the halted owner reports the end of its lease
-// as a resolution, not as a loss.
+// lease held, the entry id, the command, the resolve's op and its
+// dead-letter entry id), written by resolve_head.lua with a TTL of
+// ResolvedTTL, so the halted owner reports the end of its lease as a
+// resolution, not as a loss, and a resolve Redis ran twice answers as its
+// first run did.
 func ResolvedKey(leaseKey string) string { return leaseKey + ":__resolved__" }
 
 // PauseKey is the pause mark of a lease's partition (or pm correlation

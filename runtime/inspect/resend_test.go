@@ -1,0 +1,121 @@
+package inspect
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/internal/redistest"
+	"github.com/seqby/seqby/runtime/internal/rdb"
+)
+
+// The operator's calls may run twice too (issue #39): go-redis resends a
+// command or a pipeline whose reply it failed to read, although Redis ran
+// it, and proxies and redirects replay calls. Each case below loses the
+// reply of one operator call after Redis ran it (redistest.LostReply) and
+// checks what seqbyctl and the console rely on: the call answers as the
+// first run did, the action is audited once, and Redis holds one effect.
+
+// runs matches EVALSHA or EVAL calls of the scripts named (their files in
+// rdb's lua/).
+func runs(names ...string) redistest.Match {
+	return func(args []string) bool {
+		if len(args) < 2 || !strings.HasPrefix(strings.ToLower(args[0]), "eval") {
+			return false
+		}
+		return slices.Contains(names, rdb.ScriptName(args[1]))
+	}
+}
+
+// auditOf is the audit stream's entries, newest first.
+func auditOf(t *testing.T, in *Inspector) []AuditEntry {
+	t.Helper()
+	es, err := in.AuditLog(context.Background(), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return es
+}
+
+func TestResentOperatorCalls(t *testing.T) {
+	redistest.TopologiesLosing(t, func(t *testing.T, c redis.UniversalClient, l *redistest.LostReply) {
+		ctx := ctxT(t)
+		in := New(c).WithVerifyBound(time.Millisecond)
+		// Loaded first: an EVALSHA answered NOSCRIPT did nothing, and
+		// losing that reply would test nothing.
+		if err := rdb.LoadScripts(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		// Each case on a fresh audit stream and its own category, with
+		// nothing armed but its call.
+		begin := func(t *testing.T, cat string) []string {
+			t.Helper()
+			l.Disarm()
+			c.Del(ctx, rdb.AuditKey)
+			if _, err := rdb.RegisterGroup(ctx, c, cat, "h", false); err != nil {
+				t.Fatal(err)
+			}
+			return publish(t, c, cat, "a", 2)
+		}
+		// lost fails unless exactly one reply was lost since before.
+		lost := func(t *testing.T, before int) {
+			t.Helper()
+			if n := l.Lost() - before; n != 1 {
+				t.Fatalf("%d replies lost, want 1 (the test's call was not sent?)", n)
+			}
+		}
+		// auditedOnce records e as seqbyctl does after a successful
+		// action, and checks the stream holds it alone.
+		auditedOnce := func(t *testing.T, e AuditEntry) {
+			t.Helper()
+			e.Who = "alice"
+			if _, err := in.Audit(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+			if es := auditOf(t, in); len(es) != 1 {
+				t.Fatalf("the audit stream holds %d entries, want 1: %+v", len(es), es)
+			}
+		}
+
+		// U5: a resolve whose reply was lost, resent, answers with the
+		// first run's DLQ entry, not NOT_HALTED.
+		for _, dlq := range []bool{false, true} {
+			name := map[bool]string{false: "skip", true: "dlq-move"}[dlq]
+			t.Run(name, func(t *testing.T) {
+				cat := "u5" + name
+				ids := begin(t, cat)
+				stream := rdb.PartitionStream(cat, "a")
+				r := halt(t, c, "h", cat, "a")
+				before := l.Lost()
+				l.Arm(runs("resolve_head"), redistest.EOF, 1)
+				op := in.Skip
+				if dlq {
+					op = in.MoveToDLQ
+				}
+				res, err := op(ctx, "h", stream, ids[0])
+				lost(t, before)
+				if err != nil {
+					t.Fatalf("%s resent after a lost reply: %v, want the first run's success", name, err)
+				}
+				copies, _ := c.XRange(ctx, rdb.DLQStream(cat, "a"), "-", "+").Result()
+				switch {
+				case !dlq && (len(copies) != 0 || res.DLQEntryID != ""):
+					t.Fatalf("skip: DLQ entry %q, DLQ %v, want none", res.DLQEntryID, copies)
+				case dlq && (len(copies) != 1 || res.DLQEntryID != copies[0].ID):
+					t.Fatalf("dlq move: answered DLQ entry %q, the DLQ holds %v, want one copy with that id", res.DLQEntryID, copies)
+				}
+				if p, _ := c.XPending(ctx, stream, "h").Result(); p.Count != 0 {
+					t.Fatalf("the head is still pending: %+v", p)
+				}
+				if n := c.Exists(ctx, r.RecordKey()).Val(); n != 0 {
+					t.Fatal("the halt record is still there")
+				}
+				auditedOnce(t, AuditEntry{Command: name, Handler: "h", Partition: stream, Stream: stream, EntryID: ids[0], Result: res.DLQEntryID})
+			})
+		}
+
+	})
+}
