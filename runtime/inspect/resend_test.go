@@ -117,5 +117,61 @@ func TestResentOperatorCalls(t *testing.T) {
 			})
 		}
 
+		// U6: a replay whose reply was lost (inside MULTI on a single
+		// Redis, a lone script on a cluster) reports the append it made,
+		// appends once and wakes the owners.
+		t.Run("dlq-replay", func(t *testing.T) {
+			cat := "u6"
+			ids := begin(t, cat)
+			stream, dlq := rdb.PartitionStream(cat, "a"), rdb.DLQStream(cat, "a")
+			halt(t, c, "h", cat, "a")
+			res, err := in.MoveToDLQ(ctx, "h", stream, ids[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			signals := c.XLen(ctx, rdb.SignalKey(cat)).Val()
+			before := l.Lost()
+			l.Arm(runs("dlq_replay"), redistest.EOF, 1)
+			rep, err := in.ReplayDLQ(ctx, dlq, res.DLQEntryID)
+			lost(t, before)
+			if err != nil || !rep.Published {
+				t.Fatalf("replay resent after a lost reply: %+v, %v, want the first run's success", rep, err)
+			}
+			msgs := c.XRange(ctx, stream, "-", "+").Val()
+			if len(msgs) != 3 || msgs[2].Values[rdb.ReplayFieldDLQID] != res.DLQEntryID {
+				t.Fatalf("the partition holds %d entries, want the 2 published and the replay once: %v", len(msgs), msgs)
+			}
+			if n := c.Exists(ctx, dlq).Val(); n != 0 {
+				t.Fatal("the dead-letter stream is still there")
+			}
+			if n := c.XLen(ctx, rdb.SignalKey(cat)).Val(); n != signals+1 {
+				t.Fatalf("%d wake-up signals sent, want 1", n-signals)
+			}
+			auditedOnce(t, AuditEntry{Command: "dlq replay", Handler: "h", Partition: stream, Stream: dlq, EntryID: res.DLQEntryID})
+		})
+
+		// U7: a drop whose reply was lost reports the drop it made.
+		t.Run("dlq-drop", func(t *testing.T) {
+			cat := "u7"
+			ids := begin(t, cat)
+			stream, dlq := rdb.PartitionStream(cat, "a"), rdb.DLQStream(cat, "a")
+			halt(t, c, "h", cat, "a")
+			res, err := in.MoveToDLQ(ctx, "h", stream, ids[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := l.Lost()
+			l.Arm(runs("dlq_delete"), redistest.EOF, 1)
+			d, err := in.DropDLQ(ctx, dlq, res.DLQEntryID)
+			lost(t, before)
+			if err != nil || d.ID != res.DLQEntryID {
+				t.Fatalf("drop resent after a lost reply: %+v, %v, want the first run's success", d, err)
+			}
+			if n := c.Exists(ctx, dlq).Val(); n != 0 {
+				t.Fatal("the dead-letter stream is still there")
+			}
+			auditedOnce(t, AuditEntry{Command: "dlq drop", Handler: "h", Partition: stream, Stream: dlq, EntryID: d.ID})
+		})
+
 	})
 }

@@ -14,6 +14,7 @@
 //	category:{key}                       stream      a partition's entries (fields type, id, payload, published_at)
 //	category:{key}:backfill              stream      its backfill lane (the suffix is configurable)
 //	category:{key}:dlq                   stream      its dead-letter stream, where an operator moves a halted head
+//	category:{key}:dlq:__op__:id         string      "<op> <entry id>": the operator call that replayed (and what it appended) or dropped DLQ entry id, so a resent one answers alike (TTL 10 min)
 //	category:{key}:__lease__:handler     string      the partition's lease: "<owner_id>~<incarnation>:<generation>", PX TTL
 //	category:{key}:__lease__:handler:__attempt__   string  the token of an owner retrying a halted head (lease's TTL); a pm's: <pm lease>:__attempt__
 //	category:{key}:__lease__:handler:__resolved__  string  the note of an operator's resolve for the halted owner (JSON, 10 min TTL)

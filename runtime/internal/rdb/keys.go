@@ -33,6 +33,14 @@ func DLQStream(category, key string) string {
 	return SubStream(PartitionStream(category, key), DLQSuffix)
 }
 
+// DLQOpKey holds, for OpTTL after an operator replayed or dropped entry id
+// of the dead-letter stream dlq, that call's op and what it appended
+// ("<op> <entry id>", "<op> " for a drop): "category:{key}:dlq:__op__:id",
+// in the DLQ's slot. A replay or drop Redis ran twice finds the entry gone
+// and its own op here, and answers as its first run did
+// (dlq_replay.lua, dlq_delete.lua).
+func DLQOpKey(dlq, id string) string { return SubStream(dlq, "__op__:"+id) }
+
 // DedupKey remembers, for the publisher's dedup window (PX), that message
 // id was appended to category's partition key, with the entry's id:
 // "category:{key}:__msgid__:id", in the partition's slot.

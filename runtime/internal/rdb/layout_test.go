@@ -17,6 +17,7 @@ func layout() []string {
 		stream,
 		BackfillStream("category", "key", DefaultBackfillSuffix),
 		DLQStream("category", "key"),
+		DLQOpKey(DLQStream("category", "key"), "id"),
 		LeaseKey(stream, "handler"),
 		AttemptKey(LeaseKey(stream, "handler")),
 		ResolvedKey(LeaseKey(stream, "handler")),
