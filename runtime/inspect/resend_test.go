@@ -30,6 +30,23 @@ func runs(names ...string) redistest.Match {
 	}
 }
 
+// on matches the command name whose first key is key.
+func on(name, key string) redistest.Match {
+	return func(args []string) bool { return len(args) > 1 && strings.EqualFold(args[0], name) && args[1] == key }
+}
+
+// either matches what any of ms matches.
+func either(ms ...redistest.Match) redistest.Match {
+	return func(args []string) bool {
+		for _, m := range ms {
+			if m(args) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
 // auditOf is the audit stream's entries, newest first.
 func auditOf(t *testing.T, in *Inspector) []AuditEntry {
 	t.Helper()
@@ -172,6 +189,84 @@ func TestResentOperatorCalls(t *testing.T) {
 			}
 			auditedOnce(t, AuditEntry{Command: "dlq drop", Handler: "h", Partition: stream, Stream: dlq, EntryID: d.ID})
 		})
+
+		// U8: a pause whose SET NX was resent is the pause this call
+		// made, not one found in force: audited, and the owner woken.
+		for _, all := range []bool{false, true} {
+			name := map[bool]string{false: "pause", true: "pause-all"}[all]
+			t.Run(name, func(t *testing.T) {
+				cat := "u8" + map[bool]string{false: "", true: "all"}[all]
+				begin(t, cat)
+				stream := rdb.PartitionStream(cat, "a")
+				mark := rdb.PauseKey(rdb.LeaseKey(stream, "h"))
+				pause := func() (Pause, error) { return in.Pause(ctx, "h", stream, "alice") }
+				if all {
+					mark = rdb.HandlerPauseKey("h")
+					pause = func() (Pause, error) { return in.PauseHandler(ctx, "h", "alice") }
+				}
+				defer c.Del(ctx, mark)
+				signals := c.XLen(ctx, rdb.SignalKey(cat)).Val()
+				before := l.Lost()
+				l.Arm(on("SET", mark), redistest.EOF, 1)
+				p, err := pause()
+				lost(t, before)
+				if err != nil || p.Already || p.By != "alice" {
+					t.Fatalf("%s resent after a lost reply: %+v, %v, want this call's pause (Already false)", name, p, err)
+				}
+				if _, ok, _ := rdb.GetPause(ctx, c, mark); !ok {
+					t.Fatal("no pause mark")
+				}
+				if n := c.XLen(ctx, rdb.SignalKey(cat)).Val(); !all && n != signals+1 {
+					t.Fatalf("%d wake-up signals sent, want 1", n-signals)
+				}
+				auditedOnce(t, AuditEntry{Command: "pause", Handler: "h", Partition: stream, Stream: stream})
+			})
+		}
+
+		// U9: a resume whose reply was lost (a MULTI/EXEC, which go-redis
+		// does not resend, or a script, which it does) reports the pause
+		// it ended, and wakes the owner.
+		for _, all := range []bool{false, true} {
+			name := map[bool]string{false: "resume", true: "resume-all"}[all]
+			t.Run(name, func(t *testing.T) {
+				cat := "u9" + map[bool]string{false: "", true: "all"}[all]
+				begin(t, cat)
+				stream := rdb.PartitionStream(cat, "a")
+				mark := rdb.PauseKey(rdb.LeaseKey(stream, "h"))
+				resume := func() (Pause, error) { return in.Resume(ctx, "h", stream) }
+				if all {
+					mark = rdb.HandlerPauseKey("h")
+					resume = func() (Pause, error) { return in.ResumeHandler(ctx, "h") }
+				}
+				var err error
+				if all {
+					_, err = in.PauseHandler(ctx, "h", "alice")
+				} else {
+					_, err = in.Pause(ctx, "h", stream, "alice")
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				signals := c.XLen(ctx, rdb.SignalKey(cat)).Val()
+				before := l.Lost()
+				l.Arm(either(on("DEL", mark), runs("clear_pause")), redistest.EOF, 1)
+				p, err := resume()
+				lost(t, before)
+				if err != nil || p.By != "alice" {
+					t.Fatalf("%s resent after a lost reply: %+v, %v, want the pause it ended (by alice)", name, p, err)
+				}
+				if n := c.Exists(ctx, mark).Val(); n != 0 {
+					t.Fatal("the pause mark is still there")
+				}
+				if n := c.XLen(ctx, rdb.SignalKey(cat)).Val(); !all && n != signals+1 {
+					t.Fatalf("%d wake-up signals sent, want 1", n-signals)
+				}
+				if ps, err := in.Paused(ctx, "h"); err != nil || len(ps) != 0 {
+					t.Fatalf("Paused after the resume: %+v, %v", ps, err)
+				}
+				auditedOnce(t, AuditEntry{Command: "resume", Handler: "h", Partition: stream, Stream: stream})
+			})
+		}
 
 	})
 }

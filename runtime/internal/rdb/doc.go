@@ -19,6 +19,7 @@
 //	category:{key}:__lease__:handler:__attempt__   string  the token of an owner retrying a halted head (lease's TTL); a pm's: <pm lease>:__attempt__
 //	category:{key}:__lease__:handler:__resolved__  string  the note of an operator's resolve for the halted owner (JSON, 10 min TTL)
 //	category:{key}:__lease__:handler:__paused__    string  the partition's pause mark (JSON: who, when) while an operator pauses it; a pm's: <pm lease>:__paused__
+//	category:{key}:__lease__:handler:__paused__:__resumed__  string  "<op> <note>": the op of the resume that ended the pause, and its note, so a resent resume answers alike (TTL 10 min); a pm's: <pm lease>:__paused__:__resumed__
 //	category:{key}:__gen__:handler       string      its generation counter: max(stored + 1, Redis time in µs) per acquire; reaped
 //	category:{key}:__halt__:handler      string      its halt record (JSON) while halted
 //	category:{key}:__wake__              hash        owners to wake: handler or pm -> owner incarnation holding its lease ("": found cold); reaped
@@ -45,6 +46,7 @@
 //	seqby:__halted__:handler             set         the handler's halt record keys, for operators
 //	seqby:__paused__:handler             set         the handler's pause mark keys, for operators
 //	seqby:__pause__:handler              string      the pause of the whole handler (JSON: who, when) while an operator pauses it
+//	{seqby:__pause__:handler}:__resumed__  string    the same "<op> <note>" after a resume of the whole handler (TTL 10 min), in its pause's slot
 //	seqby:__audit__                      stream      operator actions that changed something (who, when, what), capped at about 10,000
 //
 // A partition's keys are tagged with its key, so a key's streams in every

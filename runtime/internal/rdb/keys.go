@@ -148,6 +148,19 @@ func PausedKey(group string) string { return "seqby:__paused__:" + group }
 // discovery on. It holds the pause's note (JSON) and has no TTL.
 func HandlerPauseKey(group string) string { return "seqby:__pause__:" + group }
 
+// ResumedKey holds, for OpTTL after a resume ended the pause at mark (a
+// PauseKey or HandlerPauseKey), the resume's op and the note it ended
+// ("<op> <note>", clear_pause.lua), so a resume Redis ran twice answers
+// with that pause. It shares the mark's slot: "<mark>:__resumed__" for a
+// mark with a hash tag, "{<mark>}:__resumed__" for a handler's
+// (seqby:__pause__:handler has none).
+func ResumedKey(mark string) string {
+	if i := strings.IndexByte(mark, '{'); i >= 0 && strings.IndexByte(mark[i+1:], '}') > 0 {
+		return mark + ":__resumed__"
+	}
+	return "{" + mark + "}:__resumed__"
+}
+
 // OwnerKey holds the incarnation of the live engine instance running with
 // an OwnerID: "seqby:__owner__:<owner id>", taken at Run with the lease
 // TTL and renewed by every heartbeat, so a second live process given the

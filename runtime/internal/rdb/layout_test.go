@@ -22,6 +22,7 @@ func layout() []string {
 		AttemptKey(LeaseKey(stream, "handler")),
 		ResolvedKey(LeaseKey(stream, "handler")),
 		PauseKey(LeaseKey(stream, "handler")),
+		ResumedKey(PauseKey(LeaseKey(stream, "handler"))),
 		GenerationKey(stream, "handler"),
 		HaltKey(stream, "handler"),
 		WakeKey(stream),
@@ -48,6 +49,7 @@ func layout() []string {
 		HaltedKey("handler"),
 		PausedKey("handler"),
 		HandlerPauseKey("handler"),
+		ResumedKey(HandlerPauseKey("handler")),
 		AuditKey,
 	}
 }
