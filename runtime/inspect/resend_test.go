@@ -268,5 +268,21 @@ func TestResentOperatorCalls(t *testing.T) {
 			})
 		}
 
+		// U10: an audit append whose reply was lost is recorded once, and
+		// Audit answers with that entry's id.
+		t.Run("audit", func(t *testing.T) {
+			begin(t, "u10")
+			before := l.Lost()
+			l.Arm(either(on("XADD", rdb.AuditKey), runs("audit")), redistest.EOF, 1)
+			e, err := in.Audit(ctx, AuditEntry{Who: "alice", Command: "skip", Handler: "h", Partition: "u10:{a}", Stream: "u10:{a}", EntryID: "1-0", Result: "acked"})
+			lost(t, before)
+			if err != nil || e.ID == "" {
+				t.Fatalf("Audit resent after a lost reply: %+v, %v", e, err)
+			}
+			es := auditOf(t, in)
+			if len(es) != 1 || es[0].ID != e.ID {
+				t.Fatalf("the audit stream holds %d entries, want the one Audit answered (%s): %+v", len(es), e.ID, es)
+			}
+		})
 	})
 }

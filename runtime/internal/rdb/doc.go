@@ -48,6 +48,7 @@
 //	seqby:__pause__:handler              string      the pause of the whole handler (JSON: who, when) while an operator pauses it
 //	{seqby:__pause__:handler}:__resumed__  string    the same "<op> <note>" after a resume of the whole handler (TTL 10 min), in its pause's slot
 //	seqby:__audit__                      stream      operator actions that changed something (who, when, what), capped at about 10,000
+//	{seqby:__audit__}:__op__:op          string      the audit entry of operator action op (its nonce), so a resent append records it once (TTL 10 min)
 //
 // A partition's keys are tagged with its key, so a key's streams in every
 // category, their lanes, lease, counter and halt record share a slot, and a

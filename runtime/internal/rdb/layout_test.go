@@ -51,6 +51,7 @@ func layout() []string {
 		HandlerPauseKey("handler"),
 		ResumedKey(HandlerPauseKey("handler")),
 		AuditKey,
+		AuditOpKey("op"),
 	}
 }
 
