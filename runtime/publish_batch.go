@@ -83,7 +83,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message, opts ...Pu
 	var err error
 	for try := 1; ; try++ {
 		stored, err = rdb.PublishBatch(ctx, p.c, entries, p.opts.SignalMaxLen, window)
-		if try >= resendTries || window <= 0 || !lostReply(err) || ctx.Err() != nil {
+		if try >= resendTries || window <= 0 || !rdb.LostReply(err) || ctx.Err() != nil {
 			break
 		}
 		p.opts.Logger.Debug("seqby: the reply to a batch publish was lost; sending it again with its message ids", "err", err)

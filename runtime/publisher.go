@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -246,7 +244,7 @@ func (p *Publisher) write(ctx context.Context, name string, it item, cfg publish
 		} else {
 			err = rdb.PublishGuessing(ctx, p.c, p.guesses, it.category, it.key, it.stream, p.opts.SignalMaxLen, it.fields, once)
 		}
-		if try >= resendTries || once.Window <= 0 || !lostReply(err) || ctx.Err() != nil {
+		if try >= resendTries || once.Window <= 0 || !rdb.LostReply(err) || ctx.Err() != nil {
 			break
 		}
 		p.opts.Logger.Debug("seqby: the reply to a publish was lost; sending it again with its message id", "stream", stream, "err", err)
@@ -274,20 +272,9 @@ func (p *Publisher) window(callers bool) time.Duration {
 }
 
 // resendTries bounds how many times write sends one message when its
-// replies are lost: as many as go-redis sends a call by default
-// (MaxRetries 3), which does not resend a MULTI/EXEC.
-const resendTries = 4
-
-// lostReply reports an error after which Redis may or may not have run
-// the call: the connection failed while its reply was awaited (EOF, a
-// reset, a timeout). An error reply of Redis is not one: Redis answered.
-func lostReply(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	var ne net.Error
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne)
-}
+// replies are lost (rdb.ResendTries): go-redis does not resend a
+// MULTI/EXEC.
+const resendTries = rdb.ResendTries
 
 // item is a message checked and encoded, ready to write.
 type item struct {

@@ -57,6 +57,27 @@ func Topologies(t *testing.T, f func(t *testing.T, c redis.UniversalClient)) {
 	})
 }
 
+// TopologiesLosing is Topologies with clients whose connections lose the
+// replies of the calls armed on l (LostReply.Dialer), one LostReply per
+// topology: for calls that must have the same outcome when Redis runs
+// them twice.
+func TopologiesLosing(t *testing.T, f func(t *testing.T, c redis.UniversalClient, l *LostReply)) {
+	t.Run("standalone", func(t *testing.T) {
+		s := New(t)
+		var l LostReply
+		c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, Dialer: l.Dialer(nil)})
+		t.Cleanup(func() { c.Close() })
+		f(t, c, &l)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cl := NewCluster(t, 3)
+		var l LostReply
+		c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), ContextTimeoutEnabled: true, Dialer: l.Dialer(nil)})
+		t.Cleanup(func() { c.Close() })
+		f(t, c, &l)
+	})
+}
+
 // NewSentinel starts a primary with replicas watched by sentinels for the
 // test (StartSentinel) and stops them in t.Cleanup.
 func NewSentinel(t testing.TB, replicas, sentinels int) *Sentinel {

@@ -12,14 +12,22 @@ import (
 // When set to now if it was zero. Record every action that changed
 // something, after it did: seqbyctl does, for skip, dlq move, dlq replay
 // and dlq drop.
+//
+// e.Op names the action (a random one when it is ""): Audit appends one
+// entry per Op within 10 minutes, so an append whose reply was lost and
+// that Redis ran twice (resent by go-redis or a proxy) is recorded once,
+// and Audit called again with the returned entry's Op returns that entry.
 func (i *Inspector) Audit(ctx context.Context, e AuditEntry) (AuditEntry, error) {
 	if e.When.IsZero() {
 		e.When = time.Now()
 	}
 	e.When = e.When.UTC()
-	id, err := rdb.AppendAudit(ctx, i.c, []any{
+	if e.Op == "" {
+		e.Op = rdb.NewOp()
+	}
+	id, err := rdb.AppendAudit(ctx, i.c, e.Op, []any{
 		"who", e.Who, "when", e.When.Format(time.RFC3339), "command", e.Command, "handler", e.Handler,
-		"partition", e.Partition, "stream", e.Stream, "entry_id", e.EntryID, "result", e.Result,
+		"partition", e.Partition, "stream", e.Stream, "entry_id", e.EntryID, "result", e.Result, "op", e.Op,
 	})
 	e.ID = id
 	return e, err
@@ -37,7 +45,7 @@ func (i *Inspector) AuditLog(ctx context.Context, n int) ([]AuditEntry, error) {
 		f := e.Fields
 		when, _ := time.Parse(time.RFC3339, f["when"])
 		out[j] = AuditEntry{ID: e.ID, Who: f["who"], When: when, Command: f["command"], Handler: f["handler"],
-			Partition: f["partition"], Stream: f["stream"], EntryID: f["entry_id"], Result: f["result"]}
+			Partition: f["partition"], Stream: f["stream"], EntryID: f["entry_id"], Result: f["result"], Op: f["op"]}
 	}
 	return out, nil
 }

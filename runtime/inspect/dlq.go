@@ -126,9 +126,11 @@ func (i *Inspector) dlqEntryAt(ctx context.Context, dlq, id string) (DLQEntry, e
 // can be tried again. Replay.Published reports whether the message was
 // appended; the append and the delete from the DLQ are one script, so
 // replays racing on one entry publish it once, and the others are refused
-// with ErrNoDLQEntry. A replay whose reply was lost (a timeout) can be run
-// again: it refuses if the first one moved the entry. Other refusals:
-// ErrNoDLQ, ErrNothingToReplay.
+// with ErrNoDLQEntry. A replay whose reply was lost is sent again, and
+// reports the move its first run made (the script keeps the call's op with
+// the move for 10 minutes). One that failed otherwise can be run again: it
+// refuses if the first one moved the entry. Other refusals: ErrNoDLQ,
+// ErrNothingToReplay.
 func (i *Inspector) ReplayDLQ(ctx context.Context, dlq, id string) (Replay, error) {
 	return i.replay(ctx, dlq, id, false)
 }
@@ -158,8 +160,14 @@ func (i *Inspector) replay(ctx context.Context, dlq, id string, check bool) (Rep
 		return rep, nil
 	}
 	// The append and the delete from the DLQ are one script: the entry
-	// moves once, however many replays race.
-	err = rdb.Publish(ctx, i.c, cat, key, rep.Stream, replaySignalMaxLen, fields, rdb.Once{DLQ: dlq, DLQID: id})
+	// moves once, however many replays race. Its op is this call's: when
+	// the reply is lost (go-redis does not resend the MULTI/EXEC it goes
+	// in on a single Redis), the replay is sent again with it, and the
+	// script answers as its first run did if that one moved the entry.
+	once := rdb.Once{DLQ: dlq, DLQID: id, DLQOp: rdb.NewOp()}
+	err = rdb.Resend(ctx, func() error {
+		return rdb.Publish(ctx, i.c, cat, key, rep.Stream, replaySignalMaxLen, fields, once)
+	})
 	switch {
 	case err == nil || errors.Is(err, rdb.ErrUnsignalled):
 		// Unsignalled: moved; idle engines find it at their next re-check.
@@ -178,7 +186,8 @@ func (i *Inspector) replay(ctx context.Context, dlq, id string, check bool) (Rep
 
 // DropDLQ deletes entry id from the dead-letter stream dlq (and the
 // stream with its last entry) and returns it. Errors: ErrNoDLQ,
-// ErrNoDLQEntry (also when someone else removed it meanwhile).
+// ErrNoDLQEntry (also when someone else removed it meanwhile; a drop that
+// Redis ran twice, its reply lost, reports its own delete).
 func (i *Inspector) DropDLQ(ctx context.Context, dlq, id string) (DLQEntry, error) {
 	return i.drop(ctx, dlq, id, false)
 }

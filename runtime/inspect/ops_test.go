@@ -366,7 +366,10 @@ func TestAuditLog(t *testing.T) {
 	if err != nil || rec.ID == "" {
 		t.Fatal(rec, err)
 	}
-	e.ID = rec.ID
+	if rec.Op == "" {
+		t.Fatal("Audit gave the entry no op")
+	}
+	e.ID, e.Op = rec.ID, rec.Op
 	second, _ := in.Audit(ctx, AuditEntry{Who: "bob", Command: "dlq drop"})
 	got, err := in.AuditLog(ctx, 5)
 	if err != nil || len(got) != 2 || got[0].ID != second.ID || got[0].When.IsZero() {

@@ -243,4 +243,8 @@ type AuditEntry struct {
 	Stream    string    `json:"stream"`    // the stream the entry was on
 	EntryID   string    `json:"entry_id"`  // the entry acted on
 	Result    string    `json:"result"`    // what was done
+	// Op names the action: Audit appends one entry per Op (a resent
+	// append is recorded once). Audit sets a random one when it is "";
+	// entries older than the field have none.
+	Op string `json:"op,omitempty"`
 }

@@ -2,17 +2,30 @@ package rdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/redis/go-redis/v9"
 )
 
+var scriptAudit = script("audit")
+
 // AppendAudit appends an operator action (fields: name/value pairs) to
 // AuditKey, trimming it to about AuditMaxLen entries, and returns the
 // entry's id. The trim is approximate (MAXLEN ~) so it costs nothing
 // until a whole stream node can go.
-func AppendAudit(ctx context.Context, c redis.UniversalClient, fields []any) (string, error) {
-	id, err := c.XAdd(ctx, &redis.XAddArgs{Stream: AuditKey, MaxLen: AuditMaxLen, Approx: true, Values: fields}).Result()
+//
+// op names the action (NewOp; the caller puts it in fields too, so a
+// reader can tell the actions apart): an append with an op appended
+// within OpTTL appends nothing and returns that entry's id, so an append
+// Redis ran twice (its reply lost, then resent) records the action once
+// (audit.lua, the op kept at AuditOpKey).
+func AppendAudit(ctx context.Context, c redis.UniversalClient, op string, fields []any) (string, error) {
+	if op == "" {
+		return "", errors.New("append to the audit stream: no op")
+	}
+	args := append([]any{AuditMaxLen, OpTTL.Milliseconds()}, fields...)
+	id, err := scriptAudit.Run(ctx, c, []string{AuditKey, AuditOpKey(op)}, args...).Text()
 	if err != nil {
 		return "", fmt.Errorf("append to the audit stream %s: %w", AuditKey, err)
 	}

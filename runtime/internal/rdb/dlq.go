@@ -60,9 +60,12 @@ func StreamEntries(ctx context.Context, c redis.UniversalClient, stream string) 
 }
 
 // DeleteDLQEntry deletes entry id from the dead-letter stream dlq (and the
-// stream, once empty), reporting whether the entry was there.
+// stream, once empty), reporting whether the entry was there. A delete
+// whose reply was lost and that Redis ran again reports the entry it
+// deleted (dlq_delete.lua keeps the call's op at DLQOpKey).
 func DeleteDLQEntry(ctx context.Context, c redis.UniversalClient, dlq, id string) (bool, error) {
-	n, err := scriptDLQDelete.Run(ctx, c, []string{dlq}, id).Int64()
+	// One op per call, made here so that every resend carries it.
+	n, err := scriptDLQDelete.Run(ctx, c, []string{dlq, DLQOpKey(dlq, id)}, id, NewOp(), OpTTL.Milliseconds()).Int64()
 	if err != nil {
 		return false, fmt.Errorf("delete %s from %s: %w", id, dlq, err)
 	}

@@ -14,10 +14,12 @@
 //	category:{key}                       stream      a partition's entries (fields type, id, payload, published_at)
 //	category:{key}:backfill              stream      its backfill lane (the suffix is configurable)
 //	category:{key}:dlq                   stream      its dead-letter stream, where an operator moves a halted head
+//	category:{key}:dlq:__op__:id         string      "<op> <entry id>": the operator call that replayed (and what it appended) or dropped DLQ entry id, so a resent one answers alike (TTL 10 min)
 //	category:{key}:__lease__:handler     string      the partition's lease: "<owner_id>~<incarnation>:<generation>", PX TTL
 //	category:{key}:__lease__:handler:__attempt__   string  the token of an owner retrying a halted head (lease's TTL); a pm's: <pm lease>:__attempt__
 //	category:{key}:__lease__:handler:__resolved__  string  the note of an operator's resolve for the halted owner (JSON, 10 min TTL)
 //	category:{key}:__lease__:handler:__paused__    string  the partition's pause mark (JSON: who, when) while an operator pauses it; a pm's: <pm lease>:__paused__
+//	category:{key}:__lease__:handler:__paused__:__resumed__  string  "<op> <note>": the op of the resume that ended the pause, and its note, so a resent resume answers alike (TTL 10 min); a pm's: <pm lease>:__paused__:__resumed__
 //	category:{key}:__gen__:handler       string      its generation counter: max(stored + 1, Redis time in µs) per acquire; reaped
 //	category:{key}:__halt__:handler      string      its halt record (JSON) while halted
 //	category:{key}:__wake__              hash        owners to wake: handler or pm -> owner incarnation holding its lease ("": found cold); reaped
@@ -44,7 +46,9 @@
 //	seqby:__halted__:handler             set         the handler's halt record keys, for operators
 //	seqby:__paused__:handler             set         the handler's pause mark keys, for operators
 //	seqby:__pause__:handler              string      the pause of the whole handler (JSON: who, when) while an operator pauses it
+//	{seqby:__pause__:handler}:__resumed__  string    the same "<op> <note>" after a resume of the whole handler (TTL 10 min), in its pause's slot
 //	seqby:__audit__                      stream      operator actions that changed something (who, when, what), capped at about 10,000
+//	{seqby:__audit__}:__op__:op          string      the audit entry of operator action op (its nonce), so a resent append records it once (TTL 10 min)
 //
 // A partition's keys are tagged with its key, so a key's streams in every
 // category, their lanes, lease, counter and halt record share a slot, and a
@@ -97,14 +101,16 @@
 //	ack.lua                XACK is idempotent; the fence and pause checks only read
 //	acquire.lua            a second run finds its own lease and says held by this incarnation, which the engine adopts (adopt.go; the reaper too)
 //	append_once.lua        the second run finds the message id and appends nothing
+//	audit.lua              keeps the action's op with the entry id for 10 minutes: the second run appends nothing and answers that id
 //	begin_attempt.lua      sets the same attempt mark again
 //	check_head.lua         reads only
 //	clear_halt.lua         deletes only the record it was given; a second run finds nothing and the listing drops the index member
+//	clear_pause.lua        keeps the resume's op with the note it deleted for 10 minutes: the second run answers with that note
 //	del_idle_consumer.lua  deletes an idle consumer; the second run finds none
 //	deploy_read.lua        reads only
 //	deploy_record.lua      writes the instance's own record again
-//	dlq_delete.lua         keeps the drop's nonce for a few minutes: the second run answers as the first
-//	dlq_replay.lua         keeps the replay's nonce with the entry it appended: the second run answers with it
+//	dlq_delete.lua         keeps the drop's op with the entry for 10 minutes: the second run answers dropped
+//	dlq_replay.lua         keeps the replay's op with the id it appended for 10 minutes: the second run answers with that id
 //	live_members.lua       reads only
 //	member.lua             the same member with a fresh score
 //	name.lua                names the owner where the name differs, under the fence: a second run writes nothing and replies the same
@@ -120,7 +126,7 @@
 //	release_cold.lua       a second run over cold lanes with the lease gone answers released
 //	renew.lua              the same PEXPIRE again under the same token
 //	renew_many.lua         the same PEXPIREs and wake names again
-//	resolve_head.lua       keeps the resolve's nonce in its note: the second run answers with the first's dead-letter id
+//	resolve_head.lua       keeps the resolve's op in its note: the second run answers with the first's dead-letter id
 //	round.lua              each op is its single script's (A ack, R read, O read_oldest, V verify); N names the last entry its owner holds and hands back its pending entries after it
 //	save_state.lua         keeps the save's nonce (saved_by): the second run answers saved
 //	trim.lua               trims below acked entries: the second run trims nothing more
@@ -131,6 +137,7 @@
 //	Publish, one Redis    MULTI/EXEC of SADD, append_once and the wake reads and signals: stored once by message id; go-redis does not resend a MULTI/EXEC, so the publisher sends it again itself on a lost reply
 //	Publish, cluster      SADD, append_once, then a pipeline of SADD and the wake reads: each idempotent
 //	PublishBatch          the same per entry, each with its message id, resent whole by the publisher on a lost reply
+//	DLQ replay            MULTI/EXEC of SADD and dlq_replay.lua, sent again by ReplayDLQ itself on a lost reply
 //	signals               XADD to a wake-up stream: a duplicate wake-up costs one read
 //	AcquireAll, RenewAll  pipelines of acquire and renew_many, each as above
 //	the Batcher           pipelines of rounds, each as above
@@ -138,8 +145,8 @@
 //	heartbeats            PEXPIRE, SET and DEL of the engine's own keys; an empty signal wakes nobody
 //	indexes               SADD, SREM and SMOVE of set members (halted, paused, reaping, the category index): idempotent
 //	pause                 SADD and SET NX of the mark: a second run finds its own note, byte for byte, and answers paused
-//	resume                GET and DEL of the mark, with the note kept under the resume's nonce: the second run answers resumed
-//	audit                 an append_once-style append by the action's nonce: one entry per action
+//	resume                clear_pause.lua
+//	audit                 audit.lua, by the action's op: one entry per action
 //	outbox relay          PublishRecord, by the record's message id
 //	unkeyed handlers      XREADGROUP, XACK and XCLAIM: a delivery lost to a resent read is claimed back after LeaseTTL; unkeyed handlers promise no order
 //

@@ -262,7 +262,9 @@ const ResolvedTTL = 10 * time.Minute
 // entry to dlq (when dlq is not "", followed by the dlqFields pairs),
 // acks it, deletes the lease and the attempt mark, leaves the halted
 // owner a note of the resolution (ResolvedKey) and removes the record, in
-// one script. It returns the dead-letter entry id ("" without dlq).
+// one script. It returns the dead-letter entry id ("" without dlq). A
+// resolve whose reply was lost and that Redis ran again answers as the
+// first run did (resolve_head.lua keeps the call's op in the note).
 func ResolveHead(ctx context.Context, c redis.UniversalClient, handler string, r HaltRecord, raw, dlq string, dlqFields []any) (string, error) {
 	key := r.RecordKey()
 	keys := []string{key, r.Stream, r.LeaseKey, AttemptKey(r.LeaseKey), ResolvedKey(r.LeaseKey)}
@@ -270,7 +272,10 @@ func ResolveHead(ctx context.Context, c redis.UniversalClient, handler string, r
 	if dlq != "" {
 		command = "dlq move"
 	}
-	args := []any{raw, r.Token, handler, r.EntryID, ResolvedTTL.Milliseconds(), command}
+	// One op per call, made here so that every resend of the script
+	// carries it: a resend that finds the head resolved by this op answers
+	// as the first run did.
+	args := []any{raw, r.Token, handler, r.EntryID, ResolvedTTL.Milliseconds(), command, NewOp()}
 	if dlq != "" {
 		keys = append(keys, dlq)
 		args = append(args, dlqFields...)
@@ -292,9 +297,13 @@ func ResolveHead(ctx context.Context, c redis.UniversalClient, handler string, r
 // Resolution is the note resolve_head leaves for the owner whose halted
 // head an operator resolved (ResolvedKey).
 type Resolution struct {
-	Token   string `json:"token"`    // the token the lease held
+	Token   string `json:"token"`    // the token the lease held ("" when it was free)
 	EntryID string `json:"entry_id"` // the head resolved
 	Command string `json:"command"`  // "skip" or "dlq move"
+	// Op is the resolve call's nonce and DLQEntryID its dead-letter copy
+	// ("" for a skip): a resend of that call answers with them.
+	Op         string `json:"op,omitempty"`
+	DLQEntryID string `json:"dlq_id,omitempty"`
 }
 
 // Resolved reads the note an operator's resolve left at the lease (found

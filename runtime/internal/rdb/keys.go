@@ -33,6 +33,14 @@ func DLQStream(category, key string) string {
 	return SubStream(PartitionStream(category, key), DLQSuffix)
 }
 
+// DLQOpKey holds, for OpTTL after an operator replayed or dropped entry id
+// of the dead-letter stream dlq, that call's op and what it appended
+// ("<op> <entry id>", "<op> " for a drop): "category:{key}:dlq:__op__:id",
+// in the DLQ's slot. A replay or drop Redis ran twice finds the entry gone
+// and its own op here, and answers as its first run did
+// (dlq_replay.lua, dlq_delete.lua).
+func DLQOpKey(dlq, id string) string { return SubStream(dlq, "__op__:"+id) }
+
 // DedupKey remembers, for the publisher's dedup window (PX), that message
 // id was appended to category's partition key, with the entry's id:
 // "category:{key}:__msgid__:id", in the partition's slot.
@@ -115,9 +123,11 @@ func AttemptKey(leaseKey string) string { return leaseKey + ":__attempt__" }
 // ResolvedKey tells the owner of the lease at leaseKey that an operator
 // resolved its halted head (a skip or a DLQ move) and deleted the lease:
 // "<lease key>:__resolved__", holding JSON (Resolution: the token the
-// lease held, the entry id, the command), written by resolve_head.lua with
-// a TTL of ResolvedTTL, so the halted owner reports the end of its lease
-// as a resolution, not as a loss.
+// lease held, the entry id, the command, the resolve's op and its
+// dead-letter entry id), written by resolve_head.lua with a TTL of
+// ResolvedTTL, so the halted owner reports the end of its lease as a
+// resolution, not as a loss, and a resolve Redis ran twice answers as its
+// first run did.
 func ResolvedKey(leaseKey string) string { return leaseKey + ":__resolved__" }
 
 // PauseKey is the pause mark of a lease's partition (or pm correlation
@@ -137,6 +147,19 @@ func PausedKey(group string) string { return "seqby:__paused__:" + group }
 // exists, engines start no attempt of the handler from their next
 // discovery on. It holds the pause's note (JSON) and has no TTL.
 func HandlerPauseKey(group string) string { return "seqby:__pause__:" + group }
+
+// ResumedKey holds, for OpTTL after a resume ended the pause at mark (a
+// PauseKey or HandlerPauseKey), the resume's op and the note it ended
+// ("<op> <note>", clear_pause.lua), so a resume Redis ran twice answers
+// with that pause. It shares the mark's slot: "<mark>:__resumed__" for a
+// mark with a hash tag, "{<mark>}:__resumed__" for a handler's
+// (seqby:__pause__:handler has none).
+func ResumedKey(mark string) string {
+	if i := strings.IndexByte(mark, '{'); i >= 0 && strings.IndexByte(mark[i+1:], '}') > 0 {
+		return mark + ":__resumed__"
+	}
+	return "{" + mark + "}:__resumed__"
+}
 
 // OwnerKey holds the incarnation of the live engine instance running with
 // an OwnerID: "seqby:__owner__:<owner id>", taken at Run with the lease
@@ -224,11 +247,17 @@ func OwnField(name string) bool {
 const DefaultBackfillSuffix = "backfill"
 
 // AuditKey is the stream of operator actions (skip, DLQ move, replay,
-// drop) that changed something: fields who, when, command, handler,
-// partition, stream, entry_id, result. It is capped at about AuditMaxLen
-// entries (XADD MAXLEN ~), so it has a documented end; in its own slot.
+// drop, pause, resume) that changed something: fields who, when, command,
+// handler, partition, stream, entry_id, result, op (the action's nonce,
+// AuditOpKey). It is capped at about AuditMaxLen entries (XADD MAXLEN ~),
+// so it has a documented end; in its own slot.
 const AuditKey = "seqby:__audit__"
 
 // AuditMaxLen is about how many entries AuditKey keeps: the oldest go
 // first.
 const AuditMaxLen = 10000
+
+// AuditOpKey remembers, for OpTTL, that the operator action op was
+// appended to AuditKey, with the entry's id: "{seqby:__audit__}:__op__:op",
+// tagged with the audit stream's name so it shares its slot (audit.lua).
+func AuditOpKey(op string) string { return "{" + AuditKey + "}:__op__:" + op }

@@ -17,10 +17,12 @@ func layout() []string {
 		stream,
 		BackfillStream("category", "key", DefaultBackfillSuffix),
 		DLQStream("category", "key"),
+		DLQOpKey(DLQStream("category", "key"), "id"),
 		LeaseKey(stream, "handler"),
 		AttemptKey(LeaseKey(stream, "handler")),
 		ResolvedKey(LeaseKey(stream, "handler")),
 		PauseKey(LeaseKey(stream, "handler")),
+		ResumedKey(PauseKey(LeaseKey(stream, "handler"))),
 		GenerationKey(stream, "handler"),
 		HaltKey(stream, "handler"),
 		WakeKey(stream),
@@ -47,7 +49,9 @@ func layout() []string {
 		HaltedKey("handler"),
 		PausedKey("handler"),
 		HandlerPauseKey("handler"),
+		ResumedKey(HandlerPauseKey("handler")),
 		AuditKey,
+		AuditOpKey("op"),
 	}
 }
 

@@ -22,7 +22,7 @@ func TestAudit(t *testing.T) {
 	}
 	var ids []string
 	for i := range 3 {
-		id, err := AppendAudit(ctx, c, []any{"who", "op", "n", fmt.Sprint(i)})
+		id, err := AppendAudit(ctx, c, NewOp(), []any{"who", "op", "n", fmt.Sprint(i)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -35,6 +35,19 @@ func TestAudit(t *testing.T) {
 	if len(got) != 2 || got[0].ID != ids[2] || got[1].ID != ids[1] || got[0].Fields["n"] != "2" {
 		t.Fatalf("newest two: %+v, want %v then %v", got, ids[2], ids[1])
 	}
+	// One entry per op: appended again (a resend), it answers the first
+	// entry's id and appends nothing.
+	op := NewOp()
+	first, err := AppendAudit(ctx, c, op, []any{"who", "once"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := AppendAudit(ctx, c, op, []any{"who", "once"}); err != nil || again != first || c.XLen(ctx, AuditKey).Val() != 4 {
+		t.Fatalf("the op appended again: %q, %v, %d entries; want %q, 4 entries", again, err, c.XLen(ctx, AuditKey).Val(), first)
+	}
+	if ttl := c.PTTL(ctx, AuditOpKey(op)).Val(); ttl <= 0 || ttl > OpTTL {
+		t.Fatalf("the op's key lives %v, want at most %v", ttl, OpTTL)
+	}
 	// The cap: MAXLEN ~ trims whole nodes, so the length stays within a
 	// node (100 entries by default) of it.
 	p := c.Pipeline()
@@ -44,7 +57,7 @@ func TestAudit(t *testing.T) {
 	if _, err := p.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := AppendAudit(ctx, c, []any{"who", "last"}); err != nil {
+	if _, err := AppendAudit(ctx, c, NewOp(), []any{"who", "last"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := c.XLen(ctx, AuditKey).Val(); n < AuditMaxLen || n > AuditMaxLen+100 {

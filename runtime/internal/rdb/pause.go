@@ -51,11 +51,21 @@ func SetPause(ctx context.Context, c redis.UniversalClient, group, mark string, 
 			// first listing cannot leave a stored mark unlisted.
 			return note, true, list()
 		}
-		old, ok, err := GetPause(ctx, c, mark)
-		if err != nil || ok {
-			return old, false, err
+		old, err := c.Get(ctx, mark).Result()
+		if errors.Is(err, redis.Nil) {
+			continue // resumed between the two calls: try again
 		}
-		// Resumed between the two calls: try again.
+		if err != nil {
+			return PauseNote{}, false, fmt.Errorf("read the pause %s: %w", mark, err)
+		}
+		if old == string(raw) {
+			// Our own note: this SET NX ran before and its reply was
+			// lost, so go-redis (or a proxy) sent it again. The note
+			// holds the operator and the time in nanoseconds, which no
+			// other pause shares: this call stored it.
+			return note, true, list()
+		}
+		return decodePause(old), false, nil
 	}
 	return PauseNote{}, false, fmt.Errorf("store the pause %s: it kept being resumed meanwhile; try again", mark)
 }
@@ -69,29 +79,35 @@ func GetPause(ctx context.Context, c redis.UniversalClient, mark string) (PauseN
 	if err != nil {
 		return PauseNote{}, false, fmt.Errorf("read the pause %s: %w", mark, err)
 	}
+	return decodePause(raw), true, nil
+}
+
+// decodePause reads a pause mark's value.
+func decodePause(raw string) PauseNote {
 	var n PauseNote
 	if err := json.Unmarshal([]byte(raw), &n); err != nil {
 		// A mark seqby did not write still pauses: report it as found.
-		return PauseNote{By: "?", Partition: ""}, true, nil
+		return PauseNote{By: "?", Partition: ""}
 	}
-	return n, true, nil
+	return n
 }
+
+var scriptClearPause = script("clear_pause")
 
 // ClearPause deletes the pause at mark and its listing, and returns the
 // note it held (ok false: there was none). A partition's owners learn of
 // it from the wake-up WakePartition sends next.
+//
+// It is one script (clear_pause.lua) with an op of its own, which leaves
+// the note it ended at ResumedKey for OpTTL: a resume that Redis ran
+// twice (its reply lost, then resent) answers the second time with the
+// pause it ended, not "not paused".
 func ClearPause(ctx context.Context, c redis.UniversalClient, group, mark string, partition bool) (PauseNote, bool, error) {
-	// GET and DEL in one transaction (the documented ACL lines grant
-	// MULTI, not GETDEL).
-	var get *redis.StringCmd
-	if _, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		get = p.Get(ctx, mark)
-		p.Del(ctx, mark)
-		return nil
-	}); err != nil && !errors.Is(err, redis.Nil) {
-		return PauseNote{}, false, fmt.Errorf("delete the pause %s: %w", mark, err)
+	keys := []string{mark}
+	if note := ResumedKey(mark); slot(note) == slot(mark) {
+		keys = append(keys, note)
 	}
-	raw, err := get.Result()
+	raw, err := scriptClearPause.Run(ctx, c, keys, NewOp(), OpTTL.Milliseconds()).Text()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return PauseNote{}, false, fmt.Errorf("delete the pause %s: %w", mark, err)
 	}
@@ -103,11 +119,7 @@ func ClearPause(ctx context.Context, c redis.UniversalClient, group, mark string
 	if errors.Is(err, redis.Nil) {
 		return PauseNote{}, false, nil
 	}
-	var n PauseNote
-	if json.Unmarshal([]byte(raw), &n) != nil {
-		n = PauseNote{By: "?"}
-	}
-	return n, true, nil
+	return decodePause(raw), true, nil
 }
 
 // PausedMarks lists the pause marks of group's partitions with their

@@ -52,11 +52,14 @@ func Publish(ctx context.Context, c redis.UniversalClient, category, key, stream
 // and records the wake-ups it found for the next publish; a nil guesses
 // guesses nothing.
 func PublishGuessing(ctx context.Context, c redis.UniversalClient, guesses *Guesses, category, key, stream string, signalMaxLen int64, fields []any, once Once) error {
+	if once.DLQ != "" && once.DLQOp == "" {
+		once.DLQOp = NewOp()
+	}
 	index := func(c redis.Cmdable) *redis.IntCmd { return c.SAdd(ctx, IndexKey(category), key) }
 	entry := func(c redis.Cmdable) redis.Cmder {
 		if once.DLQ != "" {
-			keys := []string{stream, once.DLQ}
-			args := append([]any{once.DLQID}, fields...)
+			keys := []string{stream, once.DLQ, DLQOpKey(once.DLQ, once.DLQID)}
+			args := append([]any{once.DLQID, once.DLQOp, OpTTL.Milliseconds()}, fields...)
 			if _, tx := c.(redis.Pipeliner); tx {
 				return scriptDLQReplay.Eval(ctx, c.(redis.Scripter), keys, args...)
 			}
@@ -224,6 +227,12 @@ type Once struct {
 	// and nothing is appended when it is gone (ErrDLQEntryMissing), so a
 	// replay publishes at most once. No message-id dedup then.
 	DLQ, DLQID string
+	// DLQOp is the replay's op (NewOp; Publish makes one when it is ""):
+	// a replay Redis ran twice finds its own op with the move and returns
+	// nil rather than ErrDLQEntryMissing. A caller that sends the replay
+	// again after a lost reply (a MULTI/EXEC, which go-redis does not
+	// resend) keeps the op.
+	DLQOp string
 }
 
 // windowMillis is a dedup window (above 0) in milliseconds for SET ... PX,

@@ -14,7 +14,8 @@
 -- ARGV[4] entry id
 -- ARGV[5] how long the resolved note lives, in milliseconds
 -- ARGV[6] the command ("skip" or "dlq move"), for the resolved note
--- ARGV[7..] dead-letter metadata field/value pairs
+-- ARGV[7] the call's op (NewOp), for the resolved note
+-- ARGV[8..] dead-letter metadata field/value pairs
 --
 -- Checks, in order:
 --   - the halt record must still be the one the operator read (NOT_HALTED),
@@ -26,22 +27,36 @@
 --   - and be the group's first pending entry on the lane (NOT_HEAD, with
 --     the actual first pending id).
 -- Then: leave the resolved note for the halted owner (JSON: the token
--- the lease held, the entry id, the command; so it reports a resolution,
--- not a lost lease), first, so that a user not allowed to write it
--- (an older ACL line without SET) fails before anything changed; copy the
--- entry (its fields, then the metadata) to the dead-letter stream when
--- given, XACK it, delete the lease so the halted owner's next renew or
--- attempt fails and a new owner continues after the head, and remove the
--- record. Once the lease is deleted no
+-- the lease held, "" when it was free, the entry id, the command, the op
+-- and the dead-letter entry id), first, so that a user not allowed to
+-- write it (an older ACL line without SET) fails before anything changed;
+-- copy the entry (its fields, then the metadata) to the dead-letter stream
+-- when given, XACK it, delete the lease so the halted owner's next renew
+-- or attempt fails and a new owner continues after the head, and remove
+-- the record. Once the lease is deleted no
 -- attempt of the head starts anywhere: every attempt of a halted head
 -- begins with begin_attempt, which needs the lease, and the head is acked.
+--
+-- A resolve that Redis runs twice (its reply lost, then resent by go-redis
+-- or a proxy) finds the record gone, which reads as NOT_HALTED. Before it
+-- refuses, a run looks for its op in the resolved note: when the note is
+-- this op's, the first run resolved the head, and it answers as that run
+-- did, with its dead-letter entry id. Another operator's resolve carries
+-- another op and is refused.
 -- Returns {"OK", the dead-letter entry id or ""} or {code, detail}.
 local refused = head_refusal() -- lib/head.lua
-if refused then return refused end
-local holder = redis.call('GET', KEYS[3])
-if holder then
-  redis.call('SET', KEYS[5], cjson.encode({token = holder, entry_id = ARGV[4], command = ARGV[6]}), 'PX', ARGV[5])
+if refused then
+  local done = redis.call('GET', KEYS[5])
+  if done then
+    local ok, n = pcall(cjson.decode, done)
+    if ok and type(n) == 'table' and n.op == ARGV[7] then
+      return {'OK', n.dlq_id or ''}
+    end
+  end
+  return refused
 end
+local note = {token = redis.call('GET', KEYS[3]) or '', entry_id = ARGV[4], command = ARGV[6], op = ARGV[7], dlq_id = ''}
+redis.call('SET', KEYS[5], cjson.encode(note), 'PX', ARGV[5])
 local dlqid = ''
 if KEYS[6] then
   local args = {}
@@ -49,8 +64,11 @@ if KEYS[6] then
   if #e > 0 then
     for _, v in ipairs(e[1][2]) do args[#args + 1] = v end
   end
-  for i = 7, #ARGV do args[#args + 1] = ARGV[i] end
+  for i = 8, #ARGV do args[#args + 1] = ARGV[i] end
   dlqid = redis.call('XADD', KEYS[6], '*', unpack(args))
+  -- The copy's id goes in the note too, for a resend's answer.
+  note.dlq_id = dlqid
+  redis.call('SET', KEYS[5], cjson.encode(note), 'PX', ARGV[5])
 end
 redis.call('XACK', KEYS[2], ARGV[3], ARGV[4])
 redis.call('DEL', KEYS[3])
