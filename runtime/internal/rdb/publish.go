@@ -71,8 +71,10 @@ func PublishGuessing(ctx context.Context, c redis.UniversalClient, guesses *Gues
 		keys := []string{stream, DedupKey(category, key, once.ID)}
 		args := append([]any{windowMillis(once.Window)}, fields...)
 		if _, tx := c.(redis.Pipeliner); tx {
-			// Inside MULTI a missing script cannot fall back to EVAL.
-			return scriptAppendOnce.Eval(ctx, c.(redis.Scripter), keys, args...)
+			// Inside MULTI a missing script cannot fall back to EVAL:
+			// NOSCRIPT says it did nothing, and the caller loads it and
+			// sends the transaction again.
+			return scriptAppendOnce.EvalSha(ctx, c.(redis.Scripter), keys, args...)
 		}
 		return scriptAppendOnce.Run(ctx, c.(redis.Scripter), keys, args...)
 	}
@@ -103,6 +105,7 @@ func PublishGuessing(ctx context.Context, c redis.UniversalClient, guesses *Gues
 			wait = single.Conn()
 			cmdable = wait
 		}
+		loaded := false
 		for {
 			pipe := cmdable.TxPipeline()
 			idx := index(pipe)
@@ -124,6 +127,16 @@ func PublishGuessing(ctx context.Context, c redis.UniversalClient, guesses *Gues
 				// The transaction ran nothing: publish again, waking every
 				// instance.
 				direct, guessed, w.fanout, w.owners = false, false, nil, nil
+				continue
+			}
+			if IsNoScript(app.Err()) && !loaded {
+				// The server lost its script cache (a restart, SCRIPT
+				// FLUSH): the append did nothing; what else ran is
+				// idempotent. Load the script and send it all again.
+				loaded = true
+				if err := scriptAppendOnce.Load(ctx, single).Err(); err != nil {
+					return fmt.Errorf("append the entry: load the append script: %w", err)
+				}
 				continue
 			}
 			steps[0], steps[1] = idx.Err(), app.Err()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -60,8 +61,23 @@ func PublishBatch(ctx context.Context, c redis.UniversalClient, entries []BatchE
 			dedup = DedupKey(e.Category, e.Key, e.ID)
 		}
 		// Inside MULTI, and in a pipeline, a missing script cannot fall
-		// back to EVAL: send the script itself.
-		return scriptAppendOnce.Eval(ctx, pipe, []string{e.Stream, dedup}, append([]any{windowMillis(window)}, e.Fields...)...)
+		// back to EVAL: NOSCRIPT says it did nothing, and the batch loads
+		// it (loadOnce) and sends again.
+		return scriptAppendOnce.EvalSha(ctx, pipe, []string{e.Stream, dedup}, append([]any{windowMillis(window)}, e.Fields...)...)
+	}
+	// loadOnce loads the append script the first time a NOSCRIPT reply
+	// (the server lost its script cache) says it is missing; true: send
+	// again.
+	loaded := false
+	loadOnce := func(cmds []redis.Cmder) (bool, error) {
+		if loaded || !slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return c != nil && IsNoScript(c.Err()) }) {
+			return false, nil
+		}
+		loaded = true
+		if err := scriptAppendOnce.Load(ctx, c).Err(); err != nil {
+			return false, fmt.Errorf("load the append script: %w", err)
+		}
+		return true, nil
 	}
 	fanouts := func(pipe redis.Pipeliner) map[string]*redis.IntCmd {
 		m := map[string]*redis.IntCmd{}
@@ -106,6 +122,11 @@ func PublishBatch(ctx context.Context, c redis.UniversalClient, entries []BatchE
 			_, execErr = pipe.Exec(ctx)
 			if direct && refusedReads(execErr, fan, ws) {
 				continue // as in Publish: again, waking every instance
+			}
+			if again, err := loadOnce(adds); err != nil {
+				return stored, err
+			} else if again {
+				continue // the appends did nothing; the rest is idempotent
 			}
 			break
 		}
@@ -169,12 +190,19 @@ func PublishBatch(ctx context.Context, c redis.UniversalClient, entries []BatchE
 			break
 		}
 		cmds := make([]redis.Cmder, len(batch))
-		c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-			for j, i := range batch {
-				cmds[j] = appendEntry(pipe, entries[i])
+		for {
+			c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+				for j, i := range batch {
+					cmds[j] = appendEntry(pipe, entries[i])
+				}
+				return nil
+			})
+			if again, err := loadOnce(cmds); err != nil {
+				return stored, err
+			} else if !again {
+				break
 			}
-			return nil
-		})
+		}
 		for j, i := range batch {
 			if stored[i] = cmds[j].Err() == nil; !stored[i] {
 				failed[entries[i].Stream] = true

@@ -1,6 +1,7 @@
 package rdb
 
 import (
+	"context"
 	"errors"
 	"os"
 	"regexp"
@@ -132,4 +133,44 @@ func TestResendListsNameEveryScript(t *testing.T) {
 			t.Errorf("%s lists %v, want every script in lua/ in order: %v", list.name, got, want)
 		}
 	}
+}
+
+// An idempotent publish sends its append script by SHA inside MULTI and
+// in pipelines, where no EVAL fallback runs: a server that lost its
+// script cache (SCRIPT FLUSH, a restart) answers NOSCRIPT, and the
+// publish loads the script and sends again, storing each entry once.
+func TestPublishAfterScriptFlush(t *testing.T) {
+	redistest.Topologies(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := ctxT(t)
+		flush := func() {
+			t.Helper()
+			var err error
+			if cc, ok := c.(*redis.ClusterClient); ok {
+				err = cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return n.ScriptFlush(ctx).Err() })
+			} else {
+				err = c.ScriptFlush(ctx).Err()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		stream := PartitionStream("order", "k")
+		flush()
+		once := Once{ID: "m-1", Window: time.Minute}
+		if err := Publish(ctx, c, "order", "k", stream, 100, []any{"n", "1"}, once); err != nil {
+			t.Fatalf("publish after SCRIPT FLUSH: %v", err)
+		}
+		flush()
+		entries := []BatchEntry{
+			{Category: "order", Key: "k", Stream: stream, ID: "m-2", Partitioned: true, Fields: []any{"n", "2"}},
+			{Category: "order", Key: "k", Stream: stream, ID: "m-3", Partitioned: true, Fields: []any{"n", "3"}},
+		}
+		if stored, err := PublishBatch(ctx, c, entries, 100, time.Minute); err != nil || !stored[0] || !stored[1] {
+			t.Fatalf("batch after SCRIPT FLUSH: %v %v", stored, err)
+		}
+		xs, err := c.XRange(ctx, stream, "-", "+").Result()
+		if err != nil || len(xs) != 3 {
+			t.Fatalf("the stream holds %d entries (%v), want 3, each once", len(xs), err)
+		}
+	})
 }
