@@ -248,21 +248,11 @@ func TestOwnSignalStreamLostWakesPartitions(t *testing.T) {
 func TestPMWokenOnACategoryStreamCreatedAfterItsLease(t *testing.T) {
 	redistest.Topologies(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := ctxT(t)
-		var mu sync.Mutex
-		applied := map[string]bool{}
-		did := func(ev string) bool { mu.Lock(); defer mu.Unlock(); return applied[ev] }
-		pm := flowPM("flow", func(_ context.Context, _, ev string, _ *pmPayment) error {
-			mu.Lock()
-			applied[ev] = true
-			mu.Unlock()
-			return nil
-		})
+		pm, did, mark := recordingPM()
 		rt := pmRoute("pmpayment", "pmPayment", func(m *pmPayment) string { return m.OrderID }, nil)
 		rt.CorrelateField, rt.Correlate = "", nil
 		rt.Invoke = func(_ context.Context, _ any, m any) error {
-			mu.Lock()
-			applied[fmt.Sprintf("keyed/%d", m.(*pmPayment).Seq)] = true
-			mu.Unlock()
+			mark(fmt.Sprintf("keyed/%d", m.(*pmPayment).Seq))
 			return nil
 		}
 		payments := Registration{Name: "payments", Kind: EventHandler, Key: "order_id", Sequential: true, Routes: []Route{rt}}
@@ -328,15 +318,7 @@ func TestPMWokenOnACategoryStreamCreatedAfterItsLease(t *testing.T) {
 func TestPMWokenWhenARenewalNamesIt(t *testing.T) {
 	redistest.Topologies(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := ctxT(t)
-		var mu sync.Mutex
-		applied := map[string]bool{}
-		did := func(ev string) bool { mu.Lock(); defer mu.Unlock(); return applied[ev] }
-		pm := flowPM("flow", func(_ context.Context, _, ev string, _ *pmPayment) error {
-			mu.Lock()
-			applied[ev] = true
-			mu.Unlock()
-			return nil
-		})
+		pm, did, _ := recordingPM()
 		pe := startEngine(t, c, fastOptions("p"), pm)
 		p := NewPublisher(c)
 		if err := p.Publish(ctx, &pmOrder{OrderID: "o-1", Seq: 1}); err != nil {
@@ -406,4 +388,18 @@ func (h *scriptArgs) trimming(lane string) int {
 		}
 	}
 	return n
+}
+
+// recordingPM is the flow pm recording each event it applies; did
+// reports whether an event ("payment/2") was recorded, and mark records
+// one for another handler of the test.
+func recordingPM() (pm Registration, did func(ev string) bool, mark func(ev string)) {
+	var mu sync.Mutex
+	applied := map[string]bool{}
+	mark = func(ev string) { mu.Lock(); defer mu.Unlock(); applied[ev] = true }
+	pm = flowPM("flow", func(_ context.Context, _, ev string, _ *pmPayment) error {
+		mark(ev)
+		return nil
+	})
+	return pm, func(ev string) bool { mu.Lock(); defer mu.Unlock(); return applied[ev] }, mark
 }

@@ -134,18 +134,26 @@ func TestResentOperatorCalls(t *testing.T) {
 			})
 		}
 
-		// U6: a replay whose reply was lost (inside MULTI on a single
-		// Redis, a lone script on a cluster) reports the append it made,
-		// appends once and wakes the owners.
-		t.Run("dlq-replay", func(t *testing.T) {
-			cat := "u6"
+		// dead halts a partition of cat on its first entry and moves it
+		// to the dead-letter stream.
+		dead := func(t *testing.T, cat string) (stream, dlq string, res Resolution) {
+			t.Helper()
 			ids := begin(t, cat)
-			stream, dlq := rdb.PartitionStream(cat, "a"), rdb.DLQStream(cat, "a")
+			stream, dlq = rdb.PartitionStream(cat, "a"), rdb.DLQStream(cat, "a")
 			halt(t, c, "h", cat, "a")
 			res, err := in.MoveToDLQ(ctx, "h", stream, ids[0])
 			if err != nil {
 				t.Fatal(err)
 			}
+			return stream, dlq, res
+		}
+
+		// U6: a replay whose reply was lost (inside MULTI on a single
+		// Redis, a lone script on a cluster) reports the append it made,
+		// appends once and wakes the owners.
+		t.Run("dlq-replay", func(t *testing.T) {
+			cat := "u6"
+			stream, dlq, res := dead(t, cat)
 			signals := c.XLen(ctx, rdb.SignalKey(cat)).Val()
 			before := l.Lost()
 			l.Arm(runs("dlq_replay"), redistest.EOF, 1)
@@ -170,13 +178,7 @@ func TestResentOperatorCalls(t *testing.T) {
 		// U7: a drop whose reply was lost reports the drop it made.
 		t.Run("dlq-drop", func(t *testing.T) {
 			cat := "u7"
-			ids := begin(t, cat)
-			stream, dlq := rdb.PartitionStream(cat, "a"), rdb.DLQStream(cat, "a")
-			halt(t, c, "h", cat, "a")
-			res, err := in.MoveToDLQ(ctx, "h", stream, ids[0])
-			if err != nil {
-				t.Fatal(err)
-			}
+			stream, dlq, res := dead(t, cat)
 			before := l.Lost()
 			l.Arm(runs("dlq_delete"), redistest.EOF, 1)
 			d, err := in.DropDLQ(ctx, dlq, res.DLQEntryID)
