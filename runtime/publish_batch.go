@@ -80,13 +80,15 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message, opts ...Pu
 	// stored is not stored twice, and the rest follows it in order.
 	window := p.window(false)
 	var stored []bool
-	var err error
-	for try := 1; ; try++ {
+	send := func() (err error) {
 		stored, err = rdb.PublishBatch(ctx, p.c, entries, p.opts.SignalMaxLen, window)
-		if try >= resendTries || window <= 0 || !rdb.LostReply(err) || ctx.Err() != nil {
-			break
-		}
-		p.opts.Logger.Debug("seqby: the reply to a batch publish was lost; sending it again with its message ids", "err", err)
+		return err
+	}
+	var err error
+	if window > 0 {
+		err = rdb.Resend(ctx, send)
+	} else {
+		err = send()
 	}
 	if errors.Is(err, rdb.ErrUnsignalled) {
 		p.opts.Logger.Warn("seqby: published, but waking idle consumers failed; they find the entries at their next re-check", "err", err)

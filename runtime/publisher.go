@@ -223,8 +223,8 @@ func (p *Publisher) Publish(ctx context.Context, msg Message, opts ...PublishOpt
 //
 // The item's message id makes the write idempotent (rdb.Once): with
 // WithMessageID for DedupWindow, else for ResendWindow. So when the reply
-// to a write is lost after Redis ran it, write sends it again itself (up
-// to resendTries in all) and the message is stored once: go-redis resends
+// to a write is lost after Redis ran it, write sends it again itself
+// (rdb.Resend) and the message is stored once: go-redis resends
 // a single command or a pipeline, but not a MULTI/EXEC (v9.23 returns the
 // error), and a caller who retried would publish a new id.
 func (p *Publisher) write(ctx context.Context, name string, it item, cfg publishConfig) error {
@@ -237,17 +237,17 @@ func (p *Publisher) write(ctx context.Context, name string, it item, cfg publish
 	if !it.partitioned {
 		stream = it.category
 	}
-	var err error
-	for try := 1; ; try++ {
+	send := func() error {
 		if !it.partitioned {
-			err = rdb.PublishPlain(ctx, p.c, it.category, it.fields, once)
-		} else {
-			err = rdb.PublishGuessing(ctx, p.c, p.guesses, it.category, it.key, it.stream, p.opts.SignalMaxLen, it.fields, once)
+			return rdb.PublishPlain(ctx, p.c, it.category, it.fields, once)
 		}
-		if try >= resendTries || once.Window <= 0 || !rdb.LostReply(err) || ctx.Err() != nil {
-			break
-		}
-		p.opts.Logger.Debug("seqby: the reply to a publish was lost; sending it again with its message id", "stream", stream, "err", err)
+		return rdb.PublishGuessing(ctx, p.c, p.guesses, it.category, it.key, it.stream, p.opts.SignalMaxLen, it.fields, once)
+	}
+	var err error
+	if once.Window > 0 {
+		err = rdb.Resend(ctx, send)
+	} else {
+		err = send()
 	}
 	if errors.Is(err, rdb.ErrUnsignalled) {
 		// Published: failing the call would make the caller publish twice.
@@ -270,11 +270,6 @@ func (p *Publisher) window(callers bool) time.Duration {
 	}
 	return max(p.opts.ResendWindow, 0)
 }
-
-// resendTries bounds how many times write sends one message when its
-// replies are lost (rdb.ResendTries): go-redis does not resend a
-// MULTI/EXEC.
-const resendTries = rdb.ResendTries
 
 // item is a message checked and encoded, ready to write.
 type item struct {
