@@ -162,6 +162,22 @@ func (s *Server) Kill() {
 	}
 }
 
+// running reports whether the server's process is up (not killed or
+// closed, and not exited); a paused one is running. Cluster waits ask
+// only running nodes, so a killed node does not stall them on a refused
+// dial.
+func (s *Server) running() bool {
+	if s.done == nil {
+		return false
+	}
+	select {
+	case <-s.done:
+		return false
+	default:
+		return true
+	}
+}
+
 // Pause stops the server's process (SIGSTOP): it keeps its connections
 // and answers nothing until Resume.
 func (s *Server) Pause() error { return s.cmd.Process.Signal(syscall.SIGSTOP) }

@@ -38,6 +38,22 @@ func NewCluster(t testing.TB, masters int) *Cluster {
 	return c
 }
 
+// NewClusterReplicas starts a cluster of masters primaries with replicas
+// replicas each (StartClusterReplicas) for the test and stops it in
+// t.Cleanup: for tests that fail a primary over (Failover, KillPrimary,
+// Rejoin).
+func NewClusterReplicas(t testing.TB, masters, replicas int) *Cluster {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c, err := StartClusterReplicas(ctx, masters, replicas, Config{})
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
 // Topologies runs f twice, as the subtests "standalone" (a single server)
 // and "cluster" (three masters), each with a client of its own
 // (ContextTimeoutEnabled) closed at cleanup: for behaviour that must hold
