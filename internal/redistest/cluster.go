@@ -263,6 +263,176 @@ func (c *Cluster) MoveSlot(ctx context.Context, key string, to int) (from int, e
 // test's little data; a minute is far beyond either on a loaded machine.
 const clusterWait = 60 * time.Second
 
+// Primaries returns the primaries serving slots now, in Nodes order, once
+// every running node reports cluster_state:ok and they all agree on the
+// topology (which node is a primary, and which replica follows which).
+func (c *Cluster) Primaries() ([]*Server, error) {
+	t, err := c.until(context.Background(), "the cluster to agree on its primaries", func(topology) (bool, error) { return true, nil })
+	if err != nil {
+		return nil, err
+	}
+	var out []*Server
+	for i, id := range c.ids {
+		if e := t[id]; e.primary && !e.failed && len(e.slots) > 0 && c.Nodes[i].running() {
+			out = append(out, c.Nodes[i])
+		}
+	}
+	return out, nil
+}
+
+// PrimaryOf returns the node serving key's hash slot now, once every
+// running node reports cluster_state:ok and names that node the slot's
+// owner: a client that asks any node is sent to it.
+func (c *Cluster) PrimaryOf(key string) (*Server, error) {
+	return c.primaryOf(context.Background(), key)
+}
+
+// ReplicaOf returns a replica of primary (the first in Nodes order) whose
+// link to it is up and which primary counts as in sync, once the running
+// nodes agree on the topology. It fails at once when primary is not a
+// primary, or has no replica that is not failed (after KillPrimary, until
+// Rejoin), rather than wait for one that is not coming.
+func (c *Cluster) ReplicaOf(primary *Server) (*Server, error) {
+	return c.replicaOf(context.Background(), primary)
+}
+
+// Failover asks a replica of the primary serving key's slot to take over
+// (CLUSTER FAILOVER: a manual failover, coordinated with the primary, so
+// no acknowledged write is lost and the old primary becomes a replica of
+// the new one). It returns the new primary once every running node names
+// it the slot's owner and the old primary replicates it with its link up.
+// A promoted replica starts a new replication id (INFO replication
+// master_replid), as in an automatic failover.
+func (c *Cluster) Failover(ctx context.Context, key string) (*Server, error) {
+	slot, err := c.keyslot(key)
+	if err != nil {
+		return nil, err
+	}
+	old, err := c.primaryOf(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := c.replicaOf(ctx, old)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := rep.Do("CLUSTER", "FAILOVER"); err != nil {
+		return nil, fmt.Errorf("redistest: CLUSTER FAILOVER on %s: %w", rep.Addr, err)
+	}
+	oldID, repID := c.idOf(old), c.idOf(rep)
+	_, err = c.until(ctx, fmt.Sprintf("%s to take slot %d over from %s, which replicates it", rep.Addr, slot, old.Addr), func(t topology) (bool, error) {
+		return t.owner(slot) == repID && t[oldID].master == repID && c.replicating(old, rep), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// KillPrimary kills (SIGKILL) the primary serving key's slot and returns
+// it with the replica the cluster promoted in its place (an automatic
+// failover, about 3 s), once every running node reports cluster_state:ok,
+// counts the killed node failed and names the new primary the slot's
+// owner. Writes the replica had not received when the primary died are
+// lost, as in production. The killed node comes back with Rejoin. It
+// fails at once when the primary has no replica to promote.
+func (c *Cluster) KillPrimary(ctx context.Context, key string) (killed, primary *Server, err error) {
+	slot, err := c.keyslot(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	old, err := c.primaryOf(ctx, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := c.replicaOf(ctx, old); err != nil {
+		return nil, nil, fmt.Errorf("redistest: no replica to promote in place of %s: %w", old.Addr, err)
+	}
+	old.Kill()
+	oldID := c.idOf(old)
+	_, err = c.until(ctx, fmt.Sprintf("the cluster to promote a replica of the killed %s (slot %d)", old.Addr, slot), func(t topology) (bool, error) {
+		primary = c.node(t.owner(slot))
+		if primary == nil || primary == old || !t[oldID].failed {
+			return false, nil
+		}
+		info, err := primary.Do("INFO", "replication")
+		return err == nil && infoField(info, "role") == "master", nil
+	})
+	if err != nil {
+		return old, nil, err
+	}
+	return old, primary, nil
+}
+
+// Rejoin restarts s, a node that was killed (KillPrimary, or Kill on a
+// replica), and returns once it is back as a replica: every running node,
+// s too, reports cluster_state:ok and names s a replica of the same
+// primary, not failed; s's link to that primary is up and the primary
+// counts it in sync (INFO replication connected_slaves), so whatever
+// needs a replica per primary, such as a strict-mode engine, can go on.
+// s keeps its cluster identity across the restart (nodes.conf is in its
+// directory, which Kill keeps): a killed primary learns that its slots
+// moved to a newer primary and follows it. Its data is not kept (without
+// Config.Persist); the full sync from its primary brings it.
+func (c *Cluster) Rejoin(ctx context.Context, s *Server) error {
+	id := c.idOf(s)
+	if id == "" {
+		return fmt.Errorf("redistest: %s is not a node of this cluster", s.Addr)
+	}
+	if !s.running() {
+		if err := s.Restart(ctx); err != nil {
+			return err
+		}
+	}
+	_, err := c.until(ctx, fmt.Sprintf("%s to rejoin as a replica", s.Addr), func(t topology) (bool, error) {
+		e := t[id]
+		return !e.primary && !e.failed && c.replicating(s, c.node(e.master)), nil
+	})
+	return err
+}
+
+func (c *Cluster) primaryOf(ctx context.Context, key string) (*Server, error) {
+	slot, err := c.keyslot(key)
+	if err != nil {
+		return nil, err
+	}
+	var p *Server
+	_, err = c.until(ctx, fmt.Sprintf("the cluster to agree on the primary of slot %d", slot), func(t topology) (bool, error) {
+		p = c.node(t.owner(slot))
+		return p != nil && p.running(), nil
+	})
+	return p, err
+}
+
+func (c *Cluster) replicaOf(ctx context.Context, primary *Server) (*Server, error) {
+	id := c.idOf(primary)
+	if id == "" {
+		return nil, fmt.Errorf("redistest: %s is not a node of this cluster", primary.Addr)
+	}
+	var r *Server
+	_, err := c.until(ctx, fmt.Sprintf("a replica of %s in sync", primary.Addr), func(t topology) (bool, error) {
+		if e := t[id]; !e.primary || e.failed {
+			return false, fmt.Errorf("redistest: %s is not a primary", primary.Addr)
+		}
+		found := false
+		for i, rid := range c.ids {
+			if e := t[rid]; e.primary || e.master != id || e.failed {
+				continue
+			}
+			found = true
+			if c.replicating(c.Nodes[i], primary) {
+				r = c.Nodes[i]
+				return true, nil
+			}
+		}
+		if !found {
+			return false, fmt.Errorf("redistest: primary %s has no replica", primary.Addr)
+		}
+		return false, nil
+	})
+	return r, err
+}
+
 // replicating reports whether r is a replica of p with its link up and p
 // lists r as an online replica: both ends agree the replication runs.
 func (c *Cluster) replicating(r, p *Server) bool {
@@ -279,6 +449,21 @@ func (c *Cluster) replicating(r, p *Server) bool {
 		strings.Contains(info, fmt.Sprintf(",port=%d,state=online,", r.port))
 }
 
+// keyslot is CLUSTER KEYSLOT key, asked of the first running node.
+func (c *Cluster) keyslot(key string) (int, error) {
+	for _, n := range c.Nodes {
+		if !n.running() {
+			continue
+		}
+		out, err := n.Do("CLUSTER", "KEYSLOT", key)
+		if err != nil {
+			return 0, err
+		}
+		return strconv.Atoi(out)
+	}
+	return 0, errors.New("redistest: no cluster node is running")
+}
+
 // node is the Server whose cluster id is id, or nil.
 func (c *Cluster) node(id string) *Server {
 	for i, x := range c.ids {
@@ -287,6 +472,16 @@ func (c *Cluster) node(id string) *Server {
 		}
 	}
 	return nil
+}
+
+// idOf is s's cluster id, or "" when s is none of the nodes.
+func (c *Cluster) idOf(s *Server) string {
+	for i, n := range c.Nodes {
+		if n == s && i < len(c.ids) {
+			return c.ids[i]
+		}
+	}
+	return ""
 }
 
 // until polls, every 50 ms for at most clusterWait (or until ctx ends),
