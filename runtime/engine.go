@@ -144,9 +144,6 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	if _, ring := c.(*redis.Ring); ring {
 		return nil, fmt.Errorf("seqby engine: a *redis.Ring splits a partition's keys from the keys its calls share with other partitions; use a *redis.Client, a failover client or a *redis.ClusterClient: %w", ErrUnsupportedClient)
 	}
-	if _, cluster := c.(*redis.ClusterClient); cluster && o.ReplicaAcks > 0 {
-		return nil, fmt.Errorf("seqby engine: Options.ReplicaAcks needs one primary's WAIT, and a Redis Cluster's shards fail over one by one; the strict mode is for a primary with replicas (a failover client or a *redis.Client): %w", ErrUnsupportedClient)
-	}
 	if o.StateStore == nil {
 		o.StateStore = NewRedisStateStore(c)
 	}

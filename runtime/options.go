@@ -141,8 +141,9 @@ type Options struct {
 	// replicas and ReplicaAcks 1, a manual failover can lose what the
 	// other one acknowledged). While fewer replicas answer, no attempt
 	// starts. Run refuses when the primary has fewer replicas connected
-	// (ErrReplicas). Not on a Redis Cluster (ErrUnsupportedClient).
-	// Default 0: off.
+	// (ErrReplicas). On a Redis Cluster the same holds per shard: a
+	// barrier per primary covers the slots it serves, and Run refuses
+	// when any primary has fewer replicas connected. Default 0: off.
 	ReplicaAcks int
 	// ReplicaTimeout is how long one replica barrier waits for
 	// ReplicaAcks replicas (WAIT's timeout) before it is sent again. Keep

@@ -2,6 +2,8 @@ package runtime
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -85,6 +87,9 @@ func (e *Engine) checkUnowned(base context.Context, handler string, units []unit
 	// are owned now; their marks go without a look at each partition.
 	covered := complete && sum >= int64(len(others))
 	if covered && !marked {
+		if e.replicas != nil {
+			e.replicas.noteUnowned(handler, 0)
+		}
 		return
 	}
 	// More partitions owned than at the last check: the instances are
@@ -109,8 +114,10 @@ func (e *Engine) checkUnowned(base context.Context, handler string, units []unit
 			e.log.Warn("seqby: checking a partition's owner failed; it counts as unowned with work", "handler", handler, "err", unreadable)
 		}
 	}
+	short := e.unownedShort(ctx, handler, others, states, covered)
 	free := map[string]bool{}
 	var report []Fault
+	waiting := 0 // unowned for a while, and waiting for replicas
 	e.mu.Lock()
 	for i, u := range others {
 		if covered || states[i] != rdb.FreeWithWork && states[i] != rdb.Unreadable {
@@ -124,6 +131,14 @@ func (e *Engine) checkUnowned(base context.Context, handler string, units []unit
 		}
 		fid := faultID(FaultUnowned, u.id)
 		if _, reported := e.faults[fid]; reported || growing || now.Sub(m.since) < e.UnownedAfter() {
+			continue
+		}
+		if short[u.id] {
+			// Unowned while the strict mode waits for its replicas:
+			// that is what it waits for (said once, below), and its time
+			// without an owner counts from the end of the wait.
+			waiting++
+			e.unowned[u.id] = unownedMark{handler: handler, since: now}
 			continue
 		}
 		f := Fault{Kind: FaultUnowned, Handler: handler, Category: strings.Join(u.cats, ","), Key: u.key,
@@ -144,6 +159,9 @@ func (e *Engine) checkUnowned(base context.Context, handler string, units []unit
 		}
 	}
 	e.mu.Unlock()
+	if e.replicas != nil {
+		e.replicas.noteUnowned(handler, waiting)
+	}
 	for _, f := range report {
 		e.log.Error("seqby: partition has work and no owner; no instance running the handler manages to claim it. Check the other instances' logs (acquire failures, permanent redis errors) and that enough instances run the handler",
 			"handler", f.Handler, "stream", f.Stream, "key", f.Key, "unowned_since", f.Since)
@@ -152,4 +170,38 @@ func (e *Engine) checkUnowned(base context.Context, handler string, units []unit
 	for _, f := range recovered {
 		e.log.Info("seqby: partition reported unowned has an owner again (or nothing left to do)", "handler", f.Handler, "stream", f.Stream, "key", f.Key)
 	}
+}
+
+// unownedShort, in the strict mode, sends a barrier to the primaries of
+// the partitions about to be reported unowned (free with work, marked
+// for UnownedAfter), and returns those whose primary's barrier failed or
+// came back short: they have no owner because the strict mode waits for
+// their replicas (their owners lose each lease they take, or are
+// refused), which is not a fault of the instances; checkUnowned says so
+// once instead of an error per key. Nil in the default mode.
+func (e *Engine) unownedShort(ctx context.Context, handler string, others []unit, states []rdb.Ownership, covered bool) map[string]bool {
+	if e.replicas == nil || covered {
+		return nil
+	}
+	now := time.Now()
+	bySlot := map[int][]string{}
+	e.mu.Lock()
+	for i, u := range others {
+		m, seen := e.unowned[u.id]
+		if (states[i] == rdb.FreeWithWork || states[i] == rdb.Unreadable) && seen && m.handler == handler && now.Sub(m.since) >= e.UnownedAfter() {
+			s := e.replicas.slotOf(u.ref.Key)
+			bySlot[s] = append(bySlot[s], u.id)
+		}
+	}
+	e.mu.Unlock()
+	if len(bySlot) == 0 {
+		return nil
+	}
+	short := map[string]bool{}
+	for _, s := range e.replicas.probe(ctx, slices.Collect(maps.Keys(bySlot))) {
+		for _, id := range bySlot[s] {
+			short[id] = true
+		}
+	}
+	return short
 }

@@ -304,6 +304,21 @@ func (c *Cluster) ReplicaOf(primary *Server) (*Server, error) {
 // A promoted replica starts a new replication id (INFO replication
 // master_replid), as in an automatic failover.
 func (c *Cluster) Failover(ctx context.Context, key string) (*Server, error) {
+	return c.failover(ctx, key, "CLUSTER", "FAILOVER")
+}
+
+// FailoverForce is Failover without the primary's agreement (CLUSTER
+// FAILOVER FORCE): the replica is promoted at once, without waiting for
+// the primary's last writes, while the primary goes on taking writes
+// until it learns of the new one; those are lost when it follows it, as
+// in a managed service's failover of a primary that did not answer in
+// time.
+func (c *Cluster) FailoverForce(ctx context.Context, key string) (*Server, error) {
+	return c.failover(ctx, key, "CLUSTER", "FAILOVER", "FORCE")
+}
+
+// failover is Failover sending cmd to the replica.
+func (c *Cluster) failover(ctx context.Context, key string, cmd ...string) (*Server, error) {
 	slot, err := c.keyslot(key)
 	if err != nil {
 		return nil, err
@@ -316,8 +331,8 @@ func (c *Cluster) Failover(ctx context.Context, key string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := rep.Do("CLUSTER", "FAILOVER"); err != nil {
-		return nil, fmt.Errorf("redistest: CLUSTER FAILOVER on %s: %w", rep.Addr, err)
+	if _, err := rep.Do(cmd...); err != nil {
+		return nil, fmt.Errorf("redistest: %s on %s: %w", strings.Join(cmd, " "), rep.Addr, err)
 	}
 	oldID, repID := c.idOf(old), c.idOf(rep)
 	_, err = c.until(ctx, fmt.Sprintf("%s to take slot %d over from %s, which replicates it", rep.Addr, slot, old.Addr), func(t topology) (bool, error) {

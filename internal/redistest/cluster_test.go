@@ -45,6 +45,14 @@ func TestClusterReplicasFailover(t *testing.T) {
 			primary, err := c.Failover(ctx, key)
 			return old, primary, err
 		}},
+		{"forced", func(ctx context.Context) (*Server, *Server, error) {
+			old, err := c.PrimaryOf(key)
+			if err != nil {
+				return nil, nil, err
+			}
+			primary, err := c.FailoverForce(ctx, key)
+			return old, primary, err
+		}},
 		{"killed and rejoined", func(ctx context.Context) (*Server, *Server, error) {
 			killed, primary, err := c.KillPrimary(ctx, key)
 			if err != nil {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -32,27 +34,125 @@ var ErrNotPrimary = errors.New("the server is not a primary")
 // a failover starts a new one). A server that is not a primary refuses the
 // write (READONLY).
 func Barrier(ctx context.Context, c redis.UniversalClient, n int, timeout time.Duration) (acks int, replid string, err error) {
+	acks, replid, refused, err := barrier(ctx, c, []string{BarrierKey}, n, timeout)
+	if err == nil && refused[0] != nil {
+		err = refused[0]
+	}
+	return acks, replid, err
+}
+
+// BarrierSlots is Barrier on one primary of a Redis Cluster for the hash
+// slots it serves: one write of SlotBarrierKey per slot, then WAIT and
+// INFO, on one connection to node. refused[i] is the error of slots[i]'s
+// write (MOVED, ASK, CLUSTERDOWN: the node does not serve the slot now),
+// nil where it ran on node; only those slots are confirmed by acks.
+func BarrierSlots(ctx context.Context, node *redis.Client, slots []int, n int, timeout time.Duration) (acks int, replid string, refused []error, err error) {
+	keys := make([]string, len(slots))
+	for i, s := range slots {
+		keys[i] = SlotBarrierKey(s)
+	}
+	return barrier(ctx, node, keys, n, timeout)
+}
+
+// barrier writes keys, then WAITs and reads INFO replication, in one
+// pipeline (one connection): a write refused does not stop the others.
+func barrier(ctx context.Context, c redis.UniversalClient, keys []string, n int, timeout time.Duration) (int, string, []error, error) {
 	var wait *redis.Cmd
 	var info *redis.StringCmd
-	_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, BarrierKey, "1", barrierTTL)
+	sets := make([]*redis.StatusCmd, len(keys))
+	// Each command's error is read on its own below: a write the node
+	// refuses (it does not serve that slot) leaves the others standing.
+	_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			sets[i] = p.Set(ctx, k, "1", barrierTTL)
+		}
 		// (Pipeliner has no Wait method.)
 		wait = p.Do(ctx, "WAIT", n, timeout.Milliseconds())
 		info = p.Info(ctx, "replication")
 		return nil
 	})
-	if err != nil {
-		return 0, "", err
+	if info.Err() != nil {
+		return 0, "", nil, fmt.Errorf("INFO replication: %w", info.Err())
 	}
 	r := parseReplication(info.Val())
 	if r.Role != "master" {
-		return 0, "", fmt.Errorf("replica barrier answered by a %s: %w", r.Role, ErrNotPrimary)
+		return 0, "", nil, fmt.Errorf("replica barrier answered by a %s: %w", r.Role, ErrNotPrimary)
 	}
-	got, err := wait.Int()
-	if err != nil {
-		return 0, "", fmt.Errorf("WAIT: %w", err)
+	got, werr := wait.Int()
+	if werr != nil {
+		return 0, "", nil, fmt.Errorf("WAIT: %w", werr)
 	}
-	return got, r.ReplID, nil
+	refused := make([]error, len(keys))
+	for i, s := range sets {
+		refused[i] = s.Err()
+	}
+	return got, r.ReplID, refused, nil
+}
+
+// SlotBarrierKey is the key a barrier writes in hash slot s of a Redis
+// Cluster, "seqby:__barrier__:{tag}" with a tag that hashes to s: one key
+// per slot, each expiring a minute after its last barrier.
+func SlotBarrierKey(s int) string { return BarrierKey + ":{" + slotTags()[s] + "}" }
+
+// slotTags holds, for each hash slot, the shortest decimal number (in
+// order of trial) that hashes to it.
+var slotTags = sync.OnceValue(func() []string {
+	tags := make([]string, slotCount)
+	left := slotCount
+	for i := 0; left > 0; i++ {
+		t := strconv.Itoa(i)
+		if s := slot(t); tags[s] == "" {
+			tags[s] = t
+			left--
+		}
+	}
+	return tags
+})
+
+// Slot is the Redis Cluster hash slot of key (its hash tag's, when it has
+// one).
+func Slot(key string) int { return slot(key) }
+
+// NodeSlots reads, from one node of a Redis Cluster, its replication
+// (INFO replication) and the hash slots it says it serves (CLUSTER NODES'
+// "myself" line), in one round trip: a primary's replication id with the
+// slots it held when it answered.
+func NodeSlots(ctx context.Context, node *redis.Client) (Replication, []int, error) {
+	var info, nodes *redis.StringCmd
+	if _, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+		info = p.Info(ctx, "replication")
+		nodes = p.ClusterNodes(ctx)
+		return nil
+	}); err != nil {
+		return Replication{}, nil, fmt.Errorf("INFO replication, CLUSTER NODES: %w", err)
+	}
+	r := parseReplication(info.Val())
+	for _, line := range strings.Split(nodes.Val(), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 || !slices.Contains(strings.Split(f[2], ","), "myself") {
+			continue
+		}
+		var slots []int
+		for _, rng := range f[8:] {
+			if strings.HasPrefix(rng, "[") {
+				continue // a slot being migrated or imported
+			}
+			lo, hi, isRange := strings.Cut(rng, "-")
+			l, err := strconv.Atoi(lo)
+			h := l
+			if isRange {
+				h, err = strconv.Atoi(hi)
+			}
+			if err != nil || l < 0 || h >= slotCount {
+				return r, nil, fmt.Errorf("CLUSTER NODES: unreadable slots %q", rng)
+			}
+			for s := l; s <= h; s++ {
+				slots = append(slots, s)
+			}
+		}
+		return r, slots, nil
+	}
+	return r, nil, fmt.Errorf("CLUSTER NODES: no line for the node itself")
 }
 
 // Replication is what a primary says of its replication and of the

@@ -2,6 +2,9 @@ package rdb
 
 import "strings"
 
+// slotCount is the number of hash slots of a Redis Cluster.
+const slotCount = 16384
+
 // slot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of its hash
 // tag (the part between the first '{' and the next '}', when not empty),
 // else of the whole key, modulo 16384.
@@ -22,5 +25,5 @@ func slot(key string) int {
 			}
 		}
 	}
-	return int(crc) % 16384
+	return int(crc) % slotCount
 }
