@@ -173,6 +173,14 @@ func underDocumentedACL(t *testing.T, servers []*redistest.Server, as func(user 
 			return err == nil && len(ks) == 0
 		})
 	}
+	// An engine over a slow link stores its admitted confirmation age,
+	// and Pause reads it as seqbyctl (admitage.go).
+	if err := rdb.StoreAdmitAge(ctx, engine, "orders", r.incarnation, 30*time.Millisecond, time.Second); err != nil {
+		t.Fatalf("storing the admitted age as seqby-engine: %v", err)
+	}
+	if a, err := rdb.AdmitAge(ctx, ctl, "orders"); err != nil || a != 30*time.Millisecond {
+		t.Fatalf("reading the admitted age as seqbyctl: %v, %v", a, err)
+	}
 	r.stop()
 	if strings.Contains(logs.String(), "NOPERM") {
 		t.Fatalf("a command or key was refused under the documented ACL:\n%s", grepLines(logs.String(), "NOPERM"))

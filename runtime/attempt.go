@@ -32,8 +32,10 @@ import (
 // after its reply; if that wait outlasted the bound, the next confirmation
 // is sent holding the slot. That one is the newest there can be: if its
 // own round trip outlasts the bound (a distant Redis), the attempt starts
-// right after its reply rather than never, and the engine warns to raise
-// VerifyBound.
+// right after its reply rather than never, provided the reply came within
+// the engine's admitted confirmation age, which Pause waits out; one
+// answered later raises that age, stores it in Redis and confirms again
+// (admitage.go). The engine warns to raise VerifyBound.
 //
 // An attempt of a head that has a halt record (the partition halted on
 // it, or a predecessor's record names it) confirms with begin_attempt.lua,
@@ -104,7 +106,10 @@ func (p *partition) gate(en rdb.Entry, confirmed time.Time) *gate {
 // when the wait for a slot after a fresh confirmation outlasted the bound
 // (handlers slower than the bound, more partitions with work than slots)
 // is the next confirmation sent holding the slot, so the attempt cannot
-// chase a confirmation that every slot wait makes stale again.
+// chase a confirmation that every slot wait makes stale again. That one
+// is used if it is within the bound, or within the admitted age stored
+// before it was sent; one answered later raises the age and is sent
+// again, still holding the slot (admitage.go).
 func (g *gate) enter(ctx context.Context) bool {
 	backoff := g.e.o.RetryBackoff
 	bound := g.e.o.VerifyBound
@@ -143,9 +148,9 @@ func (g *gate) enter(ctx context.Context) bool {
 		}
 	}
 	needs := func() bool { return g.p != nil && ((g.head && !begun) || time.Since(g.confirmed) > bound) }
+	held := false // a slot is held
 	for {
-		held := false // this pass holds a slot
-		if !needs() || holdToConfirm {
+		if !held && (!needs() || holdToConfirm) {
 			select {
 			case g.e.sem <- struct{}{}:
 			case <-ctx.Done():
@@ -174,11 +179,20 @@ func (g *gate) enter(ctx context.Context) bool {
 				held = false
 			}
 		}
+		// The admitted age a confirmation sent holding the slot is judged
+		// by is the one stored before it was sent (admitage.go).
+		var limit admitLimit
+		if held {
+			limit = g.e.admitAge(g.p.reg.Name).limit()
+		}
 		sent := time.Now()
 		err := g.p.confirm(ctx, g.head && !begun)
 		if err == nil {
 			g.p.unpaused()
 			g.confirmed, begun = sent, true
+			if held && g.e.heldConfirmHook != nil {
+				g.e.heldConfirmHook(g.p)
+			}
 			if rtt := time.Since(sent); rtt > bound {
 				g.e.warnSlowConfirm(rtt)
 			}
@@ -188,15 +202,24 @@ func (g *gate) enter(ctx context.Context) bool {
 				holdToConfirm = true
 				continue
 			}
-			if time.Now().Before(g.p.deadline()) {
+			if !time.Now().Before(g.p.deadline()) {
+				g.release()
+				g.p.lost(errors.New("lease not renewed before its deadline"))
+				return g.refuse()
+			}
+			age := time.Since(sent)
+			if limit.admits(age, bound, time.Now()) {
 				return g.admit()
 			}
-			g.release()
-			g.p.lost(errors.New("lease not renewed before its deadline"))
-			return g.refuse()
+			// Answered later than the admitted age: raise it, and once
+			// Redis has stored it, confirm again, keeping the slot.
+			if err = g.e.raiseAdmitAge(ctx, g.p.reg.Name, age); err == nil {
+				continue
+			}
 		}
 		if held {
 			g.release()
+			held = false
 		}
 		if pausedBy(err) {
 			g.paused = true
@@ -298,6 +321,6 @@ func (e *Engine) warnSlowConfirm(rtt time.Duration) {
 	if now-last < int64(slowConfirmEvery) || !e.slowConfirmAt.CompareAndSwap(last, now) {
 		return
 	}
-	e.log.Warn("seqby: confirming a lease before a handler attempt took longer than Options.VerifyBound; attempts start right after the confirmation, but raise VerifyBound above Redis's round trip",
+	e.log.Warn("seqby: confirming a lease before a handler attempt took longer than Options.VerifyBound; attempts start right after the confirmation (within the admitted confirmation age, which an operator's Pause waits out), but raise VerifyBound above Redis's round trip",
 		"round_trip", rtt.Round(time.Millisecond), "verify_bound", e.o.VerifyBound)
 }

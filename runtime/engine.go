@@ -60,6 +60,9 @@ type Engine struct {
 
 	// pauses are the whole-handler pauses discovery found (pause.go).
 	pauses pauses
+	// admitAges are the admitted confirmation ages, per handler, that
+	// the gate judges slot-held confirmations by (admitage.go).
+	admitAges admitAges
 
 	mu      sync.Mutex
 	running bool
@@ -81,6 +84,10 @@ type Engine struct {
 	// announceHook, nil but in tests, runs in announce between the check
 	// of leaving and the send, to hold an announcement in flight.
 	announceHook func()
+	// heldConfirmHook, nil but in tests, runs in a gate right after the
+	// reply of a confirmation sent holding a concurrency slot (attempt.go)
+	// came, to make that reply late after Redis ran the call.
+	heldConfirmHook func(p *partition)
 	// acquireLogs rate-limits the failed-acquire warning per handler.
 	acquireLogs map[string]*acquireLog
 	// cold holds the partitions an acquire found cold lately (reaper.go).

@@ -34,9 +34,19 @@ func fastOptions(owner string) Options {
 
 func startEngine(t *testing.T, c redis.UniversalClient, opts Options, regs ...Registration) *running {
 	t.Helper()
+	return startEngineWith(t, c, opts, nil, regs...)
+}
+
+// startEngineWith is startEngine that lets setup (unless nil) change the
+// engine before it runs: its test hooks.
+func startEngineWith(t *testing.T, c redis.UniversalClient, opts Options, setup func(*Engine), regs ...Registration) *running {
+	t.Helper()
 	e, err := NewEngine(c, opts)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if setup != nil {
+		setup(e)
 	}
 	if err := e.Register(regs...); err != nil {
 		t.Fatal(err)

@@ -42,7 +42,9 @@ type Options struct {
 	// verification sent for the attempt). Default 25ms. Keep it above
 	// Redis's round trip: a confirmation whose reply comes later is
 	// still used (the attempt starts right after it, never with an older
-	// one), with a warning to raise it.
+	// one), with a warning to raise it, once the engine has stored an
+	// admitted confirmation age above that reply's, which an operator's
+	// Pause then waits out (at most LeaseTTL/2).
 	VerifyBound time.Duration
 	// DiscoveryInterval is how often the partition index and the member
 	// set are read to claim new or free partitions and rebalance.

@@ -6,10 +6,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/internal/redistest"
 	"github.com/seqby/seqby/runtime/inspect"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
@@ -560,5 +562,115 @@ func TestPausedPartitionIsNotPolled(t *testing.T) {
 	}
 	if n := calls.naming(mark) - before; n != 0 {
 		t.Fatalf("the paused partition was read %d times while b ran 20 events", n)
+	}
+}
+
+// A confirmation sent holding the only concurrency slot, which Redis ran
+// just before a pause's mark was stored and whose reply came late (80ms
+// over a 25ms VerifyBound), starts no attempt after Pause returned: the
+// engine raises its admitted confirmation age, stores it and confirms
+// again, which finds the pause. Once raised, the next Pause waits that
+// age out, while the late confirmation within it is used (before Pause
+// returns). Handler starts and Pause's return are on this process's
+// monotonic clock.
+func TestPauseHoldsAgainstAConfirmationAnsweredLate(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	const late, work = 80 * time.Millisecond, 40 * time.Millisecond
+	var mu sync.Mutex
+	starts := map[string][]time.Time{}
+	started := func(client string) []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(starts[client])
+	}
+	h := keyedHandler("pl", func(_ context.Context, e *testEvent) error {
+		mu.Lock()
+		starts[e.Client] = append(starts[e.Client], time.Now())
+		mu.Unlock()
+		time.Sleep(work)
+		return nil
+	})
+	opts := fastOptions("o1")
+	opts.Concurrency = 1 // a and b take turns: a's slot waits outlast the bound
+	opts.LeaseTTL, opts.HeartbeatInterval = 5*time.Second, time.Second
+	var armed atomic.Bool
+	caught := make(chan struct{}, 1)
+	startEngineWith(t, c, opts, func(e *Engine) {
+		e.heldConfirmHook = func(p *partition) {
+			if p.key == "a" && armed.CompareAndSwap(true, false) {
+				caught <- struct{}{}
+				time.Sleep(late) // Redis ran it; its reply comes late
+			}
+		}
+	}, h)
+	p := NewPublisher(c)
+	for i := 1; i <= 60; i++ {
+		for _, k := range []string{"a", "b"} {
+			if err := p.Publish(ctx, ev(k, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	in := inspect.New(c)
+	for round := 1; round <= 2; round++ {
+		armed.Store(true)
+		select {
+		case <-caught:
+		case <-ctx.Done():
+			t.Fatalf("round %d: no confirmation of a was sent holding the slot", round)
+		}
+		called := time.Now()
+		if _, err := in.Pause(ctx, "pl", "order:{a}", "alice"); err != nil {
+			t.Fatal(err)
+		}
+		returned := time.Now()
+		time.Sleep(4 * late) // the late reply has come and been judged
+		for _, at := range started("a") {
+			if at.After(returned) {
+				t.Errorf("round %d: an attempt of a started %v after Pause returned (it took %v; a confirmation answered %v late, VerifyBound %v)",
+					round, at.Sub(returned).Round(time.Millisecond), returned.Sub(called).Round(time.Millisecond), late, defaultVerifyBound)
+			}
+		}
+		if round == 2 && returned.Sub(called) < late {
+			t.Errorf("round 2: Pause took %v, want at least the admitted age the engine raised above %v in round 1", returned.Sub(called), late)
+		}
+		n := len(started("a"))
+		if _, err := in.Resume(ctx, "pl", "order:{a}"); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 20*time.Second, "a to go on after Resume", func() bool { return len(started("a")) > n })
+	}
+}
+
+// Over a link slower than VerifyBound, the engine stores an admitted
+// confirmation age above the link's round trip before it starts an
+// attempt on a confirmation that old; a store whose reply is lost (Redis
+// ran it, go-redis sends it again) stores that age once, and the attempt
+// starts.
+func TestAdmitAgeStoredOverASlowLinkOnce(t *testing.T) {
+	base, ctx := newRedis(t), ctxT(t)
+	const link = 30 * time.Millisecond
+	var l redistest.LostReply
+	l.Arm(runsScript("admit_age"), redistest.EOF, 1)
+	c := redis.NewClient(&redis.Options{Addr: base.Options().Addr, ContextTimeoutEnabled: true, Dialer: l.Dialer(nil)})
+	t.Cleanup(func() { c.Close() })
+	c.AddHook(&replyHook{every: link})
+	var ran atomic.Int64
+	opts := fastOptions("s")
+	opts.LeaseTTL, opts.HeartbeatInterval = 5*time.Second, time.Second
+	r := startEngine(t, c, opts, keyedHandler("slow", func(context.Context, *testEvent) error { ran.Add(1); return nil }))
+	if err := NewPublisher(base).Publish(ctx, ev("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the handler runs over a 30ms link", func() bool { return ran.Load() == 1 })
+	if l.Lost() != 1 {
+		t.Fatalf("lost %d replies of admit_age, want 1: the attempt started without storing an admitted age", l.Lost())
+	}
+	members, err := base.ZRange(ctx, rdb.AdmitAgeKey("slow"), 0, -1).Result()
+	if err != nil || len(members) != 1 || !strings.HasSuffix(members[0], "|"+r.incarnation) {
+		t.Fatalf("admitted ages %v (%v), want one of incarnation %s", members, err, r.incarnation)
+	}
+	if a, err := rdb.AdmitAge(ctx, base, "slow"); err != nil || a < link {
+		t.Fatalf("admitted age %v (%v), want above the link's %v", a, err, link)
 	}
 }

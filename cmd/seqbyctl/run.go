@@ -166,7 +166,9 @@ handovers, restarts and the reaper. It is a mark in the partition's slot
 (category:{key}:__lease__:NAME:__paused__) that every call an attempt starts
 under checks; the command returns once no attempt can start any more: it
 waits the engines' VerifyBound after storing the mark (-verify-bound, 25ms,
-their default; give theirs when they set Options.VerifyBound).
+their default; give theirs when they set Options.VerifyBound), or longer,
+the admitted confirmation age an engine recorded over a link slower than
+that (at most half its LeaseTTL).
 
 With -all instead of -stream it pauses every partition of NAME: the engines
 stop starting its events from their next discovery cycle

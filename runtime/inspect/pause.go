@@ -48,9 +48,10 @@ type Pause struct {
 const defaultVerifyBound = 25 * time.Millisecond
 
 // WithVerifyBound returns a copy of i for engines whose
-// Options.VerifyBound is d (default 25ms): Pause waits that long after
-// the store of a pause's mark was answered (or after finding one in
-// force) before it returns.
+// Options.VerifyBound is d (default 25ms): Pause waits at least that long
+// after the store of a pause's mark was answered (or after finding one in
+// force) before it returns, longer when an engine recorded a larger
+// admitted confirmation age.
 func (i *Inspector) WithVerifyBound(d time.Duration) *Inspector {
 	j := *i
 	j.verifyBound = d
@@ -77,11 +78,16 @@ func (i *Inspector) bound() time.Duration {
 // sequential pm): Pause(ctx, handler, "client-1", by). The pause is a
 // mark in the partition's slot that every call an attempt starts under
 // checks (docs/runtime.md, "Pause"); Pause stores it, wakes the owner (so
-// an idle one shows the pause at once) and then waits the engines'
-// VerifyBound (WithVerifyBound), the longest an attempt may start after
-// the call that confirmed its lease. A partition paused already is left
-// as it is (Pause.Already). ErrNotWoken: paused, but the owner was not
-// woken.
+// an idle one shows the pause at once) and then waits, from the store's
+// answer, the longest an attempt may start after sending the call that
+// confirmed its lease: the engines' VerifyBound (WithVerifyBound), or the
+// larger admitted confirmation age an engine recorded for handler after
+// a confirmation was answered later than that (a slow link; at most half
+// its LeaseTTL). A partition paused already is left as it is
+// (Pause.Already). ErrNotWoken: paused, but the owner was not woken.
+// Other errors after the store (the wait cut short by ctx, the admitted
+// age unreadable) mean the pause is stored but an attempt confirmed
+// before it may still start.
 func (i *Inspector) Pause(ctx context.Context, handler, partition, by string) (Pause, error) {
 	return i.pause(ctx, handler, partition, by, false)
 }
@@ -255,7 +261,13 @@ func (i *Inspector) pause(ctx context.Context, handler, partition, by string, ch
 	if err != nil {
 		return p, fmt.Errorf("pause %s: %w", partition, err)
 	}
+	stored := time.Now()
 	p.By, p.At, p.Already = n.By, n.At, !set
+	// The engines' admitted confirmation age, read after the store was
+	// answered: an engine judges a confirmation by the age it had stored
+	// before sending it, so one Redis ran before the mark is judged by
+	// this age or a smaller one (runtime/admitage.go).
+	admitted, aerr := rdb.AdmitAge(ctx, i.c, handler)
 	// Wake the owner: an idle one would find the pause only at its
 	// safety-net re-read, and show it (Status, Health, the paused gauge)
 	// no sooner. The pause holds either way: it is in the scripts.
@@ -264,13 +276,16 @@ func (i *Inspector) pause(ctx context.Context, handler, partition, by string, ch
 		woke = i.wake(ctx, t)
 	}
 	// An attempt whose lease was confirmed just before the mark was
-	// stored may still start within the engines' VerifyBound of that
-	// confirmation: wait the whole bound from the store's reply, on this
-	// process's monotonic clock. A pause found in force waits it too: it
-	// may have been stored a moment ago, and its note's time is another
-	// operator's wall clock.
-	if err := sleep(ctx, i.bound()); err != nil {
+	// stored may still start within the engines' VerifyBound of sending
+	// that confirmation, or within their admitted age: wait the longer
+	// from the store's reply, on this process's monotonic clock. A pause
+	// found in force waits it too: it may have been stored a moment ago,
+	// and its note's time is another operator's wall clock.
+	if err := sleep(ctx, time.Until(stored.Add(max(i.bound(), admitted)))); err != nil {
 		return p, fmt.Errorf("pause %s: stored, but the wait for attempts confirmed before it was cut short: %w", partition, err)
+	}
+	if aerr != nil {
+		return p, fmt.Errorf("pause %s: stored, but an attempt confirmed before it over a slow link may still start (for at most half the engines' LeaseTTL): %w", partition, aerr)
 	}
 	if woke != nil {
 		return p, fmt.Errorf("pause %s: paused (no event starts), but its owner's Status shows the pause only from its next read: %w: %w", partition, ErrNotWoken, woke)

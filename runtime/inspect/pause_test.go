@@ -83,6 +83,40 @@ func TestPauseWaitsTheBoundAfterTheStore(t *testing.T) {
 	}
 }
 
+// Pause waits the largest admitted confirmation age the handler's
+// engines recorded (runtime/admitage.go), when it exceeds the bound, from
+// the store's answer; another handler's does not count.
+func TestPauseWaitsTheEnginesAdmittedAge(t *testing.T) {
+	c := newRedis(t)
+	ctx := ctxT(t)
+	clock := &storeClock{}
+	c.AddHook(clock)
+	if _, err := rdb.RegisterGroup(ctx, c, "shop", "orders", false); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, c, "shop", "a", 1)
+	const admitted = 150 * time.Millisecond
+	for _, s := range []struct {
+		handler string
+		age     time.Duration
+	}{{"orders", admitted}, {"orders", 60 * time.Millisecond}, {"billing", 2 * admitted}} {
+		if err := rdb.StoreAdmitAge(ctx, c, s.handler, "o~1", s.age, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	if _, err := New(c).Pause(ctx, "orders", "shop:{a}", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	returned := time.Now()
+	if waited := returned.Sub(clock.storedAt()); waited < admitted {
+		t.Fatalf("Pause returned %v after the mark was stored, want at least the admitted age %v", waited, admitted)
+	}
+	if took := returned.Sub(start); took >= 2*admitted {
+		t.Fatalf("Pause took %v: it waited another handler's admitted age %v", took, 2*admitted)
+	}
+}
+
 // A handler removed for good while paused (its registration deleted, as
 // docs/operating.md's recipe does) leaves its pauses listed: Resume and
 // ResumeHandler still end them, so seqbyctl paused empties and a handler

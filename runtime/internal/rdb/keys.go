@@ -189,6 +189,10 @@ func MembersKey(group string) string { return "seqby:__members__:" + group }
 // partition.
 func OwnedKey(group, owner string) string { return "seqby:__owned__:" + group + ":" + owner }
 
+// AdmitAgeKey is the sorted set of the admitted confirmation ages of
+// group's engines (admitage.go): "seqby:__admitage__:group".
+func AdmitAgeKey(group string) string { return "seqby:__admitage__:" + group }
+
 // A process manager's keys are per (pm, correlation value), never per
 // stream: one lease covers the value's streams in every category the pm
 // handles, and the names stay the same when the pm gains or drops a

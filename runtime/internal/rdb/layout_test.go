@@ -43,6 +43,7 @@ func layout() []string {
 		MembersKey("handler"),
 		OwnerKey("owner"),
 		OwnedKey("handler", "owner"),
+		AdmitAgeKey("handler"),
 		OwnerSignalKey("incarnation"),
 		FaultsKey("owner"),
 		DeployKey("handler"),

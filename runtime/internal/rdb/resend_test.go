@@ -88,6 +88,22 @@ func TestReleaseColdRunTwice(t *testing.T) {
 	}
 }
 
+// An admitted age stored twice (its reply lost, resent) stores the same
+// age once, the member's end no earlier.
+func TestStoreAdmitAgeRunTwice(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	lc, l := lossy(t, c, "admit_age")
+	if err := StoreAdmitAge(ctx, lc, "h", "o~1", 80*time.Millisecond, time.Minute); err != nil || l.Lost() != 1 {
+		t.Fatalf("a store run twice (lost %d): %v; want stored", l.Lost(), err)
+	}
+	if a, err := AdmitAge(ctx, c, "h"); err != nil || a != 80*time.Millisecond {
+		t.Fatalf("AdmitAge: %v, %v; want 80ms", a, err)
+	}
+	if ms, err := c.ZRangeWithScores(ctx, AdmitAgeKey("h"), 0, -1).Result(); err != nil || len(ms) != 1 || ms[0].Member != "80|o~1" {
+		t.Fatalf("the set holds %v (%v); want the one member 80|o~1", ms, err)
+	}
+}
+
 // The rule that every call may run twice lists every script, with why it
 // is safe to resend, in this package's doc and in docs/runtime.md: a new
 // script is not done until both say so.

@@ -1,0 +1,136 @@
+package runtime
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
+)
+
+// The admitted confirmation age (issue #39). An operator's Pause stores
+// its mark, then waits before it returns, so that no attempt of the key
+// starts after that: an attempt may start only on a lease confirmation
+// that Redis ran before the mark (a later one finds it and refuses), and
+// Pause must outwait the oldest such confirmation an engine still uses.
+// The fence rule uses one sent at most VerifyBound earlier, but for a
+// confirmation sent holding a concurrency slot (attempt.go): that one is
+// the newest there can be, and on a link slower than the bound it comes
+// back older. Refusing it would stop such a link for good; using it
+// however old would start an attempt after Pause returned.
+//
+// So each engine keeps, per handler, an admitted age A, VerifyBound until
+// raised. A confirmation sent holding a slot is used only if it is at
+// most VerifyBound old, or at most the A that was stored in Redis
+// (rdb.StoreAdmitAge, seqby:__admitage__:handler) before it was sent,
+// while that record lasts. One answered later raises A to twice its age,
+// capped (admitAgeCap), stores it and waits for Redis's answer, and only
+// then sends a fresh confirmation, holding the slot, which is judged by
+// the new A. Pause reads A after its mark's store is answered and waits
+// max(VerifyBound, A) from that answer (inspect.Inspector.Pause). Why it
+// holds: a confirmation Redis ran before the mark was sent at s; if it
+// was judged by an A stored before s, Pause read that A or a larger one
+// (the record is never lowered while it lasts), and an attempt on it
+// starts within A of s, before Pause returns. If Pause read an A stored
+// after its mark, any confirmation judged by it was sent after that
+// store, so after the mark, and was refused as paused.
+//
+// A record lasts LeaseTTL from its store; the engine relies on it until
+// LeaseTTL - LeaseMargin after it sent the store (its own clock), and
+// stores it again when it needs it past that, so a link that recovered
+// costs Pause nothing once the record has ended. A is never lowered
+// during an engine's life: a raise is rare (at most one doubling per
+// late reply, up to the cap), and a lower A would need to be applied
+// here before it is stored, for nothing much.
+
+// admitAges are an engine's admitted ages, by handler.
+type admitAges struct {
+	mu sync.Mutex
+	m  map[string]*admitAge
+}
+
+// admitAge is one handler's admitted age.
+type admitAge struct {
+	// storing holds one token while a store is in flight: one at a time,
+	// so a raise reads the age the last store left.
+	storing chan struct{}
+	mu      sync.Mutex
+	age     time.Duration // stored (0: none: VerifyBound)
+	until   time.Time     // the record lasts at least until then
+}
+
+// admitLimit is a handler's admitted age as stored before a confirmation
+// was sent.
+type admitLimit struct {
+	age   time.Duration
+	until time.Time
+}
+
+// admits reports whether an attempt may start at now on a confirmation
+// sent age ago: within bound (VerifyBound, which Pause always waits), or
+// within the stored age while its record lasts.
+func (l admitLimit) admits(age, bound time.Duration, now time.Time) bool {
+	return age <= bound || (age <= l.age && now.Before(l.until))
+}
+
+// admitAge returns handler's admitted age, made on first use.
+func (e *Engine) admitAge(handler string) *admitAge {
+	e.admitAges.mu.Lock()
+	defer e.admitAges.mu.Unlock()
+	a := e.admitAges.m[handler]
+	if a == nil {
+		if e.admitAges.m == nil {
+			e.admitAges.m = map[string]*admitAge{}
+		}
+		a = &admitAge{storing: make(chan struct{}, 1)}
+		e.admitAges.m[handler] = a
+	}
+	return a
+}
+
+// limit is the admitted age stored so far.
+func (a *admitAge) limit() admitLimit {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return admitLimit{age: a.age, until: a.until}
+}
+
+// admitAgeCap caps the admitted age at half the lease (at least
+// VerifyBound): a link that answers slower than that renews leases too
+// late to keep them, and Pause should not wait longer for it. A
+// confirmation older than the cap starts nothing; the gate confirms again.
+func (e *Engine) admitAgeCap() time.Duration { return max(e.o.VerifyBound, e.o.LeaseTTL/2) }
+
+// raiseAdmitAge makes handler's admitted age at least twice age (capped,
+// whole milliseconds, never lower than it was) and stored in Redis, its
+// record lasting: it returns once Redis answered the store, so that a
+// confirmation sent afterwards may be judged by it. A record stored since
+// the caller's confirmation was sent that already covers it is not stored
+// again.
+func (e *Engine) raiseAdmitAge(ctx context.Context, handler string, age time.Duration) error {
+	a := e.admitAge(handler)
+	select {
+	case a.storing <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-a.storing }()
+	was := a.limit()
+	want := min(max(2*age, was.age), e.admitAgeCap())
+	want = (want + time.Millisecond - 1).Truncate(time.Millisecond)
+	if was.age >= want && time.Now().Before(was.until) {
+		return nil
+	}
+	sent := time.Now()
+	if err := rdb.StoreAdmitAge(ctx, e.c, handler, e.incarnation, want, e.o.LeaseTTL); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.age, a.until = want, sent.Add(e.o.LeaseTTL-e.o.LeaseMargin)
+	a.mu.Unlock()
+	if want > was.age {
+		e.log.Warn("seqby: a lease confirmation sent holding a concurrency slot was answered later than this engine admits; raised the admitted confirmation age (an operator's Pause waits it out)",
+			"handler", handler, "confirmation_age", age.Round(time.Millisecond), "admitted_age", want, "verify_bound", e.o.VerifyBound)
+	}
+	return nil
+}
