@@ -2,6 +2,7 @@ package guarantee
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -12,13 +13,15 @@ import (
 	"github.com/seqby/seqby/runtime"
 )
 
-// The failover tests run on the Sentinel topology: a primary, two
-// replicas, three sentinels, two engine processes, and a witness, a
+// The failover tests run on the Sentinel topology (a primary, two
+// replicas, three sentinels) and on the cluster one, where they start a
+// Redis Cluster of three primaries with one replica each
+// (redistest.NewClusterReplicas): two engine processes, and a witness, a
 // redis-server of its own to which the Recorder also writes every entry,
 // exit and commit, so what ran is on record even where the failover took
 // Redis's own records back. Every event is published before the failover
-// with PublisherOptions.ReplicaAcks 2 (every replica), so no publish is
-// lost and what the tests see is the engine's writes only.
+// with PublisherOptions.ReplicaAcks set to every replica, so no publish
+// is lost and what the tests see is the engine's writes only.
 
 // failoverTTL is the instances' lease TTL here: longer than a manual
 // failover's switch (about a second), as a production TTL (15s) is.
@@ -35,39 +38,53 @@ const (
 	failoverStartAt = 40
 )
 
-// failoverScene is one failover test's setup.
+// failoverScene is one failover test's setup: s on Sentinel, cl on a
+// cluster.
 type failoverScene struct {
 	s       *redistest.Sentinel
+	cl      *redistest.Cluster
 	c       *cluster
 	witness redis.UniversalClient
 }
 
 // startFailoverScene starts the topology, two instances (strict:
-// Options.ReplicaAcks 2) and publishes the events. With partitionable,
-// every server is behind a proxy (redistest.StartSentinelProxied) and i1
-// dials from redistest.Partitioned, so IsolatePrimary can leave it alone
-// with the old primary.
+// Options.ReplicaAcks, every replica) and publishes the events. With
+// partitionable (Sentinel only), every server is behind a proxy
+// (redistest.StartSentinelProxied) and i1 dials from
+// redistest.Partitioned, so IsolatePrimary can leave it alone with the
+// old primary.
 func startFailoverScene(t *testing.T, strict, partitionable bool) *failoverScene {
 	t.Helper()
-	if !onSentinel() {
+	switch {
+	case partitionable && !onSentinel():
 		t.Skip("runs on the Sentinel topology (SEQBY_TOPOLOGY=sentinel, part of make test)")
+	case !onSentinel() && !onCluster():
+		t.Skip("runs on the Sentinel and cluster topologies (SEQBY_TOPOLOGY=sentinel or cluster, part of make test)")
 	}
-	var s *redistest.Sentinel
-	if partitionable {
-		s = redistest.NewSentinelProxied(t, 2, 3)
-	} else {
-		s = redistest.NewSentinel(t, 2, 3)
+	f := &failoverScene{}
+	var addr string
+	replicas := 2
+	switch {
+	case onCluster():
+		f.cl = redistest.NewClusterReplicas(t, 3, 1)
+		addr, replicas = strings.Join(f.cl.Addrs(), ","), 1
+	case partitionable:
+		f.s = redistest.NewSentinelProxied(t, 2, 3)
+		addr = sentinelURL(f.s)
+	default:
+		f.s = redistest.NewSentinel(t, 2, 3)
+		addr = sentinelURL(f.s)
 	}
 	w := redistest.New(t)
-	c := newClusterAt(t, failoverTTL, sentinelURL(s))
+	c := newClusterAt(t, failoverTTL, addr)
 	c.witness = w.Addr
 	if strict {
-		c.replicaAcks = 2
+		c.replicaAcks = replicas
 	}
 	if partitionable {
 		c.sources = map[string]string{"i1": redistest.Partitioned}
 	}
-	c.pub = runtime.NewPublisher(c.rdb, runtime.PublisherOptions{ReplicaAcks: 2, ReplicaTimeout: 5 * time.Second})
+	c.pub = runtime.NewPublisher(c.rdb, runtime.PublisherOptions{ReplicaAcks: replicas, ReplicaTimeout: 5 * time.Second})
 	witness := redis.NewClient(&redis.Options{Addr: w.Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { witness.Close() })
 	c.start("i1")
@@ -77,7 +94,66 @@ func startFailoverScene(t *testing.T, strict, partitionable bool) *failoverScene
 		lists = append(lists, slow(failoverSlowMS, steps(k, 1, failoverEvents)))
 	}
 	c.publish(interleave(lists...)...)
-	return &failoverScene{s: s, c: c, witness: witness}
+	f.c, f.witness = c, witness
+	return f
+}
+
+// failover replaces the primary while it runs: SENTINEL FAILOVER, or on
+// a cluster a failover of every shard that holds a failover key (CLUSTER
+// FAILOVER, coordinated, which loses nothing; with force, CLUSTER
+// FAILOVER FORCE, where the old primary takes writes until it learns of
+// the new one, as Sentinel's does until each client has switched).
+func (f *failoverScene) failover(force bool) {
+	f.c.t.Helper()
+	if f.s != nil {
+		if _, err := f.s.Failover(f.c.ctx); err != nil {
+			f.c.t.Fatal(err)
+		}
+		return
+	}
+	done := map[*redistest.Server]bool{}
+	for _, k := range failoverKeys {
+		p, err := f.cl.PrimaryOf("{" + k + "}")
+		if err != nil {
+			f.c.t.Fatal(err)
+		}
+		if done[p] {
+			continue
+		}
+		if force {
+			p, err = f.cl.FailoverForce(f.c.ctx, "{"+k+"}")
+		} else {
+			p, err = f.cl.Failover(f.c.ctx, "{"+k+"}")
+		}
+		if err != nil {
+			f.c.t.Fatal(err)
+		}
+		done[p] = true
+	}
+}
+
+// killPrimary kills (SIGKILL) the primary, on a cluster the one of the
+// first failover key's shard, waits for a replica to be promoted, and
+// restarts the killed server as a replica.
+func (f *failoverScene) killPrimary() {
+	f.c.t.Helper()
+	if f.s != nil {
+		killed, _, err := f.s.KillPrimary(f.c.ctx)
+		if err != nil {
+			f.c.t.Fatal(err)
+		}
+		if err := killed.Restart(f.c.ctx); err != nil {
+			f.c.t.Fatal(err)
+		}
+		return
+	}
+	killed, _, err := f.cl.KillPrimary(f.c.ctx, "{"+failoverKeys[0]+"}")
+	if err != nil {
+		f.c.t.Fatal(err)
+	}
+	if err := f.cl.Rejoin(f.c.ctx, killed); err != nil {
+		f.c.t.Fatal(err)
+	}
 }
 
 // waitProgress waits until every key's state reached n.
@@ -152,22 +228,16 @@ func (f *failoverScene) checkAlive(ids ...string) {
 // the handler at once, and the surviving primary holds every event
 // applied once in order. Run rides through two failovers in a row: a
 // manual one (SENTINEL FAILOVER, the old primary taking writes until each
-// client has switched) and a SIGKILL of the new primary, restarted as a
-// replica so that the strict mode's two replicas are back.
+// client has switched; on a cluster CLUSTER FAILOVER FORCE of every
+// shard, the old primaries taking writes until they learn of the new
+// ones) and a SIGKILL of the new primary (on a cluster, one shard's),
+// restarted as a replica so that the strict mode's replicas are back.
 func TestFailoverStrictMode(t *testing.T) {
 	f := startFailoverScene(t, true, false)
 	f.waitProgress(failoverStartAt)
-	if _, err := f.s.Failover(f.c.ctx); err != nil {
-		t.Fatal(err)
-	}
+	f.failover(true)
 	f.waitProgress(failoverStartAt + 40)
-	killed, _, err := f.s.KillPrimary(f.c.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := killed.Restart(f.c.ctx); err != nil {
-		t.Fatal(err)
-	}
+	f.killPrimary()
 	f.c.waitApplied(90*time.Second, failoverEvents, failoverKeys...)
 	f.checkKeptPromise(failoverEvents)
 }
@@ -186,12 +256,35 @@ func (f *failoverScene) checkKeptPromise(n int) {
 		f.checkWitnessExclusive(k)
 	}
 	f.checkAlive("i1", "i2")
+	f.checkQuietWait("i1", "i2")
+}
+
+// checkQuietWait fails the test if an instance logged a partition
+// without an owner as an error: while the strict mode waits for a new
+// primary's replicas (a killed one restarting as a replica), its
+// partitions may have no owner for a while, which the engine says once
+// per handler as a warning (an error per key was seen in a soak whose
+// killed primary rejoined 11-16 s later; this test's rejoins at once,
+// so it guards the level rather than reproduce the wait).
+func (f *failoverScene) checkQuietWait(ids ...string) {
+	f.c.t.Helper()
+	for _, id := range ids {
+		b, err := os.ReadFile(f.c.proc(id).log)
+		if err != nil {
+			f.c.t.Fatal(err)
+		}
+		if n := strings.Count(string(b), "partition has work and no owner"); n > 0 {
+			f.c.t.Errorf("instance %s logged %d errors \"partition has work and no owner\" while the strict mode waited for replicas:\n%s", id, n, tail(f.c.proc(id).log, 40))
+		}
+	}
 }
 
 // In the default mode a failover loses what the old primary answered and
 // had not passed on: for a manual failover (SENTINEL FAILOVER) everything
 // it took between the promotion of a replica and the moment each of the
-// engine's connections switched, acks, commits and lease renewals alike.
+// engine's connections switched, acks, commits and lease renewals alike;
+// on a cluster (CLUSTER FAILOVER FORCE of every shard with a key) what
+// it took until it learned of the new primary.
 // The test asserts the bounds docs/runtime.md ("Failover") states:
 //
 //   - rewind: entries acked in that window run again, in publish order,
@@ -203,18 +296,22 @@ func (f *failoverScene) checkKeptPromise(n int) {
 //     primary answered and whose ack the new one did, ends acked without
 //     its commit.
 //
-// It also asserts that the rewind is reached: some key ran acked entries
-// again. Two owners at once are not excluded here: renewals that keep
+// On Sentinel it also asserts that the rewind is reached: some key ran
+// acked entries again (a cluster's forced failover seldom loses a write). Two owners at once are not excluded here: renewals that keep
 // landing on the old primary let leases lapse on the new one (seen for
 // about 5 s), and the fence refuses only the stale owner's commits.
 // Publishes wait for every replica, so none is lost.
 func TestFailoverDefaultModeBounds(t *testing.T) {
+	// A cluster's forced failover loses the few milliseconds of writes
+	// before the old primary learns of the new one by gossip (often
+	// none: seen no rewind in 6 in a row), Sentinel's about a second.
+	const maxFailovers = 3
 	f := startFailoverScene(t, false, false)
 	f.waitProgress(failoverStartAt)
 	// A rewind needs events applied in the switch: if the engines were
 	// done before it (a slow promotion), publish more and fail over again.
 	last, asked, failovers := failoverEvents, time.Now(), 0
-	for ; failovers < 3; failovers++ {
+	for ; failovers < maxFailovers; failovers++ {
 		if failovers > 0 {
 			var lists [][]Step
 			for _, k := range failoverKeys {
@@ -229,9 +326,7 @@ func TestFailoverDefaultModeBounds(t *testing.T) {
 			f.waitApplied(last + failoverStartAt)
 			last += failoverEvents
 		}
-		if _, err := f.s.Failover(f.c.ctx); err != nil {
-			t.Fatal(err)
-		}
+		f.failover(true)
 		f.waitApplied(last)
 		if f.rewound() {
 			break
@@ -263,8 +358,12 @@ func TestFailoverDefaultModeBounds(t *testing.T) {
 			t.Errorf("%s: %d events committed before an earlier one was (applied %s); at most ReadAhead (%d) per failover may", k, ahead, fmtSeqs(applied), readAhead)
 		}
 	}
-	if !f.rewound() {
+	switch {
+	case f.rewound():
+	case f.s != nil:
 		t.Errorf("no key ran an acked entry again in %d failovers: the bound was not shown to be reached", failovers)
+	default:
+		t.Logf("no key ran an acked entry again in %d forced cluster failovers (the old primaries lost nothing)", failovers)
 	}
 	f.checkAlive("i1", "i2")
 }
