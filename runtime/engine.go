@@ -390,14 +390,15 @@ func (e *Engine) Run(ctx context.Context) error {
 	}
 	e.mu.Unlock()
 	partsWG.Wait()
-	if e.replicas != nil {
-		e.replicas.loops.Wait() // no partition waits any more: it ends after its barrier
-	}
 	stopHeartbeat()
 	stopWaiter()
 	wg.Wait()
 	if e.replicas != nil {
-		e.replicas.renewals.Wait() // ended with the heartbeat's context
+		// Last: the renewals' confirmations (ended with the heartbeat's
+		// context) and the unkeyed workers' acks (wg) wait on barriers
+		// too; once none waits, the loop ends after its barriers.
+		e.replicas.renewals.Wait()
+		e.replicas.loops.Wait()
 	}
 	e.log.Info("seqby engine stopped")
 	return nil

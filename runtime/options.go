@@ -144,8 +144,11 @@ type Options struct {
 	// other one acknowledged). While fewer replicas answer, no attempt
 	// starts. Run refuses when the primary has fewer replicas connected
 	// (ErrReplicas). On a Redis Cluster the same holds per shard: a
-	// barrier per primary covers the slots it serves, and Run refuses
-	// when any primary has fewer replicas connected. Default 0: off.
+	// barrier per primary covers the slots it serves (a partition's keys
+	// share one), and Run refuses when any primary has fewer replicas
+	// connected; an unkeyed handler's ack waits for its entry's slot
+	// only, so what it commits to keys of other slots is not covered.
+	// Default 0: off.
 	ReplicaAcks int
 	// ReplicaTimeout is how long one replica barrier waits for
 	// ReplicaAcks replicas (WAIT's timeout) before it is sent again. Keep

@@ -342,9 +342,11 @@ func (b *replicaBarrier) round(g barrierGroup, bo time.Duration) (failed bool) {
 	}
 	if (moved || err != nil) && b.cluster != nil {
 		// A slot moved (a failover, a reshard), or the node is down or
-		// no longer a primary: the next barrier goes where the refreshed
-		// slot map says (the client reloads it on a MOVED of its own
-		// commands only, and these went to the node directly).
+		// no longer a primary: ask the client for a fresh slot map (it
+		// reloads on a MOVED of its own commands only, and these went to
+		// the node directly). The reload runs in the background, so the
+		// next barrier may still go to the same node, and be refused
+		// again.
 		b.cluster.ReloadState(ctx)
 	}
 	if err != nil || moved {
@@ -412,6 +414,9 @@ func (b *replicaBarrier) send(ctx context.Context, g barrierGroup, sent time.Tim
 // parallel) and returns the slots whose barrier failed or came back
 // short.
 func (b *replicaBarrier) probe(ctx context.Context, slots []int) []int {
+	if len(slots) == 0 {
+		return nil
+	}
 	var mu sync.Mutex
 	var short []int
 	var wg sync.WaitGroup
@@ -474,6 +479,15 @@ func (b *replicaBarrier) noteUnowned(handler string, n int) {
 	case n == 0 && was:
 		b.log.Info("seqby: no partition waits for replicas any more", "handler", handler)
 	}
+}
+
+// confirmedFor reports whether a barrier acknowledged by n replicas was
+// sent on slot within the last d.
+func (b *replicaBarrier) confirmedFor(slot int, d time.Duration) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.slots[slot]
+	return st != nil && time.Since(st.done) < d
 }
 
 // warn logs, at most once per replicaWarnEvery, a barrier that failed or
@@ -644,6 +658,9 @@ func (e *Engine) checkShards(ctx context.Context, cc *redis.ClusterClient) error
 		addr := node.Options().Addr
 		r, slots, err := rdb.NodeSlots(ctx, node)
 		answered := time.Now()
+		if err == nil && len(slots) == 0 && r.Role == "master" {
+			return nil // a primary that serves nothing yet (a scale-out): no partition writes there
+		}
 		if err == nil {
 			err = e.checkReplicas("the cluster primary "+addr, r)
 		} else {

@@ -576,3 +576,75 @@ func TestStrictModeWaitsForReplicasPerShard(t *testing.T) {
 	eventually(t, 10*time.Second, "a's event 2 run once the replica is back", func() bool { return ranA.Load() == 2 })
 	r.stop()
 }
+
+// While a slot migrates from Y to X, a partition's key already moved
+// follows ASK to X, and X's only replica is stopped: a barrier must not
+// confirm the slot on Y's replicas. Once the slot has moved, the wait
+// fails (a new primary for the slot: the partition is let go). Seen
+// failing (a reviewer's repro) when the barrier wrote one key per slot,
+// which stayed on Y: the wait returned as confirmed.
+func TestReplicaBarrierDuringSlotMigration(t *testing.T) {
+	c := redistest.NewClusterReplicas(t, 3, 1)
+	cc := clusterClient(t, c)
+	ctx := ctxT(t)
+	const key = "order:{a}"
+	y, err := c.PrimaryOf(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	primaries, err := c.Primaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := primaries[0]
+	if x == y {
+		x = primaries[1]
+	}
+	rx, err := c.ReplicaOf(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts, _ := Options{ReplicaAcks: 1, ReplicaTimeout: 200 * time.Millisecond}.withDefaults()
+	ms, err := newMeters(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := newReplicaBarrier(cc, opts, slog.New(slog.DiscardHandler), ms.replicaShort)
+	s := br.slotOf(key)
+	if err := cc.Set(ctx, key, "v1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if short := br.probe(ctx, []int{s}); len(short) > 0 {
+		t.Fatal("the slot's barrier came back short before the migration")
+	}
+	do := func(n *redistest.Server, args ...string) string {
+		t.Helper()
+		out, err := n.Do(args...)
+		if err != nil {
+			t.Fatalf("%v on %s: %v", args, n.Addr, err)
+		}
+		return out
+	}
+	idX, idY, slot := do(x, "CLUSTER", "MYID"), do(y, "CLUSTER", "MYID"), fmt.Sprint(s)
+	do(x, "CLUSTER", "SETSLOT", slot, "IMPORTING", idY)
+	do(y, "CLUSTER", "SETSLOT", slot, "MIGRATING", idX)
+	host, port, _ := strings.Cut(x.Addr, ":")
+	do(y, "MIGRATE", host, port, "", "0", "5000", "KEYS", key)
+	resume := redistest.Paused(t, rx)
+	from := time.Now()
+	if err := cc.Set(ctx, key, "v2", 0).Err(); err != nil { // to X, by ASK
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := br.wait(wctx, s, from, time.Now(), nil, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("wait while the slot migrates and X's replica is stopped: %v, want no confirmation", err)
+	}
+	resume()
+	for _, n := range primaries {
+		do(n, "CLUSTER", "SETSLOT", slot, "NODE", idX)
+	}
+	if _, err := br.wait(ctx, s, from, time.Now(), nil, nil); !errors.Is(err, errPrimaryChanged) {
+		t.Fatalf("wait across the slot's move: %v, want errPrimaryChanged", err)
+	}
+}

@@ -2,8 +2,6 @@ package runtime
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -50,6 +48,9 @@ func (e *Engine) UnownedAfter() time.Duration { return 2*e.o.LeaseTTL + 2*e.o.Di
 type unownedMark struct {
 	handler string
 	since   time.Time
+	// waiting: last seen aged while the strict mode waited for the
+	// partition's replicas; its time without an owner counts afresh.
+	waiting bool
 }
 
 // checkUnowned runs the check for handler's units, at most once per
@@ -137,14 +138,18 @@ func (e *Engine) checkUnowned(base context.Context, handler string, units []unit
 			// Unowned while the strict mode waits for its replicas:
 			// that is what it waits for (said once, below), and its time
 			// without an owner counts from the end of the wait.
-			waiting++
-			e.unowned[u.id] = unownedMark{handler: handler, since: now}
+			e.unowned[u.id] = unownedMark{handler: handler, since: now, waiting: true}
 			continue
 		}
 		f := Fault{Kind: FaultUnowned, Handler: handler, Category: strings.Join(u.cats, ","), Key: u.key,
 			Stream: u.lanes[0], Since: m.since}
 		e.faults[fid] = f
 		report = append(report, f)
+	}
+	for id, m := range e.unowned {
+		if m.handler == handler && m.waiting && free[id] {
+			waiting++
+		}
 	}
 	var recovered []Fault
 	for id, m := range e.unowned {
@@ -172,10 +177,10 @@ func (e *Engine) checkUnowned(base context.Context, handler string, units []unit
 	}
 }
 
-// unownedShort, in the strict mode, sends a barrier to the primaries of
-// the partitions about to be reported unowned (free with work, marked
-// for UnownedAfter), and returns those whose primary's barrier failed or
-// came back short: they have no owner because the strict mode waits for
+// unownedShort, in the strict mode, returns the partitions about to be
+// reported unowned (free with work, marked for UnownedAfter) whose
+// primary's last barrier, or one sent now where none ran lately, failed
+// or came back short: they have no owner because the strict mode waits for
 // their replicas (their owners lose each lease they take, or are
 // refused), which is not a fault of the instances; checkUnowned says so
 // once instead of an error per key. Nil in the default mode.
@@ -197,8 +202,22 @@ func (e *Engine) unownedShort(ctx context.Context, handler string, others []unit
 	if len(bySlot) == 0 {
 		return nil
 	}
+	// The barriers of partitions that wait keep the slots' results fresh;
+	// only a slot nobody waited for lately gets a barrier of its own (at
+	// most ReplicaTimeout when its replicas are short).
 	short := map[string]bool{}
-	for _, s := range e.replicas.probe(ctx, slices.Collect(maps.Keys(bySlot))) {
+	var unknown []int
+	for s, ids := range bySlot {
+		switch {
+		case e.replicas.shortFor(s, e.o.LeaseTTL):
+			for _, id := range ids {
+				short[id] = true
+			}
+		case !e.replicas.confirmedFor(s, e.o.LeaseTTL):
+			unknown = append(unknown, s)
+		}
+	}
+	for _, s := range e.replicas.probe(ctx, unknown) {
 		for _, id := range bySlot[s] {
 			short[id] = true
 		}

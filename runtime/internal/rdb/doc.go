@@ -41,6 +41,8 @@
 //	seqby:__owner__:owner                string      the incarnation of the live engine with OwnerID owner (TTL LeaseTTL)
 //	seqby:__owned__:handler:owner        string      partitions owner held at its last heartbeat (expires with its membership)
 //	seqby:__admitage__:handler           sorted set  admitted confirmation ages of the handler's engines raised above VerifyBound: "<ms>|<incarnation>", score = its end (Redis ms, LeaseTTL after its last store); Pause waits the largest
+//	seqby:__barrier__                    string      the strict mode's replica barrier on one primary, written before each WAIT; expires a minute after the last
+//	seqby:__barrier__:{tag}:nonce        string      the same on a cluster, a fresh key per barrier and slot (tag hashes to it), deleted after the WAIT, else expiring a minute after
 //	seqby:__wake__:incarnation           stream      an engine incarnation's wake-ups: fields c = category, k = partition key (capped; made at Run, TTL 10 min renewed by its heartbeats)
 //	seqby:__faults__:owner               string      the faults an engine instance reports (JSON), TTL 2 × LeaseTTL renewed by its heartbeats
 //	seqby:__deploy__:handler             hash        deploy records: owner id -> kind, build, routes, deploy time (rolling deploys)

@@ -44,6 +44,8 @@ func layout() []string {
 		OwnerKey("owner"),
 		OwnedKey("handler", "owner"),
 		AdmitAgeKey("handler"),
+		BarrierKey,
+		taggedBarrierKey("tag") + ":nonce",
 		OwnerSignalKey("incarnation"),
 		FaultsKey("owner"),
 		DeployKey("handler"),

@@ -2,6 +2,8 @@ package rdb
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -34,7 +36,7 @@ var ErrNotPrimary = errors.New("the server is not a primary")
 // a failover starts a new one). A server that is not a primary refuses the
 // write (READONLY).
 func Barrier(ctx context.Context, c redis.UniversalClient, n int, timeout time.Duration) (acks int, replid string, err error) {
-	acks, replid, refused, err := barrier(ctx, c, []string{BarrierKey}, n, timeout)
+	acks, replid, refused, err := barrier(ctx, c, []string{BarrierKey}, n, timeout, false)
 	if err == nil && refused[0] != nil {
 		err = refused[0]
 	}
@@ -46,17 +48,27 @@ func Barrier(ctx context.Context, c redis.UniversalClient, n int, timeout time.D
 // INFO, on one connection to node. refused[i] is the error of slots[i]'s
 // write (MOVED, ASK, CLUSTERDOWN: the node does not serve the slot now),
 // nil where it ran on node; only those slots are confirmed by acks.
+//
+// Each write is of a fresh key (SlotBarrierKey and a random nonce),
+// deleted after the WAIT: while a slot migrates, its old node still runs
+// writes to keys it holds, and one barrier key kept there would be
+// confirmed on the old node's replicas while the partition's writes went
+// (ASK) to the new node; a key that exists nowhere is refused (ASK) by
+// the old node.
 func BarrierSlots(ctx context.Context, node *redis.Client, slots []int, n int, timeout time.Duration) (acks int, replid string, refused []error, err error) {
+	nonce := make([]byte, 8)
+	rand.Read(nonce)
 	keys := make([]string, len(slots))
 	for i, s := range slots {
-		keys[i] = SlotBarrierKey(s)
+		keys[i] = SlotBarrierKey(s) + ":" + hex.EncodeToString(nonce)
 	}
-	return barrier(ctx, node, keys, n, timeout)
+	return barrier(ctx, node, keys, n, timeout, true)
 }
 
 // barrier writes keys, then WAITs and reads INFO replication, in one
 // pipeline (one connection): a write refused does not stop the others.
-func barrier(ctx context.Context, c redis.UniversalClient, keys []string, n int, timeout time.Duration) (int, string, []error, error) {
+// With del, the keys are deleted after (they expire anyway).
+func barrier(ctx context.Context, c redis.UniversalClient, keys []string, n int, timeout time.Duration, del bool) (int, string, []error, error) {
 	var wait *redis.Cmd
 	var info *redis.StringCmd
 	sets := make([]*redis.StatusCmd, len(keys))
@@ -69,6 +81,11 @@ func barrier(ctx context.Context, c redis.UniversalClient, keys []string, n int,
 		// (Pipeliner has no Wait method.)
 		wait = p.Do(ctx, "WAIT", n, timeout.Milliseconds())
 		info = p.Info(ctx, "replication")
+		if del {
+			for _, k := range keys {
+				p.Del(ctx, k)
+			}
+		}
 		return nil
 	})
 	if info.Err() != nil {
@@ -89,10 +106,14 @@ func barrier(ctx context.Context, c redis.UniversalClient, keys []string, n int,
 	return got, r.ReplID, refused, nil
 }
 
-// SlotBarrierKey is the key a barrier writes in hash slot s of a Redis
-// Cluster, "seqby:__barrier__:{tag}" with a tag that hashes to s: one key
-// per slot, each expiring a minute after its last barrier.
-func SlotBarrierKey(s int) string { return BarrierKey + ":{" + slotTags()[s] + "}" }
+// SlotBarrierKey is the prefix of the keys a barrier writes in hash slot
+// s of a Redis Cluster, "seqby:__barrier__:{tag}" with a tag that hashes
+// to s; BarrierSlots adds ":<nonce>" and deletes the key after its WAIT
+// (it expires a minute after, if the delete is lost).
+func SlotBarrierKey(s int) string { return taggedBarrierKey(slotTags()[s]) }
+
+// taggedBarrierKey is the barrier key with hash tag tag.
+func taggedBarrierKey(tag string) string { return BarrierKey + ":{" + tag + "}" }
 
 // slotTags holds, for each hash slot, the shortest decimal number (in
 // order of trial) that hashes to it.
