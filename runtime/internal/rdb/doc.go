@@ -145,7 +145,7 @@
 //	signals               XADD to a wake-up stream: a duplicate wake-up costs one read
 //	AcquireAll, RenewAll  pipelines of acquire and renew_many, each as above
 //	the Batcher           pipelines of rounds, each as above
-//	Barrier               SET of the same marker, WAIT and INFO: reads and an idempotent write
+//	Barrier               SET of the same marker (on a cluster, a fresh key per slot, then DEL), WAIT and INFO: reads and idempotent writes
 //	heartbeats            PEXPIRE, SET and DEL of the engine's own keys; an empty signal wakes nobody
 //	indexes               SADD, SREM and SMOVE of set members (halted, paused, reaping, the category index): idempotent
 //	pause                 SADD and SET NX of the mark: a second run finds its own note, byte for byte, and answers paused
