@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -13,6 +14,17 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/internal/redistest"
 )
+
+// strictOptions are fastOptions in the strict mode with one replica and
+// short barriers, logging at debug level to logs when not nil.
+func strictOptions(owner string, logs io.Writer) Options {
+	o := fastOptions(owner)
+	o.ReplicaAcks, o.ReplicaTimeout = 1, 50*time.Millisecond
+	if logs != nil {
+		o.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return o
+}
 
 // startReplicated starts a primary with replicas (no sentinels) for the
 // test, DEBUG allowed, and a client of the primary.
@@ -43,8 +55,7 @@ func startReplicated(t *testing.T, replicas int) (*redistest.Sentinel, redis.Uni
 func TestStrictModeWaitsForReplicas(t *testing.T) {
 	s, c := startReplicated(t, 1)
 	var ran atomic.Int32
-	opts := fastOptions("strict")
-	opts.ReplicaAcks, opts.ReplicaTimeout = 1, 50*time.Millisecond
+	opts := strictOptions("strict", nil)
 	r := startEngine(t, c, opts, keyedHandler("orders", func(_ context.Context, e *testEvent) error {
 		ran.Store(int32(e.Seq))
 		return nil
@@ -341,9 +352,7 @@ func TestStrictModeStopGivesTheDeliveryBack(t *testing.T) {
 func TestStrictModeRenewalsWaitForReplicas(t *testing.T) {
 	s, c := startReplicated(t, 1)
 	var logs syncBuffer
-	opts := fastOptions("renew")
-	opts.ReplicaAcks, opts.ReplicaTimeout = 1, 50*time.Millisecond
-	opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	opts := strictOptions("renew", &logs)
 	var ran atomic.Int32
 	r := startEngine(t, c, opts, keyedHandler("orders", func(_ context.Context, e *testEvent) error {
 		ran.Store(int32(e.Seq))
@@ -370,8 +379,7 @@ func TestStrictModeRenewalsWaitForReplicas(t *testing.T) {
 // was pending while the replica was stopped.
 func TestStrictModeUnkeyedAckWaits(t *testing.T) {
 	s, c := startReplicated(t, 1)
-	opts := fastOptions("unkeyed")
-	opts.ReplicaAcks, opts.ReplicaTimeout = 1, 50*time.Millisecond
+	opts := strictOptions("unkeyed", nil)
 	var ran atomic.Int32
 	// The keyed handler makes the category partitioned (the unkeyed one
 	// then reads each partition's stream).
@@ -412,9 +420,7 @@ func TestStrictModeUnkeyedAckWaits(t *testing.T) {
 func TestStrictModeWaitIsSaidOnce(t *testing.T) {
 	s, c := startReplicated(t, 1)
 	var logs syncBuffer
-	opts := fastOptions("said")
-	opts.ReplicaAcks, opts.ReplicaTimeout = 1, 50*time.Millisecond
-	opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	opts := strictOptions("said", &logs)
 	var ran atomic.Int32
 	r := startEngine(t, c, opts, keyedHandler("orders", func(context.Context, *testEvent) error {
 		ran.Add(1)
@@ -535,8 +541,7 @@ func TestStrictModeWaitsForReplicasPerShard(t *testing.T) {
 	cc := clusterClient(t, c)
 	a, b := keysOnTwoShards(t, c)
 	var ranA, ranB atomic.Int32
-	opts := fastOptions("strict")
-	opts.ReplicaAcks, opts.ReplicaTimeout = 1, 50*time.Millisecond
+	opts := strictOptions("strict", nil)
 	r := startEngine(t, cc, opts, keyedHandler("orders", func(_ context.Context, e *testEvent) error {
 		if e.Client == a {
 			ranA.Store(int32(e.Seq))
