@@ -16,10 +16,14 @@ import (
 // it (runtime/attempt.go); Pause reads the largest and waits that long
 // after storing its mark (inspect.Inspector.Pause). One sorted set per
 // handler, AdmitAgeKey, members "<age ms>|<incarnation>" scored by when
-// they expire (Redis ms): only engines that raised their age above
-// Options.VerifyBound write there, and the set ends with its last member.
+// they end (Redis ms): only engines that raised their age above
+// Options.VerifyBound write there, a member counts until its end (AdmitAge
+// reads by Redis's clock), and the set ends with its last member.
 
-var scriptAdmitAge = script("admit_age")
+var (
+	scriptAdmitAge     = script("admit_age")
+	scriptAdmitAgeRead = script("admit_age_read")
+)
 
 // StoreAdmitAge records that incarnation admits group's attempts whose
 // lease confirmation is up to age old (rounded up to a millisecond), for
@@ -36,11 +40,13 @@ func StoreAdmitAge(ctx context.Context, c redis.UniversalClient, group, incarnat
 }
 
 // AdmitAge returns the largest admitted confirmation age recorded for
-// group (0: none). Members past their end that no store has removed yet
-// count too: a reader may wait longer, never shorter. An operator's read:
-// one ZRANGEBYSCORE, which seqbyctl's ACL user may run.
+// group whose record has not ended by Redis's clock (0: none). It reads
+// through admit_age_read.lua, so the call goes to the primary however the
+// client routes reads: a replica may not have a store that the primary
+// answered, and an engine relies on a store once the primary answered it.
+// Only reads: seqbyctl's ACL user may run it.
 func AdmitAge(ctx context.Context, c redis.UniversalClient, group string) (time.Duration, error) {
-	members, err := c.ZRangeByScore(ctx, AdmitAgeKey(group), &redis.ZRangeBy{Min: "-inf", Max: "+inf"}).Result()
+	members, err := scriptAdmitAgeRead.Run(ctx, c, []string{AdmitAgeKey(group)}).StringSlice()
 	if err != nil {
 		return 0, fmt.Errorf("read the admitted confirmation ages of %s (%s): %w", group, AdmitAgeKey(group), err)
 	}

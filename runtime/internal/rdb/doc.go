@@ -40,7 +40,7 @@
 //	seqby:__members__:handler            sorted set  live instances, score = last announcement (Redis ms)
 //	seqby:__owner__:owner                string      the incarnation of the live engine with OwnerID owner (TTL LeaseTTL)
 //	seqby:__owned__:handler:owner        string      partitions owner held at its last heartbeat (expires with its membership)
-//	seqby:__admitage__:handler           sorted set  admitted confirmation ages of the handler's engines raised above VerifyBound: "<ms>|<incarnation>", score = its end (Redis ms, LeaseTTL after its last store); Pause waits the largest
+//	seqby:__admitage__:handler           sorted set  admitted confirmation ages of the handler's engines raised above VerifyBound: "<ms>|<incarnation>", score = its end (Redis ms, LeaseTTL after its last store); Pause waits the largest not ended
 //	seqby:__wake__:incarnation           stream      an engine incarnation's wake-ups: fields c = category, k = partition key (capped; made at Run, TTL 10 min renewed by its heartbeats)
 //	seqby:__faults__:owner               string      the faults an engine instance reports (JSON), TTL 2 × LeaseTTL renewed by its heartbeats
 //	seqby:__deploy__:handler             hash        deploy records: owner id -> kind, build, routes, deploy time (rolling deploys)
@@ -102,6 +102,7 @@
 //	ack.lua                XACK is idempotent; the fence and pause checks only read
 //	acquire.lua            a second run finds its own lease and says held by this incarnation, which the engine adopts (adopt.go; the reaper too)
 //	admit_age.lua          adds the same member again, its end no earlier: the age read is the same
+//	admit_age_read.lua     reads only
 //	append_once.lua        the second run finds the message id and appends nothing
 //	audit.lua              keeps the action's op with the entry id for 10 minutes: the second run appends nothing and answers that id
 //	begin_attempt.lua      sets the same attempt mark again
