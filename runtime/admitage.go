@@ -122,7 +122,11 @@ func (e *Engine) raiseAdmitAge(ctx context.Context, handler string, age time.Dur
 		return nil
 	}
 	sent := time.Now()
-	if err := rdb.StoreAdmitAge(ctx, e.c, handler, e.incarnation, want, e.o.LeaseTTL); err != nil {
+	// In the strict mode the store must be on ReplicaAcks replicas before
+	// the engine relies on it, as every other write an attempt starts
+	// after: a failover that lost it would let a Pause on the new primary
+	// wait too little.
+	if err := rdb.StoreAdmitAgeAcked(ctx, e.c, handler, e.incarnation, want, e.o.LeaseTTL, e.o.ReplicaAcks, e.o.ReplicaTimeout); err != nil {
 		return err
 	}
 	a.mu.Lock()

@@ -2,6 +2,7 @@ package rdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -25,16 +26,64 @@ var (
 	scriptAdmitAgeRead = script("admit_age_read")
 )
 
+// ErrAdmitAgeNotReplicated means an admitted confirmation age is stored on
+// the primary, but fewer replicas than the strict replication mode asks
+// for acknowledged it in time: the engine does not rely on it, and stores
+// it again when a confirmation needs it (attach the missing replicas).
+var ErrAdmitAgeNotReplicated = errors.New("the admitted confirmation age is stored, but fewer replicas than Options.ReplicaAcks acknowledged it")
+
 // StoreAdmitAge records that incarnation admits group's attempts whose
 // lease confirmation is up to age old (rounded up to a millisecond), for
 // ttl from when Redis runs the call. Safe to run twice: the member is the
 // same, and its end only moves later; a lower age stored later does not
 // lower what AdmitAge reads while the higher one lasts.
 func StoreAdmitAge(ctx context.Context, c redis.UniversalClient, group, incarnation string, age, ttl time.Duration) error {
+	return StoreAdmitAgeAcked(ctx, c, group, incarnation, age, ttl, 0, 0)
+}
+
+// StoreAdmitAgeAcked is StoreAdmitAge that, when replicas is above 0 (the
+// strict replication mode), then waits up to timeout for that many
+// replicas of the key's primary to have the store (WAIT, on the
+// connection that stored it; on a Redis Cluster a connection to the key's
+// node, since the key has no hash tag and lives on a shard of its own).
+// Fewer is ErrAdmitAgeNotReplicated: a failover could lose the store, and with it
+// the wait an operator's Pause owes the engine's attempts, so the caller
+// must not rely on the age. Safe to run twice, as StoreAdmitAge; each run
+// writes (admit_age.lua), so a second one on a new connection still gives
+// WAIT the first's store to count from.
+func StoreAdmitAgeAcked(ctx context.Context, c redis.UniversalClient, group, incarnation string, age, ttl time.Duration, replicas int, timeout time.Duration) error {
 	ms := (age + time.Millisecond - 1) / time.Millisecond
 	member := strconv.FormatInt(int64(ms), 10) + "|" + incarnation
-	if err := scriptAdmitAge.Run(ctx, c, []string{AdmitAgeKey(group)}, member, ttl.Milliseconds()).Err(); err != nil {
-		return fmt.Errorf("store the admitted confirmation age of %s (%s): %w", group, AdmitAgeKey(group), err)
+	key := AdmitAgeKey(group)
+	if replicas <= 0 {
+		if err := scriptAdmitAge.Run(ctx, c, []string{key}, member, ttl.Milliseconds()).Err(); err != nil {
+			return fmt.Errorf("store the admitted confirmation age of %s (%s): %w", group, key, err)
+		}
+		return nil
+	}
+	var conn *redis.Conn
+	switch cc := c.(type) {
+	case *redis.ClusterClient:
+		node, err := cc.MasterForKey(ctx, key)
+		if err != nil {
+			return fmt.Errorf("store the admitted confirmation age of %s: find the node of %s: %w", group, key, err)
+		}
+		conn = node.Conn()
+	case *redis.Client:
+		conn = cc.Conn()
+	default:
+		return fmt.Errorf("store the admitted confirmation age of %s: the strict replication mode needs a *redis.Client or *redis.ClusterClient to WAIT on, not a %T", group, c)
+	}
+	defer conn.Close()
+	if err := scriptAdmitAge.Run(ctx, conn, []string{key}, member, ttl.Milliseconds()).Err(); err != nil {
+		return fmt.Errorf("store the admitted confirmation age of %s (%s): %w", group, key, err)
+	}
+	n, err := conn.Wait(ctx, replicas, timeout).Result()
+	if err != nil {
+		return fmt.Errorf("store the admitted confirmation age of %s: %w: WAIT %d: %w", group, ErrAdmitAgeNotReplicated, replicas, err)
+	}
+	if n < int64(replicas) {
+		return fmt.Errorf("store the admitted confirmation age of %s: %w: %d of %d within %v", group, ErrAdmitAgeNotReplicated, n, replicas, timeout)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package rdb
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -160,4 +161,62 @@ func TestAdmitAgeOnAClusterWithReplicas(t *testing.T) {
 			t.Fatalf("saw %d reads of the admitted age; want 10 (%v)", reads, seen)
 		}
 	})
+	// The strict mode's WAIT goes to the key's own shard (the key has no
+	// hash tag): a replica of another shard stopped does not stop it, the
+	// key's own does.
+	t.Run("strict store on the key's shard", func(t *testing.T) {
+		var other *redistest.Server
+		ps, err := cl.Primaries()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			if p != primary {
+				if other, err = cl.ReplicaOf(p); err != nil {
+					t.Fatal(err)
+				}
+				break
+			}
+		}
+		own, err := cl.ReplicaOf(primary)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resume := redistest.Paused(t, other)
+		if err := StoreAdmitAgeAcked(ctx, c, "h", "o~1", 40*time.Millisecond, time.Minute, 1, 5*time.Second); err != nil {
+			t.Fatalf("a store with another shard's replica stopped: %v", err)
+		}
+		resume()
+		resume = redistest.Paused(t, own)
+		if err := StoreAdmitAgeAcked(ctx, c, "h", "o~1", 50*time.Millisecond, time.Minute, 1, 100*time.Millisecond); !errors.Is(err, ErrAdmitAgeNotReplicated) {
+			t.Fatalf("a store with the key's replica stopped: %v; want ErrAdmitAgeNotReplicated", err)
+		}
+		resume()
+	})
+}
+
+// In the strict replication mode the store WAITs, on its own connection,
+// for the replicas: fewer than asked is ErrAdmitAgeNotReplicated, and the engine
+// does not rely on the age (seen before the store waited: every store
+// below answered nil with the replica stopped).
+func TestStoreAdmitAgeWaitsForReplicas(t *testing.T) {
+	s := redistest.NewSentinel(t, 1, 0)
+	ctx := ctxT(t)
+	c := redis.NewClient(&redis.Options{Addr: s.Nodes[0].Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	eventually(t, 20*time.Second, "the replica in sync", func() bool {
+		info, err := c.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(info, "state=online")
+	})
+	if err := StoreAdmitAgeAcked(ctx, c, "h", "o~1", 40*time.Millisecond, time.Minute, 1, 5*time.Second); err != nil {
+		t.Fatalf("a store acknowledged by the one replica: %v", err)
+	}
+	if err := StoreAdmitAgeAcked(ctx, c, "h", "o~1", 40*time.Millisecond, time.Minute, 2, 100*time.Millisecond); !errors.Is(err, ErrAdmitAgeNotReplicated) {
+		t.Fatalf("a store waiting for 2 replicas of one: %v; want ErrAdmitAgeNotReplicated", err)
+	}
+	resume := redistest.Paused(t, s.Nodes[1])
+	if err := StoreAdmitAgeAcked(ctx, c, "h", "o~1", 50*time.Millisecond, time.Minute, 1, 100*time.Millisecond); !errors.Is(err, ErrAdmitAgeNotReplicated) {
+		t.Fatalf("a store with the replica stopped: %v; want ErrAdmitAgeNotReplicated", err)
+	}
+	resume()
 }
