@@ -30,18 +30,22 @@ import (
 // max(VerifyBound, A) from that answer (inspect.Inspector.Pause). Why it
 // holds: a confirmation Redis ran before the mark was sent at s; if it
 // was judged by an A stored before s, Pause read that A or a larger one
-// (the record is never lowered while it lasts), and an attempt on it
+// (a record is never lowered while it lasts), and an attempt on it
 // starts within A of s, before Pause returns. If Pause read an A stored
 // after its mark, any confirmation judged by it was sent after that
 // store, so after the mark, and was refused as paused.
 //
-// A record lasts LeaseTTL from its store; the engine relies on it until
-// LeaseTTL - LeaseMargin after it sent the store (its own clock), and
-// stores it again when it needs it past that, so a link that recovered
-// costs Pause nothing once the record has ended. A is never lowered
-// during an engine's life: a raise is rare (at most one doubling per
-// late reply, up to the cap), and a lower A would need to be applied
-// here before it is stored, for nothing much.
+// A record lasts LeaseTTL from when Redis ran its store, and Pause counts
+// only records that have not ended by Redis's clock; the engine relies on
+// one until LeaseTTL - LeaseMargin after it sent the store (its own
+// clock: LeaseMargin absorbs the clocks' rates, as it does for leases),
+// and stores it again when it needs it past that. A link that recovered
+// costs Pause nothing once the record has ended. The A held here is the
+// one last stored, lowered too: a raise after the last record ended
+// stores twice the late confirmation's age, whatever the ended one said,
+// so one spike does not pin every later Pause at the cap. Lowering it
+// here is always safe: a smaller A refuses more, and the older, larger
+// member stays in Redis, for Pause to wait out, until its end.
 
 // admitAges are an engine's admitted ages, by handler.
 type admitAges struct {
@@ -102,11 +106,13 @@ func (a *admitAge) limit() admitLimit {
 func (e *Engine) admitAgeCap() time.Duration { return max(e.o.VerifyBound, e.o.LeaseTTL/2) }
 
 // raiseAdmitAge makes handler's admitted age at least twice age (capped,
-// whole milliseconds, never lower than it was) and stored in Redis, its
-// record lasting: it returns once Redis answered the store, so that a
-// confirmation sent afterwards may be judged by it. A record stored since
-// the caller's confirmation was sent that already covers it is not stored
-// again.
+// whole milliseconds; no lower than it was while the record of that one
+// lasts) and stored in Redis, its record lasting: it returns once Redis
+// answered the store (in the strict mode, once ReplicaAcks replicas
+// acknowledged it), so that a confirmation sent afterwards may be judged
+// by it. A record stored since the caller's confirmation was sent that
+// already covers it is not stored again. An error means the age was not
+// raised: the caller must not start an attempt on that confirmation.
 func (e *Engine) raiseAdmitAge(ctx context.Context, handler string, age time.Duration) error {
 	a := e.admitAge(handler)
 	select {
@@ -116,9 +122,14 @@ func (e *Engine) raiseAdmitAge(ctx context.Context, handler string, age time.Dur
 	}
 	defer func() { <-a.storing }()
 	was := a.limit()
-	want := min(max(2*age, was.age), e.admitAgeCap())
+	lasts := time.Now().Before(was.until)
+	want := 2 * age
+	if lasts {
+		want = max(want, was.age)
+	}
+	want = min(want, e.admitAgeCap())
 	want = (want + time.Millisecond - 1).Truncate(time.Millisecond)
-	if was.age >= want && time.Now().Before(was.until) {
+	if lasts && was.age >= want {
 		return nil
 	}
 	sent := time.Now()
@@ -132,6 +143,10 @@ func (e *Engine) raiseAdmitAge(ctx context.Context, handler string, age time.Dur
 	a.mu.Lock()
 	a.age, a.until = want, sent.Add(e.o.LeaseTTL-e.o.LeaseMargin)
 	a.mu.Unlock()
+	if want < was.age {
+		e.log.Info("seqby: lowered the admitted confirmation age after its record ended (an operator's Pause waits the higher one out until its end in Redis)",
+			"handler", handler, "confirmation_age", age.Round(time.Millisecond), "admitted_age", want, "was", was.age)
+	}
 	if want > was.age {
 		e.log.Warn("seqby: a lease confirmation sent holding a concurrency slot was answered later than this engine admits; raised the admitted confirmation age (an operator's Pause waits it out)",
 			"handler", handler, "confirmation_age", age.Round(time.Millisecond), "admitted_age", want, "verify_bound", e.o.VerifyBound)
