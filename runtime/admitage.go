@@ -24,16 +24,20 @@ import (
 // most VerifyBound old, or at most the A that was stored in Redis
 // (rdb.StoreAdmitAge, seqby:__admitage__:handler) before it was sent,
 // while that record lasts. One answered later raises A to twice its age,
-// capped (admitAgeCap), stores it and waits for Redis's answer, and only
-// then sends a fresh confirmation, holding the slot, which is judged by
-// the new A. Pause reads A after its mark's store is answered and waits
-// max(VerifyBound, A) from that answer (inspect.Inspector.Pause). Why it
-// holds: a confirmation Redis ran before the mark was sent at s; if it
-// was judged by an A stored before s, Pause read that A or a larger one
-// (a record is never lowered while it lasts), and an attempt on it
-// starts within A of s, before Pause returns. If Pause read an A stored
-// after its mark, any confirmation judged by it was sent after that
-// store, so after the mark, and was refused as paused.
+// at most LeaseTTL/2 (admitAgeCap), stores it and waits for Redis's
+// answer (in the strict mode also for ReplicaAcks replicas, as for every
+// write an attempt starts after), and only then sends a fresh
+// confirmation, holding the slot, which is judged by the new A. One
+// answered later than the cap starts nothing: no raise could admit it,
+// so the gate backs off without the slot and confirms again. Pause reads
+// A after its mark's store is answered and waits max(VerifyBound, A)
+// from that answer (inspect.Inspector.Pause). Why it holds: a
+// confirmation Redis ran before the mark was sent at s; if it was judged
+// by an A stored before s, Pause read that A or a larger one (a record is
+// never lowered while it lasts), and an attempt on it starts within A of
+// s, before Pause returns. If Pause read an A stored after its mark, any
+// confirmation judged by it was sent after that store, so after the
+// mark, and was refused as paused.
 //
 // A record lasts LeaseTTL from when Redis ran its store, and Pause counts
 // only records that have not ended by Redis's clock; the engine relies on
@@ -99,11 +103,11 @@ func (a *admitAge) limit() admitLimit {
 	return admitLimit{age: a.age, until: a.until}
 }
 
-// admitAgeCap caps the admitted age at half the lease (at least
-// VerifyBound): a link that answers slower than that renews leases too
-// late to keep them, and Pause should not wait longer for it. A
-// confirmation older than the cap starts nothing; the gate confirms again.
-func (e *Engine) admitAgeCap() time.Duration { return max(e.o.VerifyBound, e.o.LeaseTTL/2) }
+// admitAgeCap caps the admitted age at half the lease: a link that
+// answers slower than that renews leases too late to keep them, and Pause
+// should not wait longer for it. A confirmation sent holding a slot that
+// is older than both the cap and VerifyBound starts nothing (attempt.go).
+func (e *Engine) admitAgeCap() time.Duration { return e.o.LeaseTTL / 2 }
 
 // raiseAdmitAge makes handler's admitted age at least twice age (capped,
 // whole milliseconds; no lower than it was while the record of that one
@@ -152,4 +156,27 @@ func (e *Engine) raiseAdmitAge(ctx context.Context, handler string, age time.Dur
 			"handler", handler, "confirmation_age", age.Round(time.Millisecond), "admitted_age", want, "verify_bound", e.o.VerifyBound)
 	}
 	return nil
+}
+
+// lateConfirmEvery spaces the warnings of confirmations that no admitted
+// age can admit, and of raises that failed.
+const lateConfirmEvery = 30 * time.Second
+
+// warnLateConfirm reports, at most once per lateConfirmEvery, a
+// confirmation sent holding a slot that started no attempt: answered
+// later than any admitted age may be (err nil), or the raise of the age
+// failed (err).
+func (e *Engine) warnLateConfirm(handler string, age time.Duration, err error) {
+	now := time.Now().UnixNano()
+	last := e.lateConfirmAt.Load()
+	if now-last < int64(lateConfirmEvery) || !e.lateConfirmAt.CompareAndSwap(last, now) {
+		return
+	}
+	if err != nil {
+		e.log.Warn("seqby: storing a raised admitted confirmation age failed; no attempt starts on a confirmation that late, the gate confirms again after a backoff without its concurrency slot",
+			"handler", handler, "confirmation_age", age.Round(time.Millisecond), "verify_bound", e.o.VerifyBound, "err", err)
+		return
+	}
+	e.log.Warn("seqby: a lease confirmation sent holding a concurrency slot was answered later than any admitted confirmation age (LeaseTTL/2); no attempt starts on it, the gate confirms again after a backoff without its slot: Redis answers slower than the leases can be kept",
+		"handler", handler, "confirmation_age", age.Round(time.Millisecond), "max_admitted_age", e.admitAgeCap(), "verify_bound", e.o.VerifyBound)
 }

@@ -1,7 +1,12 @@
 package runtime
 
 import (
+	"context"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,4 +64,84 @@ func TestAdmitAgeComesDownOnceItsRecordEnded(t *testing.T) {
 	if a, err := rdb.AdmitAge(ctx, c, "h"); err != nil || a != 80*time.Millisecond {
 		t.Fatalf("Pause reads %v (%v); want 80ms", a, err)
 	}
+}
+
+// A confirmation sent holding the only concurrency slot that keeps coming
+// back later than any admitted age may be (LeaseTTL/2) starts nothing,
+// and the gate confirms again after a backoff spent without the slot, so
+// the other partitions go on; the engine warns once per 30 s (seen
+// before: it confirmed again at once, holding the slot, and b never ran
+// again).
+func TestConfirmationLaterThanTheCapBacksOffWithoutTheSlot(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	const work = 40 * time.Millisecond
+	var mu sync.Mutex
+	starts := map[string][]time.Time{}
+	started := func(client string) []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(starts[client])
+	}
+	h := keyedHandler("late", func(_ context.Context, e *testEvent) error {
+		mu.Lock()
+		starts[e.Client] = append(starts[e.Client], time.Now())
+		mu.Unlock()
+		time.Sleep(work)
+		return nil
+	})
+	var logs syncBuffer
+	opts := fastOptions("l")
+	opts.Concurrency = 1 // a and b take turns: a's slot waits outlast the bound
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	var armed atomic.Bool
+	caught := make(chan struct{}, 1)
+	startEngineWith(t, c, opts, func(e *Engine) {
+		e.heldConfirmHook = func(p *partition) {
+			if p.key == "a" && armed.Load() {
+				select {
+				case caught <- struct{}{}:
+				default:
+				}
+				time.Sleep(opts.LeaseTTL/2 + 100*time.Millisecond) // later than the cap
+			}
+		}
+	}, h)
+	p := NewPublisher(c)
+	for i := 1; i <= 200; i++ {
+		for _, k := range []string{"a", "b"} {
+			if err := p.Publish(ctx, ev(k, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	armed.Store(true)
+	select {
+	case <-caught:
+	case <-ctx.Done():
+		t.Fatal("no confirmation of a was sent holding the slot")
+	}
+	from := time.Now()
+	time.Sleep(3 * time.Second)
+	armed.Store(false)
+	for _, at := range started("a") {
+		if at.After(from) && at.Before(from.Add(3*time.Second)) {
+			t.Errorf("an attempt of a started %v after its confirmations became later than the cap", at.Sub(from).Round(time.Millisecond))
+		}
+	}
+	n := 0
+	for _, at := range started("b") {
+		if at.After(from) {
+			n++
+		}
+	}
+	if n < 2 {
+		t.Errorf("b started %d attempts in 3s while a's confirmations came back late; want it to go on in a's backoffs", n)
+	}
+	if w := strings.Count(logs.String(), "later than any admitted confirmation age"); w != 1 {
+		t.Errorf("warned %d times in 3s; want once", w)
+	}
+	eventually(t, 20*time.Second, "a to go on once its confirmations are timely", func() bool {
+		s := started("a")
+		return len(s) > 0 && s[len(s)-1].After(from.Add(3*time.Second))
+	})
 }
