@@ -30,14 +30,15 @@ import (
 // confirmation, holding the slot, which is judged by the new A. One
 // answered later than the cap starts nothing: no raise could admit it,
 // so the gate backs off without the slot and confirms again. Pause reads
-// A after its mark's store is answered and waits max(VerifyBound, A)
-// from that answer (inspect.Inspector.Pause). Why it holds: a
-// confirmation Redis ran before the mark was sent at s; if it was judged
-// by an A stored before s, Pause read that A or a larger one (a record is
-// never lowered while it lasts), and an attempt on it starts within A of
-// s, before Pause returns. If Pause read an A stored after its mark, any
-// confirmation judged by it was sent after that store, so after the
-// mark, and was refused as paused.
+// A after its mark's store is answered and waits max(VerifyBound, A), and
+// a margin for the clocks' rates, from that answer
+// (inspect.Inspector.Pause). Why it holds: a confirmation Redis ran
+// before the mark was sent at s; if it was judged by an A stored before
+// s, Pause read that A or a larger one (a record is never lowered while
+// it lasts), and an attempt on it starts within A of s, before Pause
+// returns. If Pause read an A stored after its mark, any confirmation
+// judged by it was sent after that store, so after the mark, and was
+// refused as paused.
 //
 // A record lasts LeaseTTL from when Redis ran its store, and Pause counts
 // only records that have not ended by Redis's clock; the engine relies on

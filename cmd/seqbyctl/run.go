@@ -168,7 +168,8 @@ under checks; the command returns once no attempt can start any more: it
 waits the engines' VerifyBound after storing the mark (-verify-bound, 25ms,
 their default; give theirs when they set Options.VerifyBound), or longer,
 the admitted confirmation age an engine recorded over a link slower than
-that (at most half its LeaseTTL).
+that (at most half its LeaseTTL), and a margin for the clocks (1/512 of it
+and 1ms).
 
 With -all instead of -stream it pauses every partition of NAME: the engines
 stop starting its events from their next discovery cycle

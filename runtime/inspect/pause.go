@@ -49,9 +49,9 @@ const defaultVerifyBound = 25 * time.Millisecond
 
 // WithVerifyBound returns a copy of i for engines whose
 // Options.VerifyBound is d (default 25ms): Pause waits at least that long
-// after the store of a pause's mark was answered (or after finding one in
-// force) before it returns, longer when an engine recorded a larger
-// admitted confirmation age.
+// (and a margin, 1/512 of it and 1ms) after the store of a pause's mark
+// was answered (or after finding one in force) before it returns, longer
+// when an engine recorded a larger admitted confirmation age.
 func (i *Inspector) WithVerifyBound(d time.Duration) *Inspector {
 	j := *i
 	j.verifyBound = d
@@ -83,7 +83,8 @@ func (i *Inspector) bound() time.Duration {
 // confirmed its lease: the engines' VerifyBound (WithVerifyBound), or the
 // larger admitted confirmation age an engine recorded for handler after
 // a confirmation was answered later than that (a slow link; at most half
-// its LeaseTTL). A partition paused already is left as it is
+// its LeaseTTL), and a margin for the clocks' rates (1/512 of it, and
+// 1ms). A partition paused already is left as it is
 // (Pause.Already). ErrNotWoken: paused, but the owner was not woken.
 // Other errors after the store (the wait cut short by ctx, the admitted
 // age unreadable) mean the pause is stored but an attempt confirmed
@@ -277,11 +278,12 @@ func (i *Inspector) pause(ctx context.Context, handler, partition, by string, ch
 	}
 	// An attempt whose lease was confirmed just before the mark was
 	// stored may still start within the engines' VerifyBound of sending
-	// that confirmation, or within their admitted age: wait the longer
-	// from the store's reply, on this process's monotonic clock. A pause
-	// found in force waits it too: it may have been stored a moment ago,
-	// and its note's time is another operator's wall clock.
-	if err := sleep(ctx, time.Until(stored.Add(max(i.bound(), admitted)))); err != nil {
+	// that confirmation, or within their admitted age: wait the longer,
+	// and a margin (pauseWait), from the store's reply, on this process's
+	// monotonic clock. A pause found in force waits it too: it may have
+	// been stored a moment ago, and its note's time is another operator's
+	// wall clock.
+	if err := sleep(ctx, time.Until(stored.Add(pauseWait(i.bound(), admitted)))); err != nil {
 		return p, fmt.Errorf("pause %s: stored, but the wait for attempts confirmed before it was cut short: %w", partition, err)
 	}
 	if aerr != nil {
@@ -450,6 +452,23 @@ func (i *Inspector) keyedHandler(ctx context.Context, handler string) error {
 		return fmt.Errorf("%s: %w", handler, ErrUnkeyed)
 	}
 	return nil
+}
+
+// pauseWait is how long Pause waits after the store of its mark was
+// answered: the longest an engine may start an attempt after sending the
+// confirmation it starts on (max(bound, admitted)), and a margin. The
+// engine counts that age on its own monotonic clock, Pause on another
+// machine's: two clocks slewed by NTP (at most 500 ppm each) may differ
+// in rate by 1000 ppm, and w/512 is about 1950 ppm of w. The 1ms more
+// covers the scheduling between the gate's admit and the handler's call.
+// Waiting a little longer costs the operator only that; waiting short
+// lets an attempt start after Pause returned. (An engine process stalled
+// longer than that right after its admit, by a long GC pause or an
+// overloaded host, can still start the attempt later: no wait bounds a
+// stall, here as for the lease's own deadline.)
+func pauseWait(bound, admitted time.Duration) time.Duration {
+	w := max(bound, admitted)
+	return w + w/512 + time.Millisecond
 }
 
 // sleep waits d or until ctx ends.

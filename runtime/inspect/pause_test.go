@@ -223,3 +223,31 @@ func TestPauseByKeyPMAndRemoved(t *testing.T) {
 		t.Fatalf("Paused after the resume: %+v, %v", ps, err)
 	}
 }
+
+// Pause waits max(bound, A) plus a margin (A/512 + 1ms) from the store's
+// answer: the engine admits within A on its own clock, and the clocks'
+// rates and the scheduling between an engine's admit and the handler's
+// call would otherwise make the wait a few ms short at an A of seconds
+// (seen before the margin: it returned 3000-3001ms after the store, under
+// the 3006.9ms this test wants).
+func TestPauseWaitsAMarginPastTheAdmittedAge(t *testing.T) {
+	c := newRedis(t)
+	ctx := ctxT(t)
+	clock := &storeClock{}
+	c.AddHook(clock)
+	if _, err := rdb.RegisterGroup(ctx, c, "shop", "orders", false); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, c, "shop", "a", 1)
+	const admitted = 3 * time.Second
+	if err := rdb.StoreAdmitAge(ctx, c, "orders", "o~1", admitted, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(c).Pause(ctx, "orders", "shop:{a}", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	want := admitted + admitted/512 + time.Millisecond
+	if waited := time.Since(clock.storedAt()); waited < want {
+		t.Fatalf("Pause returned %v after the mark was stored; want at least %v (the admitted age and its margin)", waited, want)
+	}
+}
