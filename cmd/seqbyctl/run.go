@@ -905,6 +905,11 @@ func resolve(dlq bool) func(context.Context, *inspect.Inspector, *opts) error {
 	}
 }
 
+// auditGrace bounds the audit entry of a pause that Pause stored but
+// could not settle before the command's time was up: it is recorded
+// after the -timeout, within this much more.
+const auditGrace = 5 * time.Second
+
 func pauseCmd(ctx context.Context, in *inspect.Inspector, o *opts) error {
 	in = in.WithVerifyBound(o.verifyBound)
 	var p inspect.Pause
@@ -919,10 +924,14 @@ func pauseCmd(ctx context.Context, in *inspect.Inspector, o *opts) error {
 	default:
 		p, err = in.Pause(ctx, o.handler, o.stream, o.as)
 	}
+	// Unsettled: the mark is stored but Pause could not wait out the
+	// attempts confirmed before it (it read until the command's time was
+	// up): record it all the same, then fail.
+	unsettled := errors.Is(err, inspect.ErrUnsettled)
 	if errors.Is(err, inspect.ErrNotWoken) {
 		// Paused all the same: say so, and record it.
 		fmt.Fprintln(o.errOut, "seqbyctl pause: warning:", err)
-	} else if err != nil {
+	} else if err != nil && !unsettled {
 		return bareKeyHint(err, o)
 	}
 	// p.Partition is the partition stream a bare key named.
@@ -931,6 +940,9 @@ func pauseCmd(ctx context.Context, in *inspect.Inspector, o *opts) error {
 		what = "every partition of " + safe(o.handler)
 	}
 	if p.Already {
+		if unsettled {
+			return err
+		}
 		if o.json {
 			return writeJSON(o.out, p)
 		}
@@ -940,6 +952,16 @@ func pauseCmd(ctx context.Context, in *inspect.Inspector, o *opts) error {
 	a := inspect.AuditEntry{Command: "pause", Handler: o.handler, Partition: p.Partition, Stream: p.Partition,
 		Result: "paused (" + p.Mark + ")"}
 	done := "paused " + what + "\nno later event of it starts until seqbyctl resume; the one in flight, if any, finishes"
+	if unsettled {
+		a.Result = "paused (" + p.Mark + "), unsettled: an attempt confirmed just before it may still start"
+		done = "paused " + what + " (the mark is stored), but an attempt confirmed just before it may still start"
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditGrace)
+		defer cancel()
+		if ferr := finish(actx, in, o, a, done, ""); ferr != nil {
+			return fmt.Errorf("%w; %w", err, ferr)
+		}
+		return err
+	}
 	if o.all {
 		a.Partition, a.Result = "*", "paused every partition ("+p.Mark+")"
 		done = "paused " + what + "\nits engines start no event of it from their next discovery cycle until seqbyctl resume -all"

@@ -251,3 +251,85 @@ func TestPauseWaitsAMarginPastTheAdmittedAge(t *testing.T) {
 		t.Fatalf("Pause returned %v after the mark was stored; want at least %v (the admitted age and its margin)", waited, want)
 	}
 }
+
+// admitReadFault fails the reads of the admitted confirmation age
+// (admit_age_read.lua) while left > 0, or always when left < 0; tried
+// counts the calls (an EVALSHA answered NOSCRIPT and its EVAL are two).
+type admitReadFault struct {
+	mu    sync.Mutex
+	left  int
+	tried int
+}
+
+func (h *admitReadFault) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *admitReadFault) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		a := cmd.Args()
+		if n := strings.ToLower(cmd.Name()); (n == "evalsha" || n == "eval") && len(a) > 1 && rdb.ScriptName(a[1].(string)) == "admit_age_read" {
+			h.mu.Lock()
+			h.tried++
+			fail := h.left != 0
+			if h.left > 0 {
+				h.left--
+			}
+			h.mu.Unlock()
+			if fail {
+				err := errors.New("LOADING Redis is loading the dataset in memory")
+				cmd.SetErr(err)
+				return err
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *admitReadFault) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A read of the admitted age that fails is tried again, with a backoff,
+// while ctx lasts: Pause then waits the age it read and succeeds (seen
+// before: it returned the first failure as an error, and a caller that
+// took it for a failed pause recorded nothing though the mark was
+// stored). Failing until ctx ends, it returns ErrUnsettled with the mark
+// stored.
+func TestPauseReadsTheAdmittedAgeAgain(t *testing.T) {
+	c := newRedis(t)
+	ctx := ctxT(t)
+	clock := &storeClock{}
+	c.AddHook(clock)
+	fault := &admitReadFault{left: 3}
+	c.AddHook(fault)
+	if _, err := rdb.RegisterGroup(ctx, c, "shop", "orders", false); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, c, "shop", "a", 1)
+	publish(t, c, "shop", "b", 1)
+	const admitted = 100 * time.Millisecond
+	if err := rdb.StoreAdmitAge(ctx, c, "orders", "o~1", admitted, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	in := New(c)
+	if _, err := in.Pause(ctx, "orders", "shop:{a}", "alice"); err != nil {
+		t.Fatalf("Pause with the first 3 reads of the admitted age failing: %v", err)
+	}
+	if waited := time.Since(clock.storedAt()); waited < admitted {
+		t.Fatalf("Pause returned %v after the store; want at least the admitted age %v, read at the 4th try", waited, admitted)
+	}
+	if fault.left != 0 || fault.tried < 4 {
+		t.Fatalf("read the admitted age %d times, %d failures left; want the 3 failures and a read that succeeded", fault.tried, fault.left)
+	}
+	fault.mu.Lock()
+	fault.left = -1
+	fault.mu.Unlock()
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	p, err := in.Pause(short, "orders", "shop:{b}", "alice")
+	if !errors.Is(err, ErrUnsettled) || p.Mark == "" || p.Already {
+		t.Fatalf("Pause with every read failing: %+v, %v; want ErrUnsettled and the Pause it stored", p, err)
+	}
+	if n, ok, gerr := rdb.GetPause(ctx, c, p.Mark); gerr != nil || !ok || n.By != "alice" {
+		t.Fatalf("the mark after ErrUnsettled: %+v, %v, %v; want alice's, stored", n, ok, gerr)
+	}
+}
