@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -673,4 +674,108 @@ func TestAdmitAgeStoredOverASlowLinkOnce(t *testing.T) {
 	if a, err := rdb.AdmitAge(ctx, base, "slow"); err != nil || a < link {
 		t.Fatalf("admitted age %v (%v), want above the link's %v", a, err, link)
 	}
+}
+
+// pauseReadFault fails, while armed, the reads of a handler's pause
+// (EXISTS of rdb.HandlerPauseKey) and nothing else.
+type pauseReadFault struct {
+	key   string
+	armed atomic.Bool
+	n     atomic.Int64 // reads failed
+}
+
+func (h *pauseReadFault) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *pauseReadFault) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); h.armed.Load() && strings.EqualFold(cmd.Name(), "exists") && len(a) == 2 && a[1] == h.key {
+			h.n.Add(1)
+			err := errors.New("LOADING Redis is loading the dataset in memory")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h *pauseReadFault) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// An engine whose reads of the handler's pause fail treats the handler as
+// paused once its last successful read is two discovery intervals old,
+// until a read succeeds: a PauseHandler made meanwhile holds from then on
+// (seen before: every event published after PauseHandler ran, the engine
+// keeping the last state it read). It says so once (a warning) and once
+// more when it reads the pause again (info); the operator's pause it then
+// finds holds until ResumeHandler.
+func TestHandlerPauseHoldsWhileItCannotBeRead(t *testing.T) {
+	base, ctx := newRedis(t), ctxT(t)
+	fault := &pauseReadFault{key: rdb.HandlerPauseKey("pu")}
+	c := redis.NewClient(&redis.Options{Addr: base.Options().Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	c.AddHook(fault)
+	var mu sync.Mutex
+	var starts []time.Time
+	started := func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(starts)
+	}
+	var logs syncBuffer
+	opts := fastOptions("o1")
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	startEngine(t, c, opts, keyedHandler("pu", func(context.Context, *testEvent) error {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		mu.Unlock()
+		return nil
+	}))
+	p := NewPublisher(base)
+	if err := p.Publish(ctx, ev("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "a/1 applied", func() bool { return len(started()) == 1 })
+	fault.armed.Store(true)
+	in := inspect.New(base)
+	if _, err := in.PauseHandler(ctx, "pu", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	returned := time.Now()
+	// Published over the next second, one at a time: any that started
+	// later than two discovery intervals (and a little scheduling) after
+	// PauseHandler returned breaks the promise.
+	for seq := 2; seq <= 11; seq++ {
+		if err := p.Publish(ctx, ev("a", seq)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	limit := returned.Add(2*opts.DiscoveryInterval + 100*time.Millisecond)
+	late := func() {
+		t.Helper()
+		for _, at := range started() {
+			if at.After(limit) {
+				t.Errorf("an attempt of a started %v after PauseHandler returned (DiscoveryInterval %v)",
+					at.Sub(returned).Round(time.Millisecond), opts.DiscoveryInterval)
+			}
+		}
+	}
+	late()
+	if fault.n.Load() == 0 {
+		t.Fatal("no read of the handler's pause failed")
+	}
+	if n := strings.Count(logs.String(), "cannot read the handler's pause"); n != 1 {
+		t.Errorf("warned %d times that the pause cannot be read; want once", n)
+	}
+	fault.armed.Store(false)
+	eventually(t, 20*time.Second, "the engine to read the pause again", func() bool {
+		return strings.Count(logs.String(), "read the handler's pause again") == 1
+	})
+	time.Sleep(300 * time.Millisecond) // alice's pause, read now, still holds
+	late()
+	if _, err := in.ResumeHandler(ctx, "pu"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "a to go on after ResumeHandler", func() bool { return len(started()) == 11 })
 }

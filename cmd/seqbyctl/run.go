@@ -173,7 +173,9 @@ and 1ms).
 
 With -all instead of -stream it pauses every partition of NAME: the engines
 stop starting its events from their next discovery cycle
-(Options.DiscoveryInterval). A partition paused already is left as it is.
+(Options.DiscoveryInterval); an engine that cannot read the pause stops
+once its last successful read is two cycles old. A partition paused
+already is left as it is.
 Both are recorded in the audit stream.`,
 		do: pauseCmd},
 	{name: "resume", synopsis: "-handler NAME (-stream STREAM [-category CATEGORY] | -all) [-dry-run] [-as WHO]", flags: []string{"handler", "stream", "category", "all", "dry-run", "as"},

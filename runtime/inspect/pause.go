@@ -123,10 +123,18 @@ func (i *Inspector) CheckResume(ctx context.Context, handler, partition string) 
 	return i.resume(ctx, handler, partition, true)
 }
 
-// PauseHandler pauses every partition of handler: from the engines' next
-// discovery cycle (Options.DiscoveryInterval) on, no event of the handler
-// starts until ResumeHandler; events in flight finish. A handler paused
-// already is left as it is (Pause.Already).
+// PauseHandler pauses every partition of handler until ResumeHandler;
+// events in flight finish. It returns once the pause is stored. Each
+// engine reads it at the start of every discovery cycle
+// (Options.DiscoveryInterval) and checks what it read before every
+// attempt, so it starts no event of handler after its first read sent
+// after the store; an engine whose reads of the pause fail starts none
+// once its last successful read is more than two DiscoveryIntervals old,
+// until a read succeeds (it fails closed). So no event starts later than
+// one DiscoveryInterval and a read after PauseHandler returns on an
+// engine whose cycles keep time, nor two DiscoveryIntervals after it on
+// one that cannot read the pause. A handler paused already is left as it
+// is (Pause.Already).
 func (i *Inspector) PauseHandler(ctx context.Context, handler, by string) (Pause, error) {
 	return i.pauseHandler(ctx, handler, by, false)
 }
