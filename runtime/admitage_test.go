@@ -75,20 +75,9 @@ func TestAdmitAgeComesDownOnceItsRecordEnded(t *testing.T) {
 func TestConfirmationLaterThanTheCapBacksOffWithoutTheSlot(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	const work = 40 * time.Millisecond
-	var mu sync.Mutex
-	starts := map[string][]time.Time{}
-	started := func(client string) []time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(starts[client])
-	}
-	h := keyedHandler("late", func(_ context.Context, e *testEvent) error {
-		mu.Lock()
-		starts[e.Client] = append(starts[e.Client], time.Now())
-		mu.Unlock()
-		time.Sleep(work)
-		return nil
-	})
+	var starts attemptStarts
+	started := starts.of
+	h := starts.handler("late", work)
 	var logs syncBuffer
 	opts := fastOptions("l")
 	opts.Concurrency = 1 // a and b take turns: a's slot waits outlast the bound
@@ -144,4 +133,33 @@ func TestConfirmationLaterThanTheCapBacksOffWithoutTheSlot(t *testing.T) {
 		s := started("a")
 		return len(s) > 0 && s[len(s)-1].After(from.Add(3*time.Second))
 	})
+}
+
+// attemptStarts records when each key's handler attempts started, on this
+// process's monotonic clock.
+type attemptStarts struct {
+	mu sync.Mutex
+	m  map[string][]time.Time
+}
+
+// handler is a keyed handler named name that notes each attempt's start,
+// then works for work.
+func (s *attemptStarts) handler(name string, work time.Duration) Registration {
+	return keyedHandler(name, func(_ context.Context, e *testEvent) error {
+		s.mu.Lock()
+		if s.m == nil {
+			s.m = map[string][]time.Time{}
+		}
+		s.m[e.Client] = append(s.m[e.Client], time.Now())
+		s.mu.Unlock()
+		time.Sleep(work)
+		return nil
+	})
+}
+
+// of is when client's attempts started.
+func (s *attemptStarts) of(client string) []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.m[client])
 }

@@ -577,20 +577,9 @@ func TestPausedPartitionIsNotPolled(t *testing.T) {
 func TestPauseHoldsAgainstAConfirmationAnsweredLate(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	const late, work = 80 * time.Millisecond, 40 * time.Millisecond
-	var mu sync.Mutex
-	starts := map[string][]time.Time{}
-	started := func(client string) []time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(starts[client])
-	}
-	h := keyedHandler("pl", func(_ context.Context, e *testEvent) error {
-		mu.Lock()
-		starts[e.Client] = append(starts[e.Client], time.Now())
-		mu.Unlock()
-		time.Sleep(work)
-		return nil
-	})
+	var starts attemptStarts
+	started := starts.of
+	h := starts.handler("pl", work)
 	opts := fastOptions("o1")
 	opts.Concurrency = 1 // a and b take turns: a's slot waits outlast the bound
 	opts.LeaseTTL, opts.HeartbeatInterval = 5*time.Second, time.Second
@@ -676,32 +665,6 @@ func TestAdmitAgeStoredOverASlowLinkOnce(t *testing.T) {
 	}
 }
 
-// pauseReadFault fails, while armed, the reads of a handler's pause
-// (EXISTS of rdb.HandlerPauseKey) and nothing else.
-type pauseReadFault struct {
-	key   string
-	armed atomic.Bool
-	n     atomic.Int64 // reads failed
-}
-
-func (h *pauseReadFault) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *pauseReadFault) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if a := cmd.Args(); h.armed.Load() && strings.EqualFold(cmd.Name(), "exists") && len(a) == 2 && a[1] == h.key {
-			h.n.Add(1)
-			err := errors.New("LOADING Redis is loading the dataset in memory")
-			cmd.SetErr(err)
-			return err
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (h *pauseReadFault) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
 // An engine whose reads of the handler's pause fail treats the handler as
 // paused once its last successful read is two discovery intervals old,
 // until a read succeeds: a PauseHandler made meanwhile holds from then on
@@ -711,32 +674,25 @@ func (h *pauseReadFault) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 // finds holds until ResumeHandler.
 func TestHandlerPauseHoldsWhileItCannotBeRead(t *testing.T) {
 	base, ctx := newRedis(t), ctxT(t)
-	fault := &pauseReadFault{key: rdb.HandlerPauseKey("pu")}
+	var fault redistest.Refusal
 	c := redis.NewClient(&redis.Options{Addr: base.Options().Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
-	c.AddHook(fault)
-	var mu sync.Mutex
-	var starts []time.Time
-	started := func() []time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(starts)
+	c.AddHook(&fault)
+	pauseRead := func(args []string) bool {
+		return strings.EqualFold(args[0], "exists") && len(args) == 2 && args[1] == rdb.HandlerPauseKey("pu")
 	}
+	var starts attemptStarts
+	started := func() []time.Time { return starts.of("a") }
 	var logs syncBuffer
 	opts := fastOptions("o1")
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	startEngine(t, c, opts, keyedHandler("pu", func(context.Context, *testEvent) error {
-		mu.Lock()
-		starts = append(starts, time.Now())
-		mu.Unlock()
-		return nil
-	}))
+	startEngine(t, c, opts, starts.handler("pu", 0))
 	p := NewPublisher(base)
 	if err := p.Publish(ctx, ev("a", 1)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 20*time.Second, "a/1 applied", func() bool { return len(started()) == 1 })
-	fault.armed.Store(true)
+	fault.Arm(pauseRead, errors.New("LOADING Redis is loading the dataset in memory"), -1)
 	in := inspect.New(base)
 	if _, err := in.PauseHandler(ctx, "pu", "alice"); err != nil {
 		t.Fatal(err)
@@ -762,13 +718,13 @@ func TestHandlerPauseHoldsWhileItCannotBeRead(t *testing.T) {
 		}
 	}
 	late()
-	if fault.n.Load() == 0 {
+	if fault.Refused() == 0 {
 		t.Fatal("no read of the handler's pause failed")
 	}
 	if n := strings.Count(logs.String(), "cannot read the handler's pause"); n != 1 {
 		t.Errorf("warned %d times that the pause cannot be read; want once", n)
 	}
-	fault.armed.Store(false)
+	fault.Disarm()
 	eventually(t, 20*time.Second, "the engine to read the pause again", func() bool {
 		return strings.Count(logs.String(), "read the handler's pause again") == 1
 	})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/internal/redistest"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -49,6 +50,24 @@ func (h *storeClock) storedAt() time.Time {
 	return h.stored
 }
 
+// pausable is a Redis where handler orders reads category shop, with a
+// partition for each of keys, and whose client notes when the store of a
+// pause's mark was answered.
+func pausable(t *testing.T, keys ...string) (*redis.Client, context.Context, *storeClock) {
+	t.Helper()
+	c := newRedis(t)
+	ctx := ctxT(t)
+	clock := &storeClock{}
+	c.AddHook(clock)
+	if _, err := rdb.RegisterGroup(ctx, c, "shop", "orders", false); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		publish(t, c, "shop", k, 1)
+	}
+	return c, ctx, clock
+}
+
 // Pause returns no sooner than the engines' VerifyBound after the mark
 // was stored, however long the calls before the store took (the wait
 // counts from the store's reply, not from the note's time, taken before
@@ -87,14 +106,7 @@ func TestPauseWaitsTheBoundAfterTheStore(t *testing.T) {
 // engines recorded (runtime/admitage.go), when it exceeds the bound, from
 // the store's answer; another handler's does not count.
 func TestPauseWaitsTheEnginesAdmittedAge(t *testing.T) {
-	c := newRedis(t)
-	ctx := ctxT(t)
-	clock := &storeClock{}
-	c.AddHook(clock)
-	if _, err := rdb.RegisterGroup(ctx, c, "shop", "orders", false); err != nil {
-		t.Fatal(err)
-	}
-	publish(t, c, "shop", "a", 1)
+	c, ctx, clock := pausable(t, "a")
 	const admitted = 150 * time.Millisecond
 	for _, s := range []struct {
 		handler string
@@ -231,14 +243,7 @@ func TestPauseByKeyPMAndRemoved(t *testing.T) {
 // (seen before the margin: it returned 3000-3001ms after the store, under
 // the 3006.9ms this test wants).
 func TestPauseWaitsAMarginPastTheAdmittedAge(t *testing.T) {
-	c := newRedis(t)
-	ctx := ctxT(t)
-	clock := &storeClock{}
-	c.AddHook(clock)
-	if _, err := rdb.RegisterGroup(ctx, c, "shop", "orders", false); err != nil {
-		t.Fatal(err)
-	}
-	publish(t, c, "shop", "a", 1)
+	c, ctx, clock := pausable(t, "a")
 	const admitted = 3 * time.Second
 	if err := rdb.StoreAdmitAge(ctx, c, "orders", "o~1", admitted, time.Minute); err != nil {
 		t.Fatal(err)
@@ -252,40 +257,11 @@ func TestPauseWaitsAMarginPastTheAdmittedAge(t *testing.T) {
 	}
 }
 
-// admitReadFault fails the reads of the admitted confirmation age
-// (admit_age_read.lua) while left > 0, or always when left < 0; tried
-// counts the calls (an EVALSHA answered NOSCRIPT and its EVAL are two).
-type admitReadFault struct {
-	mu    sync.Mutex
-	left  int
-	tried int
-}
-
-func (h *admitReadFault) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *admitReadFault) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		a := cmd.Args()
-		if n := strings.ToLower(cmd.Name()); (n == "evalsha" || n == "eval") && len(a) > 1 && rdb.ScriptName(a[1].(string)) == "admit_age_read" {
-			h.mu.Lock()
-			h.tried++
-			fail := h.left != 0
-			if h.left > 0 {
-				h.left--
-			}
-			h.mu.Unlock()
-			if fail {
-				err := errors.New("LOADING Redis is loading the dataset in memory")
-				cmd.SetErr(err)
-				return err
-			}
-		}
-		return next(ctx, cmd)
-	}
-}
-
-func (h *admitReadFault) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+// admitRead matches the reads of the admitted confirmation age
+// (admit_age_read.lua).
+func admitRead(args []string) bool {
+	n := strings.ToLower(args[0])
+	return (n == "evalsha" || n == "eval") && len(args) > 1 && rdb.ScriptName(args[1]) == "admit_age_read"
 }
 
 // A read of the admitted age that fails is tried again, with a backoff,
@@ -295,17 +271,11 @@ func (h *admitReadFault) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 // stored). Failing until ctx ends, it returns ErrUnsettled with the mark
 // stored.
 func TestPauseReadsTheAdmittedAgeAgain(t *testing.T) {
-	c := newRedis(t)
-	ctx := ctxT(t)
-	clock := &storeClock{}
-	c.AddHook(clock)
-	fault := &admitReadFault{left: 3}
-	c.AddHook(fault)
-	if _, err := rdb.RegisterGroup(ctx, c, "shop", "orders", false); err != nil {
-		t.Fatal(err)
-	}
-	publish(t, c, "shop", "a", 1)
-	publish(t, c, "shop", "b", 1)
+	c, ctx, clock := pausable(t, "a", "b")
+	var fault redistest.Refusal
+	c.AddHook(&fault)
+	loading := errors.New("LOADING Redis is loading the dataset in memory")
+	fault.Arm(admitRead, loading, 3)
 	const admitted = 100 * time.Millisecond
 	if err := rdb.StoreAdmitAge(ctx, c, "orders", "o~1", admitted, time.Minute); err != nil {
 		t.Fatal(err)
@@ -317,12 +287,10 @@ func TestPauseReadsTheAdmittedAgeAgain(t *testing.T) {
 	if waited := time.Since(clock.storedAt()); waited < admitted {
 		t.Fatalf("Pause returned %v after the store; want at least the admitted age %v, read at the 4th try", waited, admitted)
 	}
-	if fault.left != 0 || fault.tried < 4 {
-		t.Fatalf("read the admitted age %d times, %d failures left; want the 3 failures and a read that succeeded", fault.tried, fault.left)
+	if fault.Refused() != 3 {
+		t.Fatalf("refused %d reads of the admitted age; want 3, then a read that succeeded", fault.Refused())
 	}
-	fault.mu.Lock()
-	fault.left = -1
-	fault.mu.Unlock()
+	fault.Arm(admitRead, loading, -1)
 	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
 	p, err := in.Pause(short, "orders", "shop:{b}", "alice")
