@@ -143,8 +143,9 @@ func (ps *pauses) start(handler string, unread bool) *handlerPause {
 // handlerPaused returns handler's pause, nil when it is not paused. It
 // starts the unread pause when a read has failed and the last successful
 // one was sent more than pauseReadLimit ago: checked here, at every
-// attempt's gate, rather than only when a cycle's read fails, so that a
-// cycle held up (its read waiting out a timeout) does not hold it off.
+// attempt's gate, rather than only when a cycle's read fails, so that
+// once a read has failed, a later cycle held up (its read waiting out a
+// timeout, other handlers' cycles running long) does not hold it off.
 func (e *Engine) handlerPaused(handler string) *handlerPause {
 	e.pauses.mu.Lock()
 	defer e.pauses.mu.Unlock()

@@ -132,9 +132,10 @@ func (i *Inspector) CheckResume(ctx context.Context, handler, partition string) 
 // once its last successful read is more than two DiscoveryIntervals old,
 // until a read succeeds (it fails closed). So no event starts later than
 // one DiscoveryInterval and a read after PauseHandler returns on an
-// engine whose cycles keep time, nor two DiscoveryIntervals after it on
-// one that cannot read the pause. A handler paused already is left as it
-// is (Pause.Already).
+// engine whose cycles keep time, nor, on one whose reads of the pause
+// fail, later than two DiscoveryIntervals after it or the answer of its
+// first failed read, whichever comes last. A handler paused already is
+// left as it is (Pause.Already).
 func (i *Inspector) PauseHandler(ctx context.Context, handler, by string) (Pause, error) {
 	return i.pauseHandler(ctx, handler, by, false)
 }
