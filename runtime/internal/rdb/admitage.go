@@ -44,13 +44,14 @@ func StoreAdmitAge(ctx context.Context, c redis.UniversalClient, group, incarnat
 // StoreAdmitAgeAcked is StoreAdmitAge that, when replicas is above 0 (the
 // strict replication mode), then waits up to timeout for that many
 // replicas of the key's primary to have the store (WAIT, on the
-// connection that stored it; on a Redis Cluster a connection to the key's
-// node, since the key has no hash tag and lives on a shard of its own).
-// Fewer is ErrAdmitAgeNotReplicated: a failover could lose the store, and with it
-// the wait an operator's Pause owes the engine's attempts, so the caller
-// must not rely on the age. Safe to run twice, as StoreAdmitAge; each run
-// writes (admit_age.lua), so a second one on a new connection still gives
-// WAIT the first's store to count from.
+// connection that stored it; on a Redis Cluster a connection to the
+// key's node, since the key has no hash tag and lives on a shard of its
+// own). Fewer is ErrAdmitAgeNotReplicated: a failover could lose the
+// store, and with it the wait an operator's Pause owes the engine's
+// attempts, so the caller must not rely on the age. Safe to run twice, as
+// StoreAdmitAge: a connection that lost the reply is not used again, so
+// the store is sent again (Resend) on a new one, and each run writes
+// (admit_age.lua), so WAIT there counts from a store at least as late.
 func StoreAdmitAgeAcked(ctx context.Context, c redis.UniversalClient, group, incarnation string, age, ttl time.Duration, replicas int, timeout time.Duration) error {
 	ms := (age + time.Millisecond - 1) / time.Millisecond
 	member := strconv.FormatInt(int64(ms), 10) + "|" + incarnation
@@ -61,26 +62,33 @@ func StoreAdmitAgeAcked(ctx context.Context, c redis.UniversalClient, group, inc
 		}
 		return nil
 	}
-	var conn *redis.Conn
-	switch cc := c.(type) {
-	case *redis.ClusterClient:
-		node, err := cc.MasterForKey(ctx, key)
-		if err != nil {
-			return fmt.Errorf("store the admitted confirmation age of %s: find the node of %s: %w", group, key, err)
+	var n int64
+	err := Resend(ctx, func() error {
+		var conn *redis.Conn
+		switch cc := c.(type) {
+		case *redis.ClusterClient:
+			node, err := cc.MasterForKey(ctx, key)
+			if err != nil {
+				return fmt.Errorf("find the node of %s: %w", key, err)
+			}
+			conn = node.Conn()
+		case *redis.Client:
+			conn = cc.Conn()
+		default:
+			return fmt.Errorf("the strict replication mode needs a *redis.Client or *redis.ClusterClient to WAIT on, not a %T", c)
 		}
-		conn = node.Conn()
-	case *redis.Client:
-		conn = cc.Conn()
-	default:
-		return fmt.Errorf("store the admitted confirmation age of %s: the strict replication mode needs a *redis.Client or *redis.ClusterClient to WAIT on, not a %T", group, c)
-	}
-	defer conn.Close()
-	if err := scriptAdmitAge.Run(ctx, conn, []string{key}, member, ttl.Milliseconds()).Err(); err != nil {
-		return fmt.Errorf("store the admitted confirmation age of %s (%s): %w", group, key, err)
-	}
-	n, err := conn.Wait(ctx, replicas, timeout).Result()
+		defer conn.Close()
+		if err := scriptAdmitAge.Run(ctx, conn, []string{key}, member, ttl.Milliseconds()).Err(); err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		var err error
+		if n, err = conn.Wait(ctx, replicas, timeout).Result(); err != nil {
+			return fmt.Errorf("%w: WAIT %d: %w", ErrAdmitAgeNotReplicated, replicas, err)
+		}
+		return nil
+	})
 	if err != nil {
-		return fmt.Errorf("store the admitted confirmation age of %s: %w: WAIT %d: %w", group, ErrAdmitAgeNotReplicated, replicas, err)
+		return fmt.Errorf("store the admitted confirmation age of %s: %w", group, err)
 	}
 	if n < int64(replicas) {
 		return fmt.Errorf("store the admitted confirmation age of %s: %w: %d of %d within %v", group, ErrAdmitAgeNotReplicated, n, replicas, timeout)

@@ -3,6 +3,7 @@ package rdb
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -219,4 +220,14 @@ func TestStoreAdmitAgeWaitsForReplicas(t *testing.T) {
 		t.Fatalf("a store with the replica stopped: %v; want ErrAdmitAgeNotReplicated", err)
 	}
 	resume()
+	// Its reply lost (Redis ran it), a strict store is sent again on a new
+	// connection: one member, waited for on its replica (seen before
+	// Resend: "Conn is in a bad state: EOF", the store not counted).
+	lc, l := lossy(t, c, "admit_age")
+	if err := StoreAdmitAgeAcked(ctx, lc, "h", "o~2", 60*time.Millisecond, time.Minute, 1, 5*time.Second); err != nil || l.Lost() != 1 {
+		t.Fatalf("a strict store whose reply was lost (lost %d): %v; want stored", l.Lost(), err)
+	}
+	if ms, _ := c.ZRange(ctx, AdmitAgeKey("h"), 0, -1).Result(); !slices.Equal(ms, []string{"40|o~1", "50|o~1", "60|o~2"}) {
+		t.Fatalf("the set holds %v; want 40|o~1, 50|o~1 and 60|o~2 once", ms)
+	}
 }

@@ -145,6 +145,7 @@
 //	AcquireAll, RenewAll  pipelines of acquire and renew_many, each as above
 //	the Batcher           pipelines of rounds, each as above
 //	Barrier               SET of the same marker, WAIT and INFO: reads and an idempotent write
+//	StoreAdmitAgeAcked    admit_age.lua and WAIT on one connection (the strict mode), both sent again on a new connection after a lost reply (Resend)
 //	heartbeats            PEXPIRE, SET and DEL of the engine's own keys; an empty signal wakes nobody
 //	indexes               SADD, SREM and SMOVE of set members (halted, paused, reaping, the category index): idempotent
 //	pause                 SADD and SET NX of the mark: a second run finds its own note, byte for byte, and answers paused
