@@ -240,7 +240,7 @@ func TestPauseByKeyPMAndRemoved(t *testing.T) {
 // answer: the engine admits within A on its own clock, and the clocks'
 // rates and the scheduling between an engine's admit and the handler's
 // call would otherwise make the wait a few ms short at an A of seconds
-// (seen before the margin: it returned 3000-3001ms after the store, under
+// (seen before the margin: it returned 3002ms after the store, under
 // the 3006.9ms this test wants).
 func TestPauseWaitsAMarginPastTheAdmittedAge(t *testing.T) {
 	c, ctx, clock := pausable(t, "a")
