@@ -173,9 +173,10 @@ func underDocumentedACL(t *testing.T, servers []*redistest.Server, as func(user 
 			return err == nil && len(ks) == 0
 		})
 	}
-	// An engine over a slow link stores its admitted confirmation age,
-	// and Pause reads it as seqbyctl (admitage.go).
-	if err := rdb.StoreAdmitAge(ctx, engine, "orders", r.incarnation, 30*time.Millisecond, time.Second); err != nil {
+	// An engine over a slow link stores its admitted confirmation age
+	// (and WAITs for it in the strict mode), and Pause reads it as
+	// seqbyctl (admitage.go).
+	if err := rdb.StoreAdmitAgeAcked(ctx, engine, "orders", r.incarnation, 30*time.Millisecond, time.Second, opts.ReplicaAcks, opts.ReplicaTimeout); err != nil {
 		t.Fatalf("storing the admitted age as seqby-engine: %v", err)
 	}
 	if a, err := rdb.AdmitAge(ctx, ctl, "orders"); err != nil || a != 30*time.Millisecond {

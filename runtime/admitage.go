@@ -24,24 +24,33 @@ import (
 // most VerifyBound old, or at most the A that was stored in Redis
 // (rdb.StoreAdmitAge, seqby:__admitage__:handler) before it was sent,
 // while that record lasts. One answered later raises A to twice its age,
-// capped (admitAgeCap), stores it and waits for Redis's answer, and only
-// then sends a fresh confirmation, holding the slot, which is judged by
-// the new A. Pause reads A after its mark's store is answered and waits
-// max(VerifyBound, A) from that answer (inspect.Inspector.Pause). Why it
-// holds: a confirmation Redis ran before the mark was sent at s; if it
-// was judged by an A stored before s, Pause read that A or a larger one
-// (the record is never lowered while it lasts), and an attempt on it
-// starts within A of s, before Pause returns. If Pause read an A stored
-// after its mark, any confirmation judged by it was sent after that
-// store, so after the mark, and was refused as paused.
+// at most LeaseTTL/2 (admitAgeCap), stores it and waits for Redis's
+// answer (in the strict mode also for ReplicaAcks replicas, as for every
+// write an attempt starts after), and only then sends a fresh
+// confirmation, holding the slot, which is judged by the new A. One
+// answered later than the cap starts nothing: no raise could admit it,
+// so the gate backs off without the slot and confirms again. Pause reads
+// A after its mark's store is answered and waits max(VerifyBound, A), and
+// a margin for the clocks' rates, from that answer
+// (inspect.Inspector.Pause). Why it holds: a confirmation Redis ran
+// before the mark was sent at s; if it was judged by an A stored before
+// s, Pause read that A or a larger one (a record is never lowered while
+// it lasts), and an attempt on it starts within A of s, before Pause
+// returns. If Pause read an A stored after its mark, any confirmation
+// judged by it was sent after that store, so after the mark, and was
+// refused as paused.
 //
-// A record lasts LeaseTTL from its store; the engine relies on it until
-// LeaseTTL - LeaseMargin after it sent the store (its own clock), and
-// stores it again when it needs it past that, so a link that recovered
-// costs Pause nothing once the record has ended. A is never lowered
-// during an engine's life: a raise is rare (at most one doubling per
-// late reply, up to the cap), and a lower A would need to be applied
-// here before it is stored, for nothing much.
+// A record lasts LeaseTTL from when Redis ran its store, and Pause counts
+// only records that have not ended by Redis's clock; the engine relies on
+// one until LeaseTTL - LeaseMargin after it sent the store (its own
+// clock: LeaseMargin absorbs the clocks' rates, as it does for leases),
+// and stores it again when it needs it past that. A link that recovered
+// costs Pause nothing once the record has ended. The A held here is the
+// one last stored, lowered too: a raise after the last record ended
+// stores twice the late confirmation's age, whatever the ended one said,
+// so one spike does not pin every later Pause at the cap. Lowering it
+// here is always safe: a smaller A refuses more, and the older, larger
+// member stays in Redis, for Pause to wait out, until its end.
 
 // admitAges are an engine's admitted ages, by handler.
 type admitAges struct {
@@ -95,18 +104,20 @@ func (a *admitAge) limit() admitLimit {
 	return admitLimit{age: a.age, until: a.until}
 }
 
-// admitAgeCap caps the admitted age at half the lease (at least
-// VerifyBound): a link that answers slower than that renews leases too
-// late to keep them, and Pause should not wait longer for it. A
-// confirmation older than the cap starts nothing; the gate confirms again.
-func (e *Engine) admitAgeCap() time.Duration { return max(e.o.VerifyBound, e.o.LeaseTTL/2) }
+// admitAgeCap caps the admitted age at half the lease: a link that
+// answers slower than that renews leases too late to keep them, and Pause
+// should not wait longer for it. A confirmation sent holding a slot that
+// is older than both the cap and VerifyBound starts nothing (attempt.go).
+func (e *Engine) admitAgeCap() time.Duration { return e.o.LeaseTTL / 2 }
 
 // raiseAdmitAge makes handler's admitted age at least twice age (capped,
-// whole milliseconds, never lower than it was) and stored in Redis, its
-// record lasting: it returns once Redis answered the store, so that a
-// confirmation sent afterwards may be judged by it. A record stored since
-// the caller's confirmation was sent that already covers it is not stored
-// again.
+// whole milliseconds; no lower than it was while the record of that one
+// lasts) and stored in Redis, its record lasting: it returns once Redis
+// answered the store (in the strict mode, once ReplicaAcks replicas
+// acknowledged it), so that a confirmation sent afterwards may be judged
+// by it. A record stored since the caller's confirmation was sent that
+// already covers it is not stored again. An error means the age was not
+// raised: the caller must not start an attempt on that confirmation.
 func (e *Engine) raiseAdmitAge(ctx context.Context, handler string, age time.Duration) error {
 	a := e.admitAge(handler)
 	select {
@@ -116,21 +127,57 @@ func (e *Engine) raiseAdmitAge(ctx context.Context, handler string, age time.Dur
 	}
 	defer func() { <-a.storing }()
 	was := a.limit()
-	want := min(max(2*age, was.age), e.admitAgeCap())
+	lasts := time.Now().Before(was.until)
+	want := 2 * age
+	if lasts {
+		want = max(want, was.age)
+	}
+	want = min(want, e.admitAgeCap())
 	want = (want + time.Millisecond - 1).Truncate(time.Millisecond)
-	if was.age >= want && time.Now().Before(was.until) {
+	if lasts && was.age >= want {
 		return nil
 	}
 	sent := time.Now()
-	if err := rdb.StoreAdmitAge(ctx, e.c, handler, e.incarnation, want, e.o.LeaseTTL); err != nil {
+	// In the strict mode the store must be on ReplicaAcks replicas before
+	// the engine relies on it, as every other write an attempt starts
+	// after: a failover that lost it would let a Pause on the new primary
+	// wait too little.
+	if err := rdb.StoreAdmitAgeAcked(ctx, e.c, handler, e.incarnation, want, e.o.LeaseTTL, e.o.ReplicaAcks, e.o.ReplicaTimeout); err != nil {
 		return err
 	}
 	a.mu.Lock()
 	a.age, a.until = want, sent.Add(e.o.LeaseTTL-e.o.LeaseMargin)
 	a.mu.Unlock()
+	if want < was.age {
+		e.log.Info("seqby: lowered the admitted confirmation age after its record ended (an operator's Pause waits the higher one out until its end in Redis)",
+			"handler", handler, "confirmation_age", age.Round(time.Millisecond), "admitted_age", want, "was", was.age)
+	}
 	if want > was.age {
 		e.log.Warn("seqby: a lease confirmation sent holding a concurrency slot was answered later than this engine admits; raised the admitted confirmation age (an operator's Pause waits it out)",
 			"handler", handler, "confirmation_age", age.Round(time.Millisecond), "admitted_age", want, "verify_bound", e.o.VerifyBound)
 	}
 	return nil
+}
+
+// lateConfirmEvery spaces the warnings of confirmations that no admitted
+// age can admit, and of raises that failed.
+const lateConfirmEvery = 30 * time.Second
+
+// warnLateConfirm reports, at most once per lateConfirmEvery, a
+// confirmation sent holding a slot that started no attempt: answered
+// later than any admitted age may be (err nil), or the raise of the age
+// failed (err).
+func (e *Engine) warnLateConfirm(handler string, age time.Duration, err error) {
+	now := time.Now().UnixNano()
+	last := e.lateConfirmAt.Load()
+	if now-last < int64(lateConfirmEvery) || !e.lateConfirmAt.CompareAndSwap(last, now) {
+		return
+	}
+	if err != nil {
+		e.log.Warn("seqby: storing a raised admitted confirmation age failed; no attempt starts on a confirmation that late, the gate confirms again after a backoff without its concurrency slot",
+			"handler", handler, "confirmation_age", age.Round(time.Millisecond), "verify_bound", e.o.VerifyBound, "err", err)
+		return
+	}
+	e.log.Warn("seqby: a lease confirmation sent holding a concurrency slot was answered later than any admitted confirmation age (LeaseTTL/2); no attempt starts on it, the gate confirms again after a backoff without its slot: Redis answers slower than the leases can be kept",
+		"handler", handler, "confirmation_age", age.Round(time.Millisecond), "max_admitted_age", e.admitAgeCap(), "verify_bound", e.o.VerifyBound)
 }

@@ -35,7 +35,9 @@ import (
 // right after its reply rather than never, provided the reply came within
 // the engine's admitted confirmation age, which Pause waits out; one
 // answered later raises that age, stores it in Redis and confirms again
-// (admitage.go). The engine warns to raise VerifyBound.
+// (admitage.go), and one later than any admitted age may be (LeaseTTL/2)
+// starts nothing: the gate backs off without the slot and confirms
+// again. The engine warns to raise VerifyBound.
 //
 // An attempt of a head that has a halt record (the partition halted on
 // it, or a predecessor's record names it) confirms with begin_attempt.lua,
@@ -109,7 +111,9 @@ func (p *partition) gate(en rdb.Entry, confirmed time.Time) *gate {
 // chase a confirmation that every slot wait makes stale again. That one
 // is used if it is within the bound, or within the admitted age stored
 // before it was sent; one answered later raises the age and is sent
-// again, still holding the slot (admitage.go).
+// again, still holding the slot (admitage.go). One answered later than
+// any admitted age may be, or whose raise failed, starts nothing: the
+// gate backs off as after a Redis error, without the slot.
 func (g *gate) enter(ctx context.Context) bool {
 	backoff := g.e.o.RetryBackoff
 	bound := g.e.o.VerifyBound
@@ -149,6 +153,9 @@ func (g *gate) enter(ctx context.Context) bool {
 	}
 	needs := func() bool { return g.p != nil && ((g.head && !begun) || time.Since(g.confirmed) > bound) }
 	held := false // a slot is held
+	// late: the last confirmation succeeded but started no attempt for
+	// its age (warned of apart, at most every lateConfirmEvery).
+	late := false
 	for {
 		if !held && (!needs() || holdToConfirm) {
 			select {
@@ -212,9 +219,18 @@ func (g *gate) enter(ctx context.Context) bool {
 				return g.admit()
 			}
 			// Answered later than the admitted age: raise it, and once
-			// Redis has stored it, confirm again, keeping the slot.
-			if err = g.e.raiseAdmitAge(ctx, g.p.reg.Name, age); err == nil {
+			// Redis has stored it, confirm again, keeping the slot. Later
+			// than any age may be, or the raise failed: no attempt starts
+			// on it; back off without the slot (holding it would starve
+			// the other partitions) and confirm again.
+			if age > g.e.admitAgeCap() {
+				g.e.warnLateConfirm(g.p.reg.Name, age, nil)
+				late = true
+			} else if rerr := g.e.raiseAdmitAge(ctx, g.p.reg.Name, age); rerr == nil {
 				continue
+			} else if ctx.Err() == nil {
+				g.e.warnLateConfirm(g.p.reg.Name, age, rerr)
+				late = true
 			}
 		}
 		if held {
@@ -228,7 +244,10 @@ func (g *gate) enter(ctx context.Context) bool {
 		if errors.Is(err, ErrFenced) || ctx.Err() != nil {
 			return g.refuse()
 		}
-		g.e.log.Warn("seqby: cannot verify the lease before a handler attempt; waiting", "handler", g.p.reg.Name, "stream", g.p.lanes[0], "err", err, "backoff", backoff)
+		if !late {
+			g.e.log.Warn("seqby: cannot verify the lease before a handler attempt; waiting", "handler", g.p.reg.Name, "stream", g.p.lanes[0], "err", err, "backoff", backoff)
+		}
+		late = false
 		if !sleepCtx(ctx, backoff) {
 			return g.refuse()
 		}

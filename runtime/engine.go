@@ -39,6 +39,9 @@ type Engine struct {
 	// slowConfirmAt is when a slow lease confirmation was last reported
 	// (unix nanoseconds; attempt.go).
 	slowConfirmAt atomic.Int64
+	// lateConfirmAt is when a confirmation that started no attempt, for
+	// its age, was last reported (UnixNano; admitage.go).
+	lateConfirmAt atomic.Int64
 	log           *slog.Logger
 	sem           chan struct{}
 	wake          *waiter

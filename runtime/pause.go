@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
@@ -26,7 +27,14 @@ import (
 //
 // A handler's pause is a key read by each discovery cycle: from the next
 // cycle on no attempt of the handler starts (its partitions sleep until
-// a later cycle finds the pause gone).
+// a later cycle finds the pause gone). The handler's pause is not in the
+// scripts, so an engine that cannot read it would not learn of one: it
+// fails closed. Once a read has failed and the last one that succeeded
+// was sent more than two discovery intervals ago (pauseReadLimit), the
+// handler counts as paused here (an unread pause) until a read succeeds.
+// Two intervals, not one: a cycle runs late now and then (the cycles of
+// every handler run one after the other), and a read that failed once
+// must not stop a handler that the next cycle reads fine.
 
 // ErrPaused is what a confirmation returns for a partition an operator
 // paused: no attempt may start under it.
@@ -36,37 +44,83 @@ var ErrPaused = rdb.ErrPaused
 type handlerPause struct {
 	ctx    context.Context // ends when a discovery cycle finds the pause gone
 	cancel context.CancelFunc
+	// unread: not an operator's pause (as far as this engine knows): its
+	// reads of the pause failed for longer than pauseReadLimit, so no
+	// attempt starts until one succeeds. Guarded by pauses.mu.
+	unread bool
 }
 
 // pauses are the handlers found paused by the last discovery cycles.
 type pauses struct {
 	mu sync.Mutex
 	m  map[string]*handlerPause
+	// reads are each handler's reads of its pause.
+	reads map[string]*pauseRead
 }
 
-// readHandlerPause reads whether handler is paused (a failed read keeps
-// what the last one found) and starts or ends its pause here.
+// pauseRead is how a handler's reads of its pause went.
+type pauseRead struct {
+	ok     time.Time // when the last read that succeeded was sent (zero: none yet)
+	failed bool      // a read failed since then
+}
+
+// pauseReadLimit is how old the last successful read of a handler's pause
+// may be, once a read has failed, before the handler counts as paused.
+func (e *Engine) pauseReadLimit() time.Duration { return 2 * e.o.DiscoveryInterval }
+
+// readHandlerPause reads whether handler is paused and starts or ends its
+// pause here; a failed read counts toward the unread pause.
 func (e *Engine) readHandlerPause(ctx context.Context, handler string) {
+	sent := time.Now()
 	n, err := e.c.Exists(ctx, rdb.HandlerPauseKey(handler)).Result()
 	if err != nil {
-		e.log.Debug("seqby: reading the handler's pause failed; keeping the last state", "handler", handler, "err", err)
+		e.log.Debug("seqby: reading the handler's pause failed", "handler", handler, "err", err)
+		e.pauses.mu.Lock()
+		r := e.pauses.read(handler)
+		r.failed = true
+		e.pauses.mu.Unlock()
+		// Fail closed now if the last success is that old already.
+		e.handlerPaused(handler)
 		return
 	}
-	e.setHandlerPaused(handler, n == 1)
+	e.setHandlerPaused(handler, n == 1, sent)
 }
 
-// setHandlerPaused starts or ends handler's pause here.
-func (e *Engine) setHandlerPaused(handler string, paused bool) {
+// read is handler's pauseRead, made on first use; mu held.
+func (ps *pauses) read(handler string) *pauseRead {
+	r := ps.reads[handler]
+	if r == nil {
+		if ps.reads == nil {
+			ps.reads = map[string]*pauseRead{}
+		}
+		r = &pauseRead{}
+		ps.reads[handler] = r
+	}
+	return r
+}
+
+// setHandlerPaused starts or ends handler's pause here, as a read sent at
+// sent found it; an unread pause ends (or becomes the operator's).
+func (e *Engine) setHandlerPaused(handler string, paused bool, sent time.Time) {
 	e.pauses.mu.Lock()
 	defer e.pauses.mu.Unlock()
+	r := e.pauses.read(handler)
+	r.ok, r.failed = later(r.ok, sent), false
 	hp := e.pauses.m[handler]
+	if hp != nil && hp.unread {
+		if paused {
+			hp.unread = false // the same sleepers go on sleeping, for the operator now
+			e.log.Info("seqby: read the handler's pause again; it is paused by an operator, no attempt starts until it is resumed (seqbyctl resume -all)", "handler", handler)
+			return
+		}
+		hp.cancel()
+		delete(e.pauses.m, handler)
+		e.log.Info("seqby: read the handler's pause again; it is not paused, attempts start again", "handler", handler)
+		return
+	}
 	switch {
 	case paused && hp == nil:
-		if e.pauses.m == nil {
-			e.pauses.m = map[string]*handlerPause{}
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		e.pauses.m[handler] = &handlerPause{ctx: ctx, cancel: cancel}
+		e.pauses.start(handler, false)
 		e.log.Info("seqby: handler paused by an operator; no attempt starts until it is resumed (seqbyctl resume -all)", "handler", handler)
 	case !paused && hp != nil:
 		hp.cancel()
@@ -75,11 +129,40 @@ func (e *Engine) setHandlerPaused(handler string, paused bool) {
 	}
 }
 
-// handlerPaused returns handler's pause, nil when it is not paused.
+// start makes handler's pause here; mu held.
+func (ps *pauses) start(handler string, unread bool) *handlerPause {
+	if ps.m == nil {
+		ps.m = map[string]*handlerPause{}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	hp := &handlerPause{ctx: ctx, cancel: cancel, unread: unread}
+	ps.m[handler] = hp
+	return hp
+}
+
+// handlerPaused returns handler's pause, nil when it is not paused. It
+// starts the unread pause when a read has failed and the last successful
+// one was sent more than pauseReadLimit ago: checked here, at every
+// attempt's gate, rather than only when a cycle's read fails, so that
+// once a read has failed, a later cycle held up (its read waiting out a
+// timeout, other handlers' cycles running long) does not hold it off.
 func (e *Engine) handlerPaused(handler string) *handlerPause {
 	e.pauses.mu.Lock()
 	defer e.pauses.mu.Unlock()
-	return e.pauses.m[handler]
+	if hp := e.pauses.m[handler]; hp != nil {
+		return hp
+	}
+	r := e.pauses.reads[handler]
+	if r == nil || !r.failed || time.Since(r.ok) <= e.pauseReadLimit() {
+		return nil
+	}
+	since := "never read"
+	if !r.ok.IsZero() {
+		since = time.Since(r.ok).Round(time.Millisecond).String()
+	}
+	e.log.Warn("seqby: cannot read the handler's pause (an operator's seqbyctl pause -all); treating the handler as paused, no attempt starts until a read succeeds",
+		"handler", handler, "last_read", since, "limit", e.pauseReadLimit())
+	return e.pauses.start(handler, true)
 }
 
 // endPauses ends every handler pause as Run returns, so nothing waits on
@@ -102,7 +185,11 @@ const maxPausedReasons = 10
 func (e *Engine) pausedReasons() []string {
 	var out []string
 	e.pauses.mu.Lock()
-	for h := range e.pauses.m {
+	for h, hp := range e.pauses.m {
+		if hp.unread {
+			out = append(out, "paused: handler "+h+" (every key): this instance cannot read its pause from Redis; no attempt starts until a read succeeds")
+			continue
+		}
 		out = append(out, "paused: handler "+h+" (every key) by an operator; seqbyctl resume -handler "+h+" -all")
 	}
 	e.pauses.mu.Unlock()

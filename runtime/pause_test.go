@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -576,20 +577,9 @@ func TestPausedPartitionIsNotPolled(t *testing.T) {
 func TestPauseHoldsAgainstAConfirmationAnsweredLate(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	const late, work = 80 * time.Millisecond, 40 * time.Millisecond
-	var mu sync.Mutex
-	starts := map[string][]time.Time{}
-	started := func(client string) []time.Time {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(starts[client])
-	}
-	h := keyedHandler("pl", func(_ context.Context, e *testEvent) error {
-		mu.Lock()
-		starts[e.Client] = append(starts[e.Client], time.Now())
-		mu.Unlock()
-		time.Sleep(work)
-		return nil
-	})
+	var starts attemptStarts
+	started := starts.of
+	h := starts.handler("pl", work)
 	opts := fastOptions("o1")
 	opts.Concurrency = 1 // a and b take turns: a's slot waits outlast the bound
 	opts.LeaseTTL, opts.HeartbeatInterval = 5*time.Second, time.Second
@@ -673,4 +663,75 @@ func TestAdmitAgeStoredOverASlowLinkOnce(t *testing.T) {
 	if a, err := rdb.AdmitAge(ctx, base, "slow"); err != nil || a < link {
 		t.Fatalf("admitted age %v (%v), want above the link's %v", a, err, link)
 	}
+}
+
+// An engine whose reads of the handler's pause fail treats the handler as
+// paused once its last successful read is two discovery intervals old,
+// until a read succeeds: a PauseHandler made meanwhile holds from then on
+// (seen before: every event published after PauseHandler ran, the engine
+// keeping the last state it read). It says so once (a warning) and once
+// more when it reads the pause again (info); the operator's pause it then
+// finds holds until ResumeHandler.
+func TestHandlerPauseHoldsWhileItCannotBeRead(t *testing.T) {
+	base, ctx := newRedis(t), ctxT(t)
+	var fault redistest.Refusal
+	c := redis.NewClient(&redis.Options{Addr: base.Options().Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	c.AddHook(&fault)
+	pauseRead := func(args []string) bool {
+		return strings.EqualFold(args[0], "exists") && len(args) == 2 && args[1] == rdb.HandlerPauseKey("pu")
+	}
+	var starts attemptStarts
+	started := func() []time.Time { return starts.of("a") }
+	var logs syncBuffer
+	opts := fastOptions("o1")
+	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	startEngine(t, c, opts, starts.handler("pu", 0))
+	p := NewPublisher(base)
+	if err := p.Publish(ctx, ev("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "a/1 applied", func() bool { return len(started()) == 1 })
+	fault.Arm(pauseRead, errors.New("LOADING Redis is loading the dataset in memory"), -1)
+	in := inspect.New(base)
+	if _, err := in.PauseHandler(ctx, "pu", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	returned := time.Now()
+	// Published over the next second, one at a time: any that started
+	// later than two discovery intervals (and a little scheduling) after
+	// PauseHandler returned breaks the promise.
+	for seq := 2; seq <= 11; seq++ {
+		if err := p.Publish(ctx, ev("a", seq)); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	limit := returned.Add(2*opts.DiscoveryInterval + 100*time.Millisecond)
+	late := func() {
+		t.Helper()
+		for _, at := range started() {
+			if at.After(limit) {
+				t.Errorf("an attempt of a started %v after PauseHandler returned (DiscoveryInterval %v)",
+					at.Sub(returned).Round(time.Millisecond), opts.DiscoveryInterval)
+			}
+		}
+	}
+	late()
+	if fault.Refused() == 0 {
+		t.Fatal("no read of the handler's pause failed")
+	}
+	if n := strings.Count(logs.String(), "cannot read the handler's pause"); n != 1 {
+		t.Errorf("warned %d times that the pause cannot be read; want once", n)
+	}
+	fault.Disarm()
+	eventually(t, 20*time.Second, "the engine to read the pause again", func() bool {
+		return strings.Count(logs.String(), "read the handler's pause again") == 1
+	})
+	time.Sleep(300 * time.Millisecond) // alice's pause, read now, still holds
+	late()
+	if _, err := in.ResumeHandler(ctx, "pu"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "a to go on after ResumeHandler", func() bool { return len(started()) == 11 })
 }

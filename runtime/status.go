@@ -77,7 +77,10 @@ type Status struct {
 	LargeCategories map[string]int
 	// PausedHandlers are the handlers an operator paused whole
 	// (inspect.Inspector.PauseHandler), as this instance's last discovery
-	// cycle found; their partitions start nothing. Nil when none.
+	// cycle found, and those whose pause this instance has failed to read
+	// for longer than two discovery intervals (it fails closed; Health's
+	// reasons tell the two apart); their partitions start nothing. Nil
+	// when none.
 	PausedHandlers []string
 	// Faults lists the partitions this instance released after permanent
 	// Redis errors (while benched) and those it found without an owner for

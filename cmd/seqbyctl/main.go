@@ -97,8 +97,8 @@
 //	    category:{key}:__lease__:NAME:__paused__) outlives handovers,
 //	    restarts and the reaper. The command returns once no attempt can
 //	    start. With -all, every partition of NAME (seqby:__pause__:NAME),
-//	    from the engines' next discovery cycle on. A pause in force is
-//	    left as it is.
+//	    from the engines' next discovery cycle on (within two cycles on
+//	    an engine that cannot read it). A pause in force is left as it is.
 //
 //	seqbyctl resume -handler NAME (-stream STREAM [-category CATEGORY] | -all) [-dry-run] [-as WHO]
 //	    End the pause and wake the partition's owner, which goes on with

@@ -168,11 +168,14 @@ under checks; the command returns once no attempt can start any more: it
 waits the engines' VerifyBound after storing the mark (-verify-bound, 25ms,
 their default; give theirs when they set Options.VerifyBound), or longer,
 the admitted confirmation age an engine recorded over a link slower than
-that (at most half its LeaseTTL).
+that (at most half its LeaseTTL), and a margin for the clocks (1/512 of it
+and 1ms).
 
 With -all instead of -stream it pauses every partition of NAME: the engines
 stop starting its events from their next discovery cycle
-(Options.DiscoveryInterval). A partition paused already is left as it is.
+(Options.DiscoveryInterval); an engine that cannot read the pause stops
+once its last successful read is two cycles old. A partition paused
+already is left as it is.
 Both are recorded in the audit stream.`,
 		do: pauseCmd},
 	{name: "resume", synopsis: "-handler NAME (-stream STREAM [-category CATEGORY] | -all) [-dry-run] [-as WHO]", flags: []string{"handler", "stream", "category", "all", "dry-run", "as"},
@@ -904,6 +907,11 @@ func resolve(dlq bool) func(context.Context, *inspect.Inspector, *opts) error {
 	}
 }
 
+// auditGrace bounds the audit entry of a pause that Pause stored but
+// could not settle before the command's time was up: it is recorded
+// after the -timeout, within this much more.
+const auditGrace = 5 * time.Second
+
 func pauseCmd(ctx context.Context, in *inspect.Inspector, o *opts) error {
 	in = in.WithVerifyBound(o.verifyBound)
 	var p inspect.Pause
@@ -918,10 +926,14 @@ func pauseCmd(ctx context.Context, in *inspect.Inspector, o *opts) error {
 	default:
 		p, err = in.Pause(ctx, o.handler, o.stream, o.as)
 	}
+	// Unsettled: the mark is stored but Pause could not wait out the
+	// attempts confirmed before it (it read until the command's time was
+	// up): record it all the same, then fail.
+	unsettled := errors.Is(err, inspect.ErrUnsettled)
 	if errors.Is(err, inspect.ErrNotWoken) {
 		// Paused all the same: say so, and record it.
 		fmt.Fprintln(o.errOut, "seqbyctl pause: warning:", err)
-	} else if err != nil {
+	} else if err != nil && !unsettled {
 		return bareKeyHint(err, o)
 	}
 	// p.Partition is the partition stream a bare key named.
@@ -930,6 +942,9 @@ func pauseCmd(ctx context.Context, in *inspect.Inspector, o *opts) error {
 		what = "every partition of " + safe(o.handler)
 	}
 	if p.Already {
+		if unsettled {
+			return err
+		}
 		if o.json {
 			return writeJSON(o.out, p)
 		}
@@ -939,6 +954,16 @@ func pauseCmd(ctx context.Context, in *inspect.Inspector, o *opts) error {
 	a := inspect.AuditEntry{Command: "pause", Handler: o.handler, Partition: p.Partition, Stream: p.Partition,
 		Result: "paused (" + p.Mark + ")"}
 	done := "paused " + what + "\nno later event of it starts until seqbyctl resume; the one in flight, if any, finishes"
+	if unsettled {
+		a.Result = "paused (" + p.Mark + "), unsettled: an attempt confirmed just before it may still start"
+		done = "paused " + what + " (the mark is stored), but an attempt confirmed just before it may still start"
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditGrace)
+		defer cancel()
+		if ferr := finish(actx, in, o, a, done, ""); ferr != nil {
+			return fmt.Errorf("%w; %w", err, ferr)
+		}
+		return err
+	}
 	if o.all {
 		a.Partition, a.Result = "*", "paused every partition ("+p.Mark+")"
 		done = "paused " + what + "\nits engines start no event of it from their next discovery cycle until seqbyctl resume -all"

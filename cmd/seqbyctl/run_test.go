@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -297,5 +298,47 @@ func TestSafeQuotesWhatIsNotPrintable(t *testing.T) {
 		if got := safe(in); got != want {
 			t.Errorf("safe(%q) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// A pause whose mark was stored but whose wait Pause could not settle
+// (the engines' admitted confirmation age unreadable until -timeout ran
+// out: here the key holds a string) is recorded in the audit stream all
+// the same, and the command fails saying so; the same pause run again
+// finds the mark and settles it (seen before: the command failed and
+// recorded nothing, though the mark was stored).
+func TestPauseUnsettledIsAudited(t *testing.T) {
+	ctx := context.Background()
+	srv := redistest.New(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { c.Close() })
+	t.Setenv("REDIS_URL", "redis://"+srv.Addr)
+	startHalting(t, c)
+	if err := runtime.NewPublisher(c).Publish(ctx, &placed{Client: "a", Seq: 1}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the engine to register ops", func() bool {
+		_, err := inspect.New(c).Handler(ctx, "ops")
+		return err == nil
+	})
+	if err := c.Set(ctx, "seqby:__admitage__:ops", "not a sorted set", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := run([]string{"-timeout", "1s", "pause", "-handler", "ops", "-stream", "shop:{a}", "-as", "alice"}, &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "run the same pause again") || !strings.Contains(out.String(), "audit entry") {
+		t.Fatalf("pause with the admitted age unreadable: exit %d (want 1)\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
+	}
+	entries, err := c.XRange(ctx, "seqby:__audit__", "-", "+").Result()
+	if err != nil || len(entries) != 1 || !strings.Contains(fmt.Sprint(entries[0].Values), "unsettled") {
+		t.Fatalf("the audit stream holds %v (%v); want the unsettled pause", entries, err)
+	}
+	if err := c.Del(ctx, "seqby:__admitage__:ops").Err(); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run([]string{"pause", "-handler", "ops", "-stream", "shop:{a}"}, &out, &errb); code != 0 || !strings.Contains(out.String(), "paused already") {
+		t.Fatalf("the same pause again: exit %d\nstdout: %s\nstderr: %s", code, out.String(), errb.String())
 	}
 }

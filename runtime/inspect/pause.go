@@ -24,6 +24,16 @@ var ErrNotPaused = errors.New("not paused (no pause mark); list the pauses with 
 // action anyway.
 var ErrNotWoken = errors.New("done, but waking the partition's owner failed")
 
+// ErrUnsettled is the error of a Pause that stored its mark, which is in
+// force (every confirmation Redis runs after it refuses), but could not
+// wait out the attempts confirmed just before it: ctx ended before the
+// engines' admitted confirmation age could be read, or before the wait
+// did. One such attempt may still start. Record the action anyway (the
+// mark stays until Resume; seqbyctl and the console do), and run the
+// same Pause again to settle it: it finds the mark in force and waits
+// again.
+var ErrUnsettled = errors.New("paused (the mark is stored), but an attempt confirmed just before it may still start; run the same pause again, with more time, to wait it out")
+
 // Pause is an operator's pause of one partition of a handler, or of the
 // whole handler (Partition ""), as Pause, Resume and Paused report it.
 type Pause struct {
@@ -49,9 +59,9 @@ const defaultVerifyBound = 25 * time.Millisecond
 
 // WithVerifyBound returns a copy of i for engines whose
 // Options.VerifyBound is d (default 25ms): Pause waits at least that long
-// after the store of a pause's mark was answered (or after finding one in
-// force) before it returns, longer when an engine recorded a larger
-// admitted confirmation age.
+// (and a margin, 1/512 of it and 1ms) after the store of a pause's mark
+// was answered (or after finding one in force) before it returns, longer
+// when an engine recorded a larger admitted confirmation age.
 func (i *Inspector) WithVerifyBound(d time.Duration) *Inspector {
 	j := *i
 	j.verifyBound = d
@@ -83,11 +93,13 @@ func (i *Inspector) bound() time.Duration {
 // confirmed its lease: the engines' VerifyBound (WithVerifyBound), or the
 // larger admitted confirmation age an engine recorded for handler after
 // a confirmation was answered later than that (a slow link; at most half
-// its LeaseTTL). A partition paused already is left as it is
+// its LeaseTTL), and a margin for the clocks' rates (1/512 of it, and
+// 1ms). A partition paused already is left as it is
 // (Pause.Already). ErrNotWoken: paused, but the owner was not woken.
-// Other errors after the store (the wait cut short by ctx, the admitted
-// age unreadable) mean the pause is stored but an attempt confirmed
-// before it may still start.
+// A failed read of the admitted age is tried again, with a backoff,
+// while ctx lasts; ErrUnsettled: the pause is stored, but ctx ended
+// before that read or the wait succeeded, so an attempt confirmed before
+// it may still start.
 func (i *Inspector) Pause(ctx context.Context, handler, partition, by string) (Pause, error) {
 	return i.pause(ctx, handler, partition, by, false)
 }
@@ -111,10 +123,19 @@ func (i *Inspector) CheckResume(ctx context.Context, handler, partition string) 
 	return i.resume(ctx, handler, partition, true)
 }
 
-// PauseHandler pauses every partition of handler: from the engines' next
-// discovery cycle (Options.DiscoveryInterval) on, no event of the handler
-// starts until ResumeHandler; events in flight finish. A handler paused
-// already is left as it is (Pause.Already).
+// PauseHandler pauses every partition of handler until ResumeHandler;
+// events in flight finish. It returns once the pause is stored. Each
+// engine reads it at the start of every discovery cycle
+// (Options.DiscoveryInterval) and checks what it read before every
+// attempt, so it starts no event of handler after its first read sent
+// after the store; an engine whose reads of the pause fail starts none
+// once its last successful read is more than two DiscoveryIntervals old,
+// until a read succeeds (it fails closed). So no event starts later than
+// one DiscoveryInterval and a read after PauseHandler returns on an
+// engine whose cycles keep time, nor, on one whose reads of the pause
+// fail, later than two DiscoveryIntervals after it or the answer of its
+// first failed read, whichever comes last. A handler paused already is
+// left as it is (Pause.Already).
 func (i *Inspector) PauseHandler(ctx context.Context, handler, by string) (Pause, error) {
 	return i.pauseHandler(ctx, handler, by, false)
 }
@@ -267,7 +288,7 @@ func (i *Inspector) pause(ctx context.Context, handler, partition, by string, ch
 	// answered: an engine judges a confirmation by the age it had stored
 	// before sending it, so one Redis ran before the mark is judged by
 	// this age or a smaller one (runtime/admitage.go).
-	admitted, aerr := rdb.AdmitAge(ctx, i.c, handler)
+	admitted, aerr := i.admitAge(ctx, handler)
 	// Wake the owner: an idle one would find the pause only at its
 	// safety-net re-read, and show it (Status, Health, the paused gauge)
 	// no sooner. The pause holds either way: it is in the scripts.
@@ -277,15 +298,17 @@ func (i *Inspector) pause(ctx context.Context, handler, partition, by string, ch
 	}
 	// An attempt whose lease was confirmed just before the mark was
 	// stored may still start within the engines' VerifyBound of sending
-	// that confirmation, or within their admitted age: wait the longer
-	// from the store's reply, on this process's monotonic clock. A pause
-	// found in force waits it too: it may have been stored a moment ago,
-	// and its note's time is another operator's wall clock.
-	if err := sleep(ctx, time.Until(stored.Add(max(i.bound(), admitted)))); err != nil {
-		return p, fmt.Errorf("pause %s: stored, but the wait for attempts confirmed before it was cut short: %w", partition, err)
-	}
+	// that confirmation, or within their admitted age: wait the longer,
+	// and a margin (pauseWait), from the store's reply, on this process's
+	// monotonic clock. A pause found in force waits it too: it may have
+	// been stored a moment ago, and its note's time is another operator's
+	// wall clock.
 	if aerr != nil {
-		return p, fmt.Errorf("pause %s: stored, but an attempt confirmed before it over a slow link may still start (for at most half the engines' LeaseTTL): %w", partition, aerr)
+		// Read until ctx ended: no time is left to wait.
+		return p, fmt.Errorf("pause %s: %w: the engines' admitted confirmation age could not be read (an attempt confirmed over a slow link may start up to half their LeaseTTL after the store): %w", partition, ErrUnsettled, aerr)
+	}
+	if err := sleep(ctx, time.Until(stored.Add(pauseWait(i.bound(), admitted)))); err != nil {
+		return p, fmt.Errorf("pause %s: %w: the wait for attempts confirmed before it was cut short: %w", partition, ErrUnsettled, err)
 	}
 	if woke != nil {
 		return p, fmt.Errorf("pause %s: paused (no event starts), but its owner's Status shows the pause only from its next read: %w: %w", partition, ErrNotWoken, woke)
@@ -450,6 +473,42 @@ func (i *Inspector) keyedHandler(ctx context.Context, handler string) error {
 		return fmt.Errorf("%s: %w", handler, ErrUnkeyed)
 	}
 	return nil
+}
+
+// admitAge reads handler's largest admitted confirmation age, and again
+// after a failure, with a backoff (50ms doubling to a second), until ctx
+// ends: the mark is stored by then, so giving up at the first failure
+// would leave the pause unsettled for a passing error; the last error is
+// returned once ctx ended.
+func (i *Inspector) admitAge(ctx context.Context, handler string) (time.Duration, error) {
+	backoff := 50 * time.Millisecond
+	for {
+		a, err := rdb.AdmitAge(ctx, i.c, handler)
+		if err == nil {
+			return a, nil
+		}
+		if sleep(ctx, backoff) != nil {
+			return 0, err
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// pauseWait is how long Pause waits after the store of its mark was
+// answered: the longest an engine may start an attempt after sending the
+// confirmation it starts on (max(bound, admitted)), and a margin. The
+// engine counts that age on its own monotonic clock, Pause on another
+// machine's: two clocks slewed by NTP (at most 500 ppm each) may differ
+// in rate by 1000 ppm, and w/512 is about 1950 ppm of w. The 1ms more
+// covers the scheduling between the gate's admit and the handler's call.
+// Waiting a little longer costs the operator only that; waiting short
+// lets an attempt start after Pause returned. (An engine process stalled
+// longer than that right after its admit, by a long GC pause or an
+// overloaded host, can still start the attempt later: no wait bounds a
+// stall, here as for the lease's own deadline.)
+func pauseWait(bound, admitted time.Duration) time.Duration {
+	w := max(bound, admitted)
+	return w + w/512 + time.Millisecond
 }
 
 // sleep waits d or until ctx ends.

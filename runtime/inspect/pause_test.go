@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/internal/redistest"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -49,6 +50,24 @@ func (h *storeClock) storedAt() time.Time {
 	return h.stored
 }
 
+// pausable is a Redis where handler orders reads category shop, with a
+// partition for each of keys, and whose client notes when the store of a
+// pause's mark was answered.
+func pausable(t *testing.T, keys ...string) (*redis.Client, context.Context, *storeClock) {
+	t.Helper()
+	c := newRedis(t)
+	ctx := ctxT(t)
+	clock := &storeClock{}
+	c.AddHook(clock)
+	if _, err := rdb.RegisterGroup(ctx, c, "shop", "orders", false); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		publish(t, c, "shop", k, 1)
+	}
+	return c, ctx, clock
+}
+
 // Pause returns no sooner than the engines' VerifyBound after the mark
 // was stored, however long the calls before the store took (the wait
 // counts from the store's reply, not from the note's time, taken before
@@ -87,14 +106,7 @@ func TestPauseWaitsTheBoundAfterTheStore(t *testing.T) {
 // engines recorded (runtime/admitage.go), when it exceeds the bound, from
 // the store's answer; another handler's does not count.
 func TestPauseWaitsTheEnginesAdmittedAge(t *testing.T) {
-	c := newRedis(t)
-	ctx := ctxT(t)
-	clock := &storeClock{}
-	c.AddHook(clock)
-	if _, err := rdb.RegisterGroup(ctx, c, "shop", "orders", false); err != nil {
-		t.Fatal(err)
-	}
-	publish(t, c, "shop", "a", 1)
+	c, ctx, clock := pausable(t, "a")
 	const admitted = 150 * time.Millisecond
 	for _, s := range []struct {
 		handler string
@@ -221,5 +233,71 @@ func TestPauseByKeyPMAndRemoved(t *testing.T) {
 	}
 	if ps, err := in.Paused(ctx, ""); err != nil || len(ps) != 0 {
 		t.Fatalf("Paused after the resume: %+v, %v", ps, err)
+	}
+}
+
+// Pause waits max(bound, A) plus a margin (A/512 + 1ms) from the store's
+// answer: the engine admits within A on its own clock, and the clocks'
+// rates and the scheduling between an engine's admit and the handler's
+// call would otherwise make the wait a few ms short at an A of seconds
+// (seen before the margin: it returned 3002ms after the store, under
+// the 3006.9ms this test wants).
+func TestPauseWaitsAMarginPastTheAdmittedAge(t *testing.T) {
+	c, ctx, clock := pausable(t, "a")
+	const admitted = 3 * time.Second
+	if err := rdb.StoreAdmitAge(ctx, c, "orders", "o~1", admitted, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(c).Pause(ctx, "orders", "shop:{a}", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	want := admitted + admitted/512 + time.Millisecond
+	if waited := time.Since(clock.storedAt()); waited < want {
+		t.Fatalf("Pause returned %v after the mark was stored; want at least %v (the admitted age and its margin)", waited, want)
+	}
+}
+
+// admitRead matches the reads of the admitted confirmation age
+// (admit_age_read.lua).
+func admitRead(args []string) bool {
+	n := strings.ToLower(args[0])
+	return (n == "evalsha" || n == "eval") && len(args) > 1 && rdb.ScriptName(args[1]) == "admit_age_read"
+}
+
+// A read of the admitted age that fails is tried again, with a backoff,
+// while ctx lasts: Pause then waits the age it read and succeeds (seen
+// before: it returned the first failure as an error, and a caller that
+// took it for a failed pause recorded nothing though the mark was
+// stored). Failing until ctx ends, it returns ErrUnsettled with the mark
+// stored.
+func TestPauseReadsTheAdmittedAgeAgain(t *testing.T) {
+	c, ctx, clock := pausable(t, "a", "b")
+	var fault redistest.Refusal
+	c.AddHook(&fault)
+	loading := errors.New("LOADING Redis is loading the dataset in memory")
+	fault.Arm(admitRead, loading, 3)
+	const admitted = 100 * time.Millisecond
+	if err := rdb.StoreAdmitAge(ctx, c, "orders", "o~1", admitted, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	in := New(c)
+	if _, err := in.Pause(ctx, "orders", "shop:{a}", "alice"); err != nil {
+		t.Fatalf("Pause with the first 3 reads of the admitted age failing: %v", err)
+	}
+	if waited := time.Since(clock.storedAt()); waited < admitted {
+		t.Fatalf("Pause returned %v after the store; want at least the admitted age %v, read at the 4th try", waited, admitted)
+	}
+	if fault.Refused() != 3 {
+		t.Fatalf("refused %d reads of the admitted age; want 3, then a read that succeeded", fault.Refused())
+	}
+	fault.Arm(admitRead, loading, -1)
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	p, err := in.Pause(short, "orders", "shop:{b}", "alice")
+	if !errors.Is(err, ErrUnsettled) || p.Mark == "" || p.Already {
+		t.Fatalf("Pause with every read failing: %+v, %v; want ErrUnsettled and the Pause it stored", p, err)
+	}
+	if n, ok, gerr := rdb.GetPause(ctx, c, p.Mark); gerr != nil || !ok || n.By != "alice" {
+		t.Fatalf("the mark after ErrUnsettled: %+v, %v, %v; want alice's, stored", n, ok, gerr)
 	}
 }

@@ -28,6 +28,8 @@ type act struct {
 	// check runs the dry run; it returns what would be done.
 	check func(ctx context.Context) (string, error)
 	// do acts; it returns what was done and the audit entry to append.
+	// An entry returned with an error was done all the same (a pause
+	// stored but not settled): it is appended, and the error shown.
 	do func(ctx context.Context) (string, inspect.AuditEntry, error)
 }
 
@@ -163,9 +165,13 @@ func (c *Console) actionFor(f url.Values) (act, error) {
 					p, err = in.Resume(ctx, h, s)
 				}
 				warn := ""
+				// Unsettled: the pause is stored, though Pause could not
+				// wait out the attempts confirmed before it; recorded,
+				// and the error shown.
+				unsettled := pause && !all && errors.Is(err, inspect.ErrUnsettled)
 				if errors.Is(err, inspect.ErrNotWoken) {
 					warn = " (warning: " + err.Error() + ")" // done all the same: recorded
-				} else if err != nil {
+				} else if err != nil && !unsettled {
 					return "", inspect.AuditEntry{}, err
 				}
 				stream := cmp.Or(p.Partition, s) // the stream a bare key named
@@ -175,7 +181,10 @@ func (c *Console) actionFor(f url.Values) (act, error) {
 				}
 				if pause {
 					if p.Already {
-						return what + " was paused already; nothing changed", inspect.AuditEntry{}, nil
+						return what + " was paused already; nothing changed", inspect.AuditEntry{}, err
+					}
+					if unsettled {
+						return "", entry("pause", part, stream, "", "paused ("+p.Mark+"), unsettled: an attempt confirmed just before it may still start"), err
 					}
 					return "paused " + what + warn, entry("pause", part, stream, "", "paused ("+p.Mark+")"), nil
 				}
@@ -247,19 +256,23 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request) {
 	// Whatever it did, the shared reads of the partitions no longer
 	// tell (a replay changes every handler of the category).
 	c.snaps.dropAll()
+	if entry.Command != "" {
+		// What was done is recorded even when the request's time ran
+		// out meanwhile, and when it was done but failed after (a
+		// pause stored but not settled: do returns its entry and the
+		// error).
+		entry.Who = who
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
+		defer cancel()
+		if _, aerr := c.act.Audit(actx, entry); aerr != nil && err != nil {
+			err = fmt.Errorf("%w (and recording it in the audit stream failed: %v; note it yourself)", err, aerr)
+		} else if aerr != nil {
+			done += fmt.Sprintf(" (but recording it in the audit stream failed: %v; note it yourself)", aerr)
+		}
+	}
 	if err != nil {
 		c.fail(w, r, http.StatusConflict, err)
 		return
-	}
-	if entry.Command != "" {
-		entry.Who = who
-		// What was done is recorded even when the request's time ran
-		// out meanwhile.
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
-		defer cancel()
-		if _, err := c.act.Audit(actx, entry); err != nil {
-			done += fmt.Sprintf(" (but recording it in the audit stream failed: %v; note it yourself)", err)
-		}
 	}
 	u, _ := url.Parse(back) // backTo made it
 	q := u.Query()

@@ -713,3 +713,26 @@ func TestHaltedPagePause(t *testing.T) {
 		t.Fatalf("pauses after the resume: %+v", ps)
 	}
 }
+
+// A pause whose mark was stored but not settled (the engines' admitted
+// confirmation age unreadable until the request's time ran out: the key
+// holds a string) is recorded in the audit stream, and the console shows
+// the error (seen before: it showed the error and recorded nothing).
+func TestUnsettledPauseIsAudited(t *testing.T) {
+	s := newScene(t, 1)
+	s.publish(&placed{Client: "a", Seq: 1})
+	eventually(t, 20*time.Second, "a applied", func() bool { return s.count("a") == 1 })
+	if err := s.c.Set(s.ctx, "seqby:__admitage__:orders", "not a sorted set", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	alice := newClient(t, serve(t, s, Options{Write: true, Token: "s3cret", Timeout: time.Second}), "alice", "s3cret")
+	f := url.Values{"op": {"pause"}, "handler": {"orders"}, "stream": {"shop:{a}"}, "back": {"/handlers"}, "csrf": {alice.csrf("/partition?handler=orders&stream=" + url.QueryEscape("shop:{a}"))}}
+	code, body, _ := alice.confirm(f)
+	if code != http.StatusConflict || !strings.Contains(body, "run the same pause again") {
+		t.Fatalf("an unsettled pause: %d, want 409 saying so\n%s", code, body)
+	}
+	entries, err := inspect.New(s.c).AuditLog(s.ctx, 10)
+	if err != nil || len(entries) != 1 || entries[0].Command != "pause" || !strings.Contains(entries[0].Result, "unsettled") || entries[0].Who != "console:alice" {
+		t.Fatalf("the audit stream holds %+v (%v); want alice's unsettled pause", entries, err)
+	}
+}

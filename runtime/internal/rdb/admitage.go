@@ -2,6 +2,7 @@ package rdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -16,10 +17,20 @@ import (
 // it (runtime/attempt.go); Pause reads the largest and waits that long
 // after storing its mark (inspect.Inspector.Pause). One sorted set per
 // handler, AdmitAgeKey, members "<age ms>|<incarnation>" scored by when
-// they expire (Redis ms): only engines that raised their age above
-// Options.VerifyBound write there, and the set ends with its last member.
+// they end (Redis ms): only engines that raised their age above
+// Options.VerifyBound write there, a member counts until its end (AdmitAge
+// reads by Redis's clock), and the set ends with its last member.
 
-var scriptAdmitAge = script("admit_age")
+var (
+	scriptAdmitAge     = script("admit_age")
+	scriptAdmitAgeRead = script("admit_age_read")
+)
+
+// ErrAdmitAgeNotReplicated means an admitted confirmation age is stored on
+// the primary, but fewer replicas than the strict replication mode asks
+// for acknowledged it in time: the engine does not rely on it, and stores
+// it again when a confirmation needs it (attach the missing replicas).
+var ErrAdmitAgeNotReplicated = errors.New("the admitted confirmation age is stored, but fewer replicas than Options.ReplicaAcks acknowledged it")
 
 // StoreAdmitAge records that incarnation admits group's attempts whose
 // lease confirmation is up to age old (rounded up to a millisecond), for
@@ -27,20 +38,72 @@ var scriptAdmitAge = script("admit_age")
 // same, and its end only moves later; a lower age stored later does not
 // lower what AdmitAge reads while the higher one lasts.
 func StoreAdmitAge(ctx context.Context, c redis.UniversalClient, group, incarnation string, age, ttl time.Duration) error {
+	return StoreAdmitAgeAcked(ctx, c, group, incarnation, age, ttl, 0, 0)
+}
+
+// StoreAdmitAgeAcked is StoreAdmitAge that, when replicas is above 0 (the
+// strict replication mode), then waits up to timeout for that many
+// replicas of the key's primary to have the store (WAIT, on the
+// connection that stored it; on a Redis Cluster a connection to the
+// key's node, since the key has no hash tag and lives on a shard of its
+// own). Fewer is ErrAdmitAgeNotReplicated: a failover could lose the
+// store, and with it the wait an operator's Pause owes the engine's
+// attempts, so the caller must not rely on the age. Safe to run twice, as
+// StoreAdmitAge: a connection that lost the reply is not used again, so
+// the store is sent again (Resend) on a new one, and each run writes
+// (admit_age.lua), so WAIT there counts from a store at least as late.
+func StoreAdmitAgeAcked(ctx context.Context, c redis.UniversalClient, group, incarnation string, age, ttl time.Duration, replicas int, timeout time.Duration) error {
 	ms := (age + time.Millisecond - 1) / time.Millisecond
 	member := strconv.FormatInt(int64(ms), 10) + "|" + incarnation
-	if err := scriptAdmitAge.Run(ctx, c, []string{AdmitAgeKey(group)}, member, ttl.Milliseconds()).Err(); err != nil {
-		return fmt.Errorf("store the admitted confirmation age of %s (%s): %w", group, AdmitAgeKey(group), err)
+	key := AdmitAgeKey(group)
+	if replicas <= 0 {
+		if err := scriptAdmitAge.Run(ctx, c, []string{key}, member, ttl.Milliseconds()).Err(); err != nil {
+			return fmt.Errorf("store the admitted confirmation age of %s (%s): %w", group, key, err)
+		}
+		return nil
+	}
+	var n int64
+	err := Resend(ctx, func() error {
+		var conn *redis.Conn
+		switch cc := c.(type) {
+		case *redis.ClusterClient:
+			node, err := cc.MasterForKey(ctx, key)
+			if err != nil {
+				return fmt.Errorf("find the node of %s: %w", key, err)
+			}
+			conn = node.Conn()
+		case *redis.Client:
+			conn = cc.Conn()
+		default:
+			return fmt.Errorf("the strict replication mode needs a *redis.Client or *redis.ClusterClient to WAIT on, not a %T", c)
+		}
+		defer conn.Close()
+		if err := scriptAdmitAge.Run(ctx, conn, []string{key}, member, ttl.Milliseconds()).Err(); err != nil {
+			return fmt.Errorf("%s: %w", key, err)
+		}
+		var err error
+		if n, err = conn.Wait(ctx, replicas, timeout).Result(); err != nil {
+			return fmt.Errorf("%w: WAIT %d: %w", ErrAdmitAgeNotReplicated, replicas, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("store the admitted confirmation age of %s: %w", group, err)
+	}
+	if n < int64(replicas) {
+		return fmt.Errorf("store the admitted confirmation age of %s: %w: %d of %d within %v", group, ErrAdmitAgeNotReplicated, n, replicas, timeout)
 	}
 	return nil
 }
 
 // AdmitAge returns the largest admitted confirmation age recorded for
-// group (0: none). Members past their end that no store has removed yet
-// count too: a reader may wait longer, never shorter. An operator's read:
-// one ZRANGEBYSCORE, which seqbyctl's ACL user may run.
+// group whose record has not ended by Redis's clock (0: none). It reads
+// through admit_age_read.lua, so the call goes to the primary however the
+// client routes reads: a replica may not have a store that the primary
+// answered, and an engine relies on a store once the primary answered it.
+// Only reads: seqbyctl's ACL user may run it.
 func AdmitAge(ctx context.Context, c redis.UniversalClient, group string) (time.Duration, error) {
-	members, err := c.ZRangeByScore(ctx, AdmitAgeKey(group), &redis.ZRangeBy{Min: "-inf", Max: "+inf"}).Result()
+	members, err := scriptAdmitAgeRead.Run(ctx, c, []string{AdmitAgeKey(group)}).StringSlice()
 	if err != nil {
 		return 0, fmt.Errorf("read the admitted confirmation ages of %s (%s): %w", group, AdmitAgeKey(group), err)
 	}

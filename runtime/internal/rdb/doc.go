@@ -40,7 +40,7 @@
 //	seqby:__members__:handler            sorted set  live instances, score = last announcement (Redis ms)
 //	seqby:__owner__:owner                string      the incarnation of the live engine with OwnerID owner (TTL LeaseTTL)
 //	seqby:__owned__:handler:owner        string      partitions owner held at its last heartbeat (expires with its membership)
-//	seqby:__admitage__:handler           sorted set  admitted confirmation ages of the handler's engines raised above VerifyBound: "<ms>|<incarnation>", score = its end (Redis ms, LeaseTTL after its last store); Pause waits the largest
+//	seqby:__admitage__:handler           sorted set  admitted confirmation ages of the handler's engines raised above VerifyBound: "<ms>|<incarnation>", score = its end (Redis ms, LeaseTTL after its last store); Pause waits the largest not ended
 //	seqby:__barrier__                    string      the strict mode's replica barrier on one primary, written before each WAIT; expires a minute after the last
 //	seqby:__barrier__:{tag}:nonce        string      the same on a cluster, a fresh key per barrier and slot (tag hashes to it), deleted after the WAIT, else expiring a minute after
 //	seqby:__wake__:incarnation           stream      an engine incarnation's wake-ups: fields c = category, k = partition key (capped; made at Run, TTL 10 min renewed by its heartbeats)
@@ -104,6 +104,7 @@
 //	ack.lua                XACK is idempotent; the fence and pause checks only read
 //	acquire.lua            a second run finds its own lease and says held by this incarnation, which the engine adopts (adopt.go; the reaper too)
 //	admit_age.lua          adds the same member again, its end no earlier: the age read is the same
+//	admit_age_read.lua     reads only
 //	append_once.lua        the second run finds the message id and appends nothing
 //	audit.lua              keeps the action's op with the entry id for 10 minutes: the second run appends nothing and answers that id
 //	begin_attempt.lua      sets the same attempt mark again
@@ -146,6 +147,7 @@
 //	AcquireAll, RenewAll  pipelines of acquire and renew_many, each as above
 //	the Batcher           pipelines of rounds, each as above
 //	Barrier               SET of the same marker (on a cluster, a fresh key per slot, then DEL), WAIT and INFO: reads and idempotent writes
+//	StoreAdmitAgeAcked    admit_age.lua and WAIT on one connection (the strict mode), both sent again on a new connection after a lost reply (Resend)
 //	heartbeats            PEXPIRE, SET and DEL of the engine's own keys; an empty signal wakes nobody
 //	indexes               SADD, SREM and SMOVE of set members (halted, paused, reaping, the category index): idempotent
 //	pause                 SADD and SET NX of the mark: a second run finds its own note, byte for byte, and answers paused

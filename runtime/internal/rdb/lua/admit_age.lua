@@ -19,7 +19,7 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)
 -- GT: a resend run later never moves a member's end earlier.
 redis.call('ZADD', KEYS[1], 'GT', now + ttl, ARGV[1])
 -- Only lengthen the set's life: another engine's member may end later.
-if redis.call('PTTL', KEYS[1]) < ttl then
-  redis.call('PEXPIRE', KEYS[1], ttl)
-end
+-- Set it even when it stays the same: every run then writes, so a WAIT
+-- after a second run (a resend on a new connection) counts from it.
+redis.call('PEXPIRE', KEYS[1], math.max(redis.call('PTTL', KEYS[1]), ttl))
 return 1
