@@ -65,9 +65,10 @@ check-generated:
 stress:
 	$(GO) test -race -count=20 -timeout 40m ./runtime/guarantee
 
-# The same, on a three-master Redis Cluster.
+# The same, on a three-master Redis Cluster (the failover tests start their
+# own, with a replica per primary).
 stress-cluster:
-	SEQBY_TOPOLOGY=cluster $(GO) test -race -count=20 -timeout 60m ./runtime/guarantee
+	SEQBY_TOPOLOGY=cluster $(GO) test -race -count=20 -timeout 100m ./runtime/guarantee
 
 # The same, on a primary with two replicas and three sentinels.
 stress-sentinel: redis
