@@ -45,6 +45,17 @@ func Check(target Target, found []Found) (Set, []Problem) {
 	bad := func(f Found, format string, args ...any) {
 		probs = append(probs, Problem{Pos: f.Pos, Msg: fmt.Sprintf(format, args...)})
 	}
+	if MeantRole(found) != "" {
+		defer func() {
+			if !set.hasRole() {
+				// The role was refused: the markers that go with it are
+				// not judged without it, so one mistake gives one error.
+				delete(set, Key)
+				delete(set, Name)
+				delete(set, Sequential)
+			}
+		}()
+	}
 	for _, f := range found {
 		def, ok := Lookup(f.Name)
 		if !ok {
@@ -90,11 +101,38 @@ func Check(target Target, found []Found) (Set, []Problem) {
 		}
 		set[f.Name] = f
 	}
-	return set, append(probs, checkCombination(set)...)
+	return set, append(probs, checkCombination(set, MeantRole(found))...)
+}
+
+func (s Set) hasRole() bool {
+	return s.Has(Event) || s.Has(Command) || s.Has(Handler) || s.Has(CommandHandler) || s.Has(PM)
+}
+
+// MeantRole is the role (event, command, handler, commandhandler or pm)
+// the first of found names, or nearly names, in a marker that may itself
+// be refused (a bad category, a value where none goes, a misspelling):
+// what the declaration was meant to be. "" when no marker names one.
+func MeantRole(found []Found) string {
+	for _, f := range found {
+		name := f.Name
+		if _, ok := Lookup(name); !ok {
+			name = Suggest(name)
+		}
+		switch name {
+		case Event, Command, Handler, CommandHandler, PM:
+			return name
+		}
+	}
+	return ""
 }
 
 // checkCombination reports markers that do not go together on one type.
-func checkCombination(set Set) []Problem {
+// meant is MeantRole's: when no role survived but one was meant, what
+// depends on it is not judged (Check drops it).
+func checkCombination(set Set, meant string) []Problem {
+	if meant != "" && !set.hasRole() {
+		return nil
+	}
 	var probs []Problem
 	var roles []Found
 	for _, name := range []string{Event, Command, Handler, CommandHandler, PM} {

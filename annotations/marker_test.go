@@ -83,6 +83,17 @@ func TestCheck(t *testing.T) {
 		{"key on pm", StructType, []Found{m(1, "//seqby:pm"), m(2, "//seqby:key=x")}, []string{"pm"}, []string{"//seqby:key is not allowed on a pm"}},
 		{"key alone", StructType, []Found{m(1, "//seqby:key=x")}, nil, []string{"//seqby:key needs"}},
 		{"sequential alone", OtherType, []Found{m(1, "//seqby:handler"), m(2, "//seqby:sequential")}, []string{"handler"}, []string{"//seqby:sequential goes on a //seqby:pm"}},
+		// Issue #40: a role refused for its value, spelling or place still
+		// says what the type was meant to be, so the markers that go with
+		// it give no second error (and are dropped with the role).
+		{"key after bad category", StructType, []Found{m(1, "//seqby:event=orders:x"), m(2, "//seqby:key=client_id")}, nil, []string{"contains ':'"}},
+		{"key after empty category", StructType, []Found{m(1, "//seqby:command"), m(2, "//seqby:key=client_id")}, nil, []string{"needs a value"}},
+		{"key after misspelt role", StructType, []Found{m(1, "//seqby:evnet=orders"), m(2, "//seqby:key=client_id")}, nil, []string{"did you mean //seqby:event?"}},
+		{"name after handler with value", OtherType, []Found{m(1, "//seqby:handler=yes"), m(2, "//seqby:name=billing")}, nil, []string{"takes no value"}},
+		{"sequential after pm with value", StructType, []Found{m(1, "//seqby:pm=yes"), m(2, "//seqby:sequential")}, nil, []string{"takes no value"}},
+		{"key after event on non-struct", OtherType, []Found{m(1, "//seqby:event=a"), m(2, "//seqby:key=x")}, nil, []string{"not allowed on a non-struct type"}},
+		{"bad role beside a good one", StructType, []Found{m(1, "//seqby:event=a:b"), m(2, "//seqby:handler"), m(3, "//seqby:key=x")}, []string{"key", "handler"}, []string{"contains ':'"}},
+		{"key after unrelated typo", StructType, []Found{m(1, "//seqby:kye=x"), m(2, "//seqby:key=x")}, nil, []string{"did you mean //seqby:key?", "//seqby:key needs"}},
 		{"two roles", StructType, []Found{m(1, "//seqby:event=a"), m(2, "//seqby:handler")}, []string{"event"}, []string{"//seqby:event and //seqby:handler on one type"}},
 	}
 	for _, tt := range tests {

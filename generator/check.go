@@ -115,10 +115,10 @@ func (c *checker) generatedNames() {
 		names := []string{"StreamCategory"}
 		if c.plan.partition[msg] != nil {
 			names = append(names, "PartitionKey")
-		} else if len(c.decls[msg.category]) == 0 {
+		} else if c.unpartitioned(msg) {
 			names = append(names, "SeqbyUnpartitioned")
-			c.ownPartitionKey(msg)
 		}
+		c.partitioning(msg)
 		for _, name := range names {
 			if obj := taken(msg.named, name); obj != nil {
 				c.probs.addRelated(msg.pos, fmt.Sprintf("%s %s already has a %s named %s, which seqgen writes; rename it", msg.kind, msg.name, objKind(obj), name),
@@ -132,30 +132,6 @@ func (c *checker) generatedNames() {
 				related{obj.Pos(), "SeqbyRegistration declared here"})
 		}
 	}
-}
-
-// ownPartitionKey refuses a PartitionKey() (string, error) method, declared
-// or promoted, with a value or pointer receiver, on a message of a category
-// that is not partitioned: the publisher would take the message for a
-// partitioned one and write it to a partition stream, which no handler of
-// the category reads (the inline broker would deliver it all the same).
-// seqgen writes SeqbyUnpartitioned on the message, so a publisher refuses
-// one that gains the method after seqgen ran.
-func (c *checker) ownPartitionKey(msg *message) {
-	obj, _, _ := types.LookupFieldOrMethod(msg.named, true, msg.named.Obj().Pkg(), "PartitionKey")
-	fn, ok := obj.(*types.Func)
-	if !ok {
-		return
-	}
-	sig := fn.Type().(*types.Signature)
-	res := sig.Results()
-	if sig.Params().Len() != 0 || res.Len() != 2 || !types.Identical(res.At(0).Type(), types.Typ[types.String]) ||
-		!types.Identical(res.At(1).Type(), types.Universe.Lookup("error").Type()) {
-		return // not runtime.Partitioned's method: the publisher does not call it
-	}
-	c.probs.addRelated(msg.pos, fmt.Sprintf("%s %s has a method PartitionKey() (string, error), but category %q is not partitioned: the publisher would route %s by it to a partition stream, which no handler of %q reads; rename the method, or partition the category with %skey=FIELD (seqgen then writes PartitionKey)",
-		msg.kind, msg.name, msg.category, msg.name, msg.category, annotations.Prefix),
-		related{fn.Pos(), "PartitionKey declared here"})
 }
 
 // platformFields refuses a key or correlate field declared, or of a type

@@ -34,8 +34,11 @@
 //     encoding/json's visibility rules and enforces the rules that span
 //     declarations: one key per category, every message of a partitioned
 //     category carries it, sequential pms partition by their correlate
-//     fields. Every problem is collected with its position and related
-//     positions; a run with any writes nothing.
+//     fields. promote.go walks Go's promotion rules with the methods seqgen
+//     is about to write counted as declared, so that no message gets both
+//     PartitionKey and SeqbyUnpartitioned through an embedded field. Every
+//     problem is collected with its position and related positions; a run
+//     with any writes nothing.
 //   - emit (emit.go) writes one seqby_gen.go per package with jennifer.
 //     Predeclared identifiers the package declares for itself (a func new,
 //     a type string) are named through package annotations/universe;

@@ -32,6 +32,14 @@ type scanner struct {
 	// refusedNear records methods refused as near misses of a handle
 	// method, so a method promoted into two handlers is reported once.
 	refusedNear map[token.Pos]bool
+	// refusedTypes holds the types ("path.Name") whose role marker was
+	// refused at the declaration (a generic type, a bad category, a
+	// handler on an interface): their methods and the handle methods that
+	// take them give no second error.
+	refusedTypes map[string]bool
+	// methodRecv is the receiver type ("path.Name") of each method with
+	// markers, by the position of its name.
+	methodRecv map[token.Pos]string
 	// constrained maps the files with a build constraint to its
 	// description (see constraint.go); cfiles holds them parsed, by package.
 	constrained map[string]string
@@ -52,6 +60,8 @@ func scan(ld *loaded, probs *problems) *model {
 		consumed:      map[token.Pos]bool{},
 		refusedPM:     map[token.Pos]bool{},
 		refusedNear:   map[token.Pos]bool{},
+		refusedTypes:  map[string]bool{},
+		methodRecv:    map[token.Pos]string{},
 		constrained:   map[string]string{},
 		cfiles:        map[*packages.Package][]constrainedFile{},
 		modules:       map[string]bool{},
@@ -143,6 +153,7 @@ func (s *scanner) pkg(p *packages.Package, root bool) {
 				}
 				if set := s.check(annotations.Method, found); len(set) > 0 {
 					s.methodMarkers[d.Name.Pos()] = set
+					s.methodRecv[d.Name.Pos()] = p.PkgPath + "." + recvBase(d.Recv.List[0].Type)
 				}
 			}
 		}
@@ -394,6 +405,7 @@ func (s *scanner) genDecl(p *packages.Package, root bool, d *ast.GenDecl, used m
 			continue
 		case ts.TypeParams != nil:
 			s.probs.add(found[0].Pos, "marker %s is not allowed on generic type %s; seqgen writes methods on non-generic types only", found[0].Marker, ts.Name.Name)
+			s.refusedTypes[p.PkgPath+"."+ts.Name.Name] = true
 			continue
 		case obj == nil:
 			continue // the type did not type-check far enough to be named
@@ -410,8 +422,21 @@ func (s *scanner) genDecl(p *packages.Package, root bool, d *ast.GenDecl, used m
 			target = annotations.StructType
 		}
 		set := s.check(target, found)
+		if annotations.MeantRole(found) != "" && !hasRole(set) {
+			s.refusedTypes[p.PkgPath+"."+ts.Name.Name] = true
+			continue
+		}
 		s.declare(p, root, ts, named, set)
 	}
+}
+
+func hasRole(set annotations.Set) bool {
+	for _, role := range []string{annotations.Event, annotations.Command, annotations.Handler, annotations.CommandHandler, annotations.PM} {
+		if set.Has(role) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *scanner) declare(p *packages.Package, root bool, ts *ast.TypeSpec, named *types.Named, set annotations.Set) {
@@ -420,6 +445,11 @@ func (s *scanner) declare(p *packages.Package, root bool, ts *ast.TypeSpec, name
 	}
 	for _, role := range []string{annotations.Handler, annotations.CommandHandler, annotations.PM} {
 		if f, ok := set[role]; ok {
+			if why := noMethods(named); why != "" {
+				s.probs.add(f.Pos, "marker %s is not allowed on %s", f.Marker, why)
+				s.refusedTypes[p.PkgPath+"."+ts.Name.Name] = true
+				return
+			}
 			h := &handler{pkg: p, name: ts.Name.Name, named: named, kind: role, rolePos: f.Pos,
 				pos: ts.Name.Pos(), root: root, sequential: set.Has(annotations.Sequential)}
 			if k, ok := set[annotations.Key]; ok {
@@ -432,6 +462,27 @@ func (s *scanner) declare(p *packages.Package, root bool, ts *ast.TypeSpec, name
 			return
 		}
 	}
+}
+
+// noMethods explains why named, a handler's type, can have no methods, or
+// returns "": Go declares none on a type whose underlying type is an
+// interface or a pointer, so it could have neither handle methods nor the
+// SeqbyRegistration seqgen writes.
+func noMethods(named *types.Named) string {
+	name := named.Obj().Name()
+	const cannot = "Go allows no methods to be declared on %s, so %s cannot have handle methods or the SeqbyRegistration method seqgen writes; %s"
+	switch u := named.Underlying().(type) {
+	case *types.Interface:
+		return fmt.Sprintf("interface type %s: "+cannot, name, "an interface type", name,
+			"mark a type that implements "+name+" instead")
+	case *types.Pointer:
+		fix := "mark a named struct type instead"
+		if n, ok := types.Unalias(u.Elem()).(*types.Named); ok && n.Obj().Pkg() == named.Obj().Pkg() {
+			fix = "mark " + n.Obj().Name() + ", the type " + name + " points to, instead"
+		}
+		return fmt.Sprintf("pointer type %s: "+cannot, name, "a defined pointer type", name, fix)
+	}
+	return ""
 }
 
 // message records the event or command set declares, if any. alias tells
@@ -673,6 +724,10 @@ func (s *scanner) handleMethods(h *handler) {
 		s.consumed[fn.Pos()] = true
 		if fn.Pos().IsValid() && s.isConstrained(fn.Pos()) {
 			continue // constrainedMethods refuses it, on every platform alike
+		}
+		if named, _ := handleParam(fn); named != nil && s.refusedTypes[named.Obj().Pkg().Path()+"."+named.Obj().Name()] {
+			h.refusedMethods = true // the message type's own marker was refused
+			continue
 		}
 		if !fn.Exported() {
 			if markers.Has(annotations.Correlate) {
@@ -1021,7 +1076,7 @@ func isNamed(t types.Type, pkg, name string) bool {
 // not handlers at all.
 func (s *scanner) strayCorrelates() {
 	for pos, set := range s.methodMarkers {
-		if s.consumed[pos] {
+		if s.consumed[pos] || s.refusedTypes[s.methodRecv[pos]] {
 			continue
 		}
 		if c, ok := set[annotations.Correlate]; ok {

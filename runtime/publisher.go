@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -313,9 +315,8 @@ func partitionKey(msg Message, suffix string) (key string, partitioned bool, err
 		}
 	}()
 	if _, ok := msg.(Unpartitioned); ok {
-		// seqgen wrote the category unpartitioned; the method is not its.
-		return "", false, fmt.Errorf("%s has a PartitionKey method, but seqgen wrote it as a message of category %q, which is not partitioned (SeqbyUnpartitioned), so no handler would read the partition it routes to; run seqgen again: %w",
-			typeName(msg), msg.StreamCategory(), ErrPublish)
+		// seqgen writes one of the two; the other is not its.
+		return "", false, bothPartitionings(msg)
 	}
 	key, err = pm.PartitionKey()
 	if err != nil {
@@ -325,6 +326,59 @@ func partitionKey(msg Message, suffix string) (key string, partitioned bool, err
 		return "", true, err
 	}
 	return key, true, nil
+}
+
+// bothPartitionings explains a message that is Partitioned and
+// Unpartitioned at once, which seqgen never writes: it names the embedded
+// fields that bring either method: promotion is the usual way there, and
+// seqgen refuses it, but a type may have changed since seqgen last ran.
+func bothPartitionings(msg Message) error {
+	var found []string
+	for _, method := range []string{"PartitionKey", "SeqbyUnpartitioned"} {
+		if path, t := embeddedWith(reflect.TypeOf(msg), method); path != "" {
+			found = append(found, fmt.Sprintf("%s (%s) has %s", path, t, method))
+		}
+	}
+	why := "no embedded field has either, so one was declared by hand or after seqgen last ran; run seqgen again, which refuses the type until it is fixed"
+	if len(found) > 0 {
+		why = "its embedded field " + strings.Join(found, ", and field ") +
+			"; name the field so that its methods are not promoted, and run seqgen again, which refuses the type until it is fixed"
+	}
+	return fmt.Errorf("%s has both a PartitionKey and a SeqbyUnpartitioned method (StreamCategory %q); seqgen writes one of them on a message type, never both: %s: %w",
+		typeName(msg), msg.StreamCategory(), why, ErrPublish)
+}
+
+// embeddedWith follows t's embedded fields that have method (by value or
+// through a pointer) as deep as they go: "Inner.OrderPlaced" and the last
+// field's type, or "" when no embedded field of t has it.
+func embeddedWith(t reflect.Type, method string) (path string, last reflect.Type) {
+	has := func(ft reflect.Type) bool {
+		if _, ok := ft.MethodByName(method); ok {
+			return true
+		}
+		_, ok := reflect.PointerTo(ft).MethodByName(method)
+		return ft.Kind() != reflect.Pointer && ft.Kind() != reflect.Interface && ok
+	}
+	var names []string
+	seen := map[reflect.Type]bool{}
+	for t != nil {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || seen[t] {
+			break
+		}
+		seen[t] = true
+		next := reflect.Type(nil)
+		for i := range t.NumField() {
+			if f := t.Field(i); f.Anonymous && has(f.Type) {
+				names, last, next = append(names, f.Name), f.Type, f.Type
+				break
+			}
+		}
+		t = next
+	}
+	return strings.Join(names, "."), last
 }
 
 // minSignalMaxLen keeps a signal stream at least two reads long: a reader

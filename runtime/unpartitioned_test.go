@@ -46,7 +46,7 @@ func TestUnpartitionedIgnoresOwnPartitionKey(t *testing.T) {
 	ctx := context.Background()
 	for _, msg := range []Message{&auditNote{Text: "a"}, auditValue{Text: "b"}, &auditValue{Text: "c"}} {
 		r, err := NewRecord(ctx, msg, nil)
-		if !errors.Is(err, ErrPublish) || !strings.Contains(err.Error(), `category "audit", which is not partitioned`) {
+		if !errors.Is(err, ErrPublish) || !strings.Contains(err.Error(), `has both a PartitionKey and a SeqbyUnpartitioned method (StreamCategory "audit")`) {
 			t.Fatalf("NewRecord(%T) = %+v, %v; want the unpartitioned category's refusal", msg, r, err)
 		}
 
@@ -70,5 +70,68 @@ func TestUnpartitionedIgnoresOwnPartitionKey(t *testing.T) {
 	r, err := NewRecord(ctx, auditPlain{Text: "d"}, nil)
 	if err != nil || !r.Partitioned || r.Key != "x" {
 		t.Fatalf("hand-written partitioned message: %+v, %v", r, err)
+	}
+}
+
+// orderPlaced and notedEvent are what seqgen writes for an event of the
+// partitioned category "orders" and one of the unpartitioned "notes";
+// auditEmbeds and refundEmbeds embed them, as seqgen refuses since issue
+// #40, so each gets the other's method by promotion.
+type orderPlaced struct {
+	ClientID string `json:"client_id"`
+}
+
+func (orderPlaced) StreamCategory() string          { return "orders" }
+func (m orderPlaced) PartitionKey() (string, error) { return m.ClientID, nil }
+
+type notedEvent struct {
+	Text string `json:"text"`
+}
+
+func (notedEvent) StreamCategory() string { return "notes" }
+func (notedEvent) SeqbyUnpartitioned()    {}
+
+type auditEmbeds struct {
+	orderPlaced
+}
+
+func (auditEmbeds) StreamCategory() string { return "audit" }
+func (auditEmbeds) SeqbyUnpartitioned()    {}
+
+type refundEmbeds struct {
+	*notedEvent
+	ClientID string `json:"client_id"`
+}
+
+func (refundEmbeds) StreamCategory() string          { return "refunds" }
+func (m refundEmbeds) PartitionKey() (string, error) { return m.ClientID, nil }
+
+type deepEmbeds struct {
+	Inner struct{ refundEmbeds }
+	auditEmbeds
+}
+
+// TestBothPartitionedAndUnpartitioned: a message with both methods is
+// refused with a message that names the methods and, when an embedded
+// field brings one, that field; it does not call a partitioned category
+// unpartitioned.
+func TestBothPartitionedAndUnpartitioned(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		msg  Message
+		want string
+	}{
+		{auditEmbeds{orderPlaced{"c-1"}}, `auditEmbeds has both a PartitionKey and a SeqbyUnpartitioned method (StreamCategory "audit"); seqgen writes one of them on a message type, never both: its embedded field orderPlaced (runtime.orderPlaced) has PartitionKey; name the field so that its methods are not promoted, and run seqgen again, which refuses the type until it is fixed`},
+		{&refundEmbeds{notedEvent: &notedEvent{}, ClientID: "c-2"}, `refundEmbeds has both a PartitionKey and a SeqbyUnpartitioned method (StreamCategory "refunds"); seqgen writes one of them on a message type, never both: its embedded field notedEvent (*runtime.notedEvent) has SeqbyUnpartitioned; name the field`},
+		{deepEmbeds{auditEmbeds: auditEmbeds{orderPlaced{"c-3"}}}, `its embedded field auditEmbeds.orderPlaced (runtime.orderPlaced) has PartitionKey, and field auditEmbeds (runtime.auditEmbeds) has SeqbyUnpartitioned; name the field`},
+		{&auditNote{Text: "a"}, `auditNote has both a PartitionKey and a SeqbyUnpartitioned method (StreamCategory "audit"); seqgen writes one of them on a message type, never both: no embedded field has either, so one was declared by hand or after seqgen last ran; run seqgen again, which refuses the type until it is fixed`},
+	} {
+		r, err := NewRecord(ctx, tc.msg, nil)
+		if !errors.Is(err, ErrPublish) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewRecord(%T) = %+v, %v\nwant an error containing %s", tc.msg, r, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "not partitioned") {
+			t.Errorf("NewRecord(%T): %v: says a category is not partitioned", tc.msg, err)
+		}
 	}
 }
