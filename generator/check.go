@@ -100,8 +100,13 @@ func (c *checker) typeNames() {
 // generatedNames refuses user declarations that would collide with the
 // methods seqgen writes: the generated file would not compile.
 func (c *checker) generatedNames() {
+	// Only a field or method of the type itself collides: the method seqgen
+	// writes hides a promoted one (check.partitioning judges those).
 	taken := func(n *types.Named, name string) types.Object {
-		obj, _, _ := types.LookupFieldOrMethod(n, true, n.Obj().Pkg(), name)
+		obj, index, _ := types.LookupFieldOrMethod(n, true, n.Obj().Pkg(), name)
+		if len(index) != 1 {
+			return nil
+		}
 		return obj
 	}
 	for _, msg := range sortedMessages(c.m) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"go/token"
 	"go/types"
+	"path/filepath"
 
 	"github.com/seqby/seqby/annotations"
 )
@@ -215,45 +216,82 @@ func (c *checker) against(msg *message, other string) {
 	if p == nil || p.fn != nil && !isRuntimeMethod(p.fn) {
 		return
 	}
-	if p.gen != nil {
+	if p.gen != nil || len(p.path) > 0 && c.writtenBySeqgen(p.fn) {
 		c.promotedGenerated(msg, p, other)
-		return
-	}
-	if other == "PartitionKey" {
-		c.probs.addRelated(msg.pos, fmt.Sprintf("%s %s has a method PartitionKey() (string, error), but category %q is not partitioned: the publisher would route %s by it to a partition stream, which no handler of %q reads; rename the method, or partition the category with %skey=FIELD (seqgen then writes PartitionKey)",
-			msg.kind, msg.name, msg.category, msg.name, msg.category, annotations.Prefix),
-			related{p.pos, "PartitionKey declared here"})
 		return
 	}
 	from, fix := "", "rename the method"
 	if len(p.path) > 0 {
 		from = fmt.Sprintf(" (promoted from embedded field %s)", pathString(p.path))
-		fix += fmt.Sprintf(", or name the embedded field %s so that it is not promoted", p.path[0].Name())
+		fix += ", or " + nameField(msg, p.path[0]) + " so that it is not promoted"
+	}
+	if other == "PartitionKey" {
+		c.probs.addRelated(msg.pos, fmt.Sprintf("%s %s has a method PartitionKey() (string, error)%s, but category %q is not partitioned: seqgen writes SeqbyUnpartitioned on %s, so every publish of %s would fail; %s, or partition the category with %skey=FIELD (seqgen then writes PartitionKey)",
+			msg.kind, msg.name, from, msg.category, msg.name, msg.name, fix, annotations.Prefix),
+			related{p.pos, "PartitionKey declared here"})
+		return
 	}
 	c.probs.addRelated(msg.pos, fmt.Sprintf("%s %s has a method SeqbyUnpartitioned()%s, which marks a message of a category that is not partitioned, but category %q is partitioned and seqgen writes PartitionKey on %s, so every publish of %s would fail; %s",
 		msg.kind, msg.name, from, msg.category, msg.name, msg.name, fix),
 		related{p.pos, "SeqbyUnpartitioned declared here"})
 }
 
-// promotedGenerated refuses msg for a method seqgen writes on the embedded
-// marked message p.gen, which would be promoted beside msg's own.
-func (c *checker) promotedGenerated(msg *message, p *promoted, method string) {
-	inner, first := p.gen, p.path[0]
+// writtenBySeqgen reports whether fn is declared in a seqby_gen.go seqgen
+// wrote: a marked message of another module, generated there already.
+func (c *checker) writtenBySeqgen(fn *types.Func) bool {
+	if fn == nil || !fn.Pos().IsValid() {
+		return false
+	}
+	name := c.probs.fset.Position(fn.Pos()).Filename
+	return filepath.Base(name) == GenFile && isOwnOutput(name)
+}
+
+// nameField is the fix "name the field (F T; ...)" for embedded field f of
+// msg: it stops the promotion but changes the message's JSON.
+func nameField(msg *message, f *types.Var) string {
 	qual := func(pkg *types.Package) string {
 		if pkg == msg.pkg.Types {
 			return ""
 		}
 		return pkg.Name()
 	}
-	innerCat, own, fix := "partitioned category", "the SeqbyUnpartitioned it writes on "+msg.name+" for unpartitioned category",
+	return fmt.Sprintf("name the embedded field (%s %s; its fields then nest in the JSON)", f.Name(), types.TypeString(f.Type(), qual))
+}
+
+// promotedGenerated refuses msg for a method seqgen writes on an embedded
+// marked message (p.gen, or one of another module, already generated),
+// which would be promoted beside msg's own.
+func (c *checker) promotedGenerated(msg *message, p *promoted, method string) {
+	first := p.path[0]
+	innerName, innerDesc := "", ""
+	rel := []related{{first.Pos(), first.Name() + " embedded here"}}
+	partitioned := "partitioned"
+	if method == "SeqbyUnpartitioned" {
+		partitioned = "unpartitioned"
+	}
+	if inner := p.gen; inner != nil {
+		innerName = inner.name
+		innerDesc = fmt.Sprintf("%s %s of %s category %q", article(inner.kind), inner.kind, partitioned, inner.category)
+		rel = append(rel, related{inner.rolePos, fmt.Sprintf("%s %s declared here", inner.kind, inner.name)})
+	} else {
+		recv := p.fn.Type().(*types.Signature).Recv().Type()
+		if ptr, ok := types.Unalias(recv).(*types.Pointer); ok {
+			recv = ptr.Elem()
+		}
+		innerName = types.TypeString(recv, func(*types.Package) string { return "" })
+		innerDesc = fmt.Sprintf("a message of a %s category, generated in package %s", partitioned, p.fn.Pkg().Name())
+		rel = append(rel, related{p.fn.Pos(), method + " written here"})
+	}
+	own, fix := "the SeqbyUnpartitioned it writes on "+msg.name+" for unpartitioned category",
 		fmt.Sprintf("partition %q with %skey=FIELD, which gives %s a PartitionKey of its own", msg.category, annotations.Prefix, msg.name)
 	if method == "SeqbyUnpartitioned" {
-		innerCat, own = "unpartitioned category", "the PartitionKey it writes on "+msg.name+" for partitioned category"
-		fix = fmt.Sprintf("partition %q too, which gives %s a PartitionKey in place of SeqbyUnpartitioned", inner.category, inner.name)
+		own = "the PartitionKey it writes on " + msg.name + " for partitioned category"
+		fix = fmt.Sprintf("partition %s's category too, which gives %s a PartitionKey in place of SeqbyUnpartitioned", innerName, innerName)
+		if p.gen != nil {
+			fix = fmt.Sprintf("partition %q too, which gives %s a PartitionKey in place of SeqbyUnpartitioned", p.gen.category, innerName)
+		}
 	}
-	c.probs.addRelated(msg.pos, fmt.Sprintf("%s %s embeds %s (field %s), %s %s of %s %q, so the %s seqgen writes on %s would be promoted to %s, beside %s %q: every publish of %s would fail; name the embedded field (%s %s) so that its methods are not promoted, or %s",
-		msg.kind, msg.name, inner.name, pathString(p.path), article(inner.kind), inner.kind, innerCat, inner.category,
-		method, inner.name, msg.name, own, msg.category, msg.name, first.Name(), types.TypeString(first.Type(), qual), fix),
-		related{first.Pos(), first.Name() + " embedded here"},
-		related{inner.rolePos, fmt.Sprintf("%s %s declared here", inner.kind, inner.name)})
+	c.probs.addRelated(msg.pos, fmt.Sprintf("%s %s embeds %s (field %s), %s, so the %s seqgen writes on %s would be promoted to %s, beside %s %q: every publish of %s would fail; embed an unmarked struct holding the fields %s shares with %s instead (the JSON stays the same), or %s, or %s",
+		msg.kind, msg.name, innerName, pathString(p.path), innerDesc, method, innerName, msg.name, own, msg.category, msg.name,
+		msg.name, innerName, nameField(msg, first), fix), rel...)
 }

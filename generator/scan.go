@@ -36,7 +36,7 @@ type scanner struct {
 	// refused at the declaration (a generic type, a bad category, a
 	// handler on an interface): their methods and the handle methods that
 	// take them give no second error.
-	refusedTypes map[string]bool
+	refusedTypes map[string]string // the role it was meant to have
 	// methodRecv is the receiver type ("path.Name") of each method with
 	// markers, by the position of its name.
 	methodRecv map[token.Pos]string
@@ -60,7 +60,7 @@ func scan(ld *loaded, probs *problems) *model {
 		consumed:      map[token.Pos]bool{},
 		refusedPM:     map[token.Pos]bool{},
 		refusedNear:   map[token.Pos]bool{},
-		refusedTypes:  map[string]bool{},
+		refusedTypes:  map[string]string{},
 		methodRecv:    map[token.Pos]string{},
 		constrained:   map[string]string{},
 		cfiles:        map[*packages.Package][]constrainedFile{},
@@ -405,7 +405,7 @@ func (s *scanner) genDecl(p *packages.Package, root bool, d *ast.GenDecl, used m
 			continue
 		case ts.TypeParams != nil:
 			s.probs.add(found[0].Pos, "marker %s is not allowed on generic type %s; seqgen writes methods on non-generic types only", found[0].Marker, ts.Name.Name)
-			s.refusedTypes[p.PkgPath+"."+ts.Name.Name] = true
+			s.refusedTypes[p.PkgPath+"."+ts.Name.Name] = annotations.MeantRole(found)
 			continue
 		case obj == nil:
 			continue // the type did not type-check far enough to be named
@@ -422,12 +422,19 @@ func (s *scanner) genDecl(p *packages.Package, root bool, d *ast.GenDecl, used m
 			target = annotations.StructType
 		}
 		set := s.check(target, found)
-		if annotations.MeantRole(found) != "" && !hasRole(set) {
-			s.refusedTypes[p.PkgPath+"."+ts.Name.Name] = true
+		if role := annotations.MeantRole(found); role != "" && !hasRole(set) {
+			s.refusedTypes[p.PkgPath+"."+ts.Name.Name] = role
 			continue
 		}
 		s.declare(p, root, ts, named, set)
 	}
+}
+
+// refused reports whether named's markers were refused where it is
+// declared (and no other declaration made it a message).
+func (s *scanner) refused(named *types.Named) bool {
+	key := named.Obj().Pkg().Path() + "." + named.Obj().Name()
+	return s.refusedTypes[key] != "" && s.m.msgs[key] == nil
 }
 
 func hasRole(set annotations.Set) bool {
@@ -447,7 +454,7 @@ func (s *scanner) declare(p *packages.Package, root bool, ts *ast.TypeSpec, name
 		if f, ok := set[role]; ok {
 			if why := noMethods(named); why != "" {
 				s.probs.add(f.Pos, "marker %s is not allowed on %s", f.Marker, why)
-				s.refusedTypes[p.PkgPath+"."+ts.Name.Name] = true
+				s.refusedTypes[p.PkgPath+"."+ts.Name.Name] = role
 				return
 			}
 			h := &handler{pkg: p, name: ts.Name.Name, named: named, kind: role, rolePos: f.Pos,
@@ -533,10 +540,18 @@ func (s *scanner) message(p *packages.Package, root bool, ts *ast.TypeSpec, name
 // protoc rewrites) declares that type as if the markers stood on it.
 func (s *scanner) alias(p *packages.Package, root bool, ts *ast.TypeSpec, obj *types.TypeName, found []annotations.Found) {
 	// One error for the alias, however many markers it has: at the first.
+	target := types.Unalias(obj.Type())
 	refuse := func(format string, args ...any) {
 		s.probs.add(found[0].Pos, "marker %s on type alias %s: %s", found[0].Marker, ts.Name.Name, fmt.Sprintf(format, args...))
+		// Handle methods that take the aliased type give no second error.
+		t := target
+		if ptr, ok := t.(*types.Pointer); ok {
+			t = types.Unalias(ptr.Elem())
+		}
+		if n, ok := t.(*types.Named); ok && n.Obj().Pkg() != nil {
+			s.refusedTypes[n.Obj().Pkg().Path()+"."+n.Obj().Name()] = annotations.MeantRole(found)
+		}
 	}
-	target := types.Unalias(obj.Type())
 	rel := func(other *types.Package) string {
 		if other == p.Types {
 			return ""
@@ -574,6 +589,10 @@ func (s *scanner) alias(p *packages.Package, root bool, ts *ast.TypeSpec, obj *t
 		structTarget = annotations.StructType
 	}
 	set := s.check(structTarget, found)
+	if role := annotations.MeantRole(found); role != "" && !hasRole(set) {
+		s.refusedTypes[named.Obj().Pkg().Path()+"."+named.Obj().Name()] = role
+		return
+	}
 	for _, role := range []string{annotations.Handler, annotations.CommandHandler, annotations.PM} {
 		if f, ok := set[role]; ok && same {
 			s.probs.add(f.Pos, "marker %s on type alias %s: a %s goes on the type itself; put the markers on %s", f.Marker, ts.Name.Name, annotations.Prefix+role, named.Obj().Name())
@@ -725,14 +744,14 @@ func (s *scanner) handleMethods(h *handler) {
 		if fn.Pos().IsValid() && s.isConstrained(fn.Pos()) {
 			continue // constrainedMethods refuses it, on every platform alike
 		}
-		if named, _ := handleParam(fn); named != nil && s.refusedTypes[named.Obj().Pkg().Path()+"."+named.Obj().Name()] {
-			h.refusedMethods = true // the message type's own marker was refused
-			continue
-		}
 		if !fn.Exported() {
 			if markers.Has(annotations.Correlate) {
 				s.probs.add(markers[annotations.Correlate].Pos, "%scorrelate on %s.%s, which is unexported and so not a handle method", annotations.Prefix, h.name, fn.Name())
 			}
+			continue
+		}
+		if named, _ := handleParam(fn); named != nil && s.refused(named) {
+			h.refusedMethods = true // the message type's own marker was refused
 			continue
 		}
 		msg, ptr, why := s.handleSignature(fn, wantKind)
@@ -1076,8 +1095,8 @@ func isNamed(t types.Type, pkg, name string) bool {
 // not handlers at all.
 func (s *scanner) strayCorrelates() {
 	for pos, set := range s.methodMarkers {
-		if s.consumed[pos] || s.refusedTypes[s.methodRecv[pos]] {
-			continue
+		if s.consumed[pos] || s.refusedTypes[s.methodRecv[pos]] == annotations.PM {
+			continue // a pm refused at its declaration: its correlates are its
 		}
 		if c, ok := set[annotations.Correlate]; ok {
 			s.probs.add(c.Pos, "%scorrelate is on a method of a type that is not a %spm; mark the type %spm or remove the marker", annotations.Prefix, annotations.Prefix, annotations.Prefix)

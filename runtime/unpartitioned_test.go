@@ -111,24 +111,53 @@ type deepEmbeds struct {
 	auditEmbeds
 }
 
+// ownKeyed declares PartitionKey and embeds orderPlaced, whose own is
+// hidden; shadowedKeyed embeds it beside notedEvent, and its own
+// PartitionKey hides orderPlaced's.
+type ownKeyed struct {
+	orderPlaced
+}
+
+func (ownKeyed) PartitionKey() (string, error) { return "k", nil }
+
+type auditOwnKeyed struct {
+	ownKeyed
+}
+
+func (auditOwnKeyed) StreamCategory() string { return "audit" }
+func (auditOwnKeyed) SeqbyUnpartitioned()    {}
+
+type shadowedKeyed struct {
+	orderPlaced
+	notedEvent
+}
+
+func (shadowedKeyed) StreamCategory() string        { return "refunds" }
+func (shadowedKeyed) PartitionKey() (string, error) { return "k", nil }
+
 // TestBothPartitionedAndUnpartitioned: a message with both methods is
 // refused with a message that names the methods and, when an embedded
-// field brings one, that field; it does not call a partitioned category
-// unpartitioned.
+// field brings one, that field and the type that declares the method; it
+// does not call a partitioned category unpartitioned.
 func TestBothPartitionedAndUnpartitioned(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
-		msg  Message
-		want string
+		msg       Message
+		want, not string
 	}{
-		{auditEmbeds{orderPlaced{"c-1"}}, `auditEmbeds has both a PartitionKey and a SeqbyUnpartitioned method (StreamCategory "audit"); seqgen writes one of them on a message type, never both: its embedded field orderPlaced (runtime.orderPlaced) has PartitionKey; name the field so that its methods are not promoted, and run seqgen again, which refuses the type until it is fixed`},
-		{&refundEmbeds{notedEvent: &notedEvent{}, ClientID: "c-2"}, `refundEmbeds has both a PartitionKey and a SeqbyUnpartitioned method (StreamCategory "refunds"); seqgen writes one of them on a message type, never both: its embedded field notedEvent (*runtime.notedEvent) has SeqbyUnpartitioned; name the field`},
-		{deepEmbeds{auditEmbeds: auditEmbeds{orderPlaced{"c-3"}}}, `its embedded field auditEmbeds.orderPlaced (runtime.orderPlaced) has PartitionKey, and field auditEmbeds (runtime.auditEmbeds) has SeqbyUnpartitioned; name the field`},
-		{&auditNote{Text: "a"}, `auditNote has both a PartitionKey and a SeqbyUnpartitioned method (StreamCategory "audit"); seqgen writes one of them on a message type, never both: no embedded field has either, so one was declared by hand or after seqgen last ran; run seqgen again, which refuses the type until it is fixed`},
+		{auditEmbeds{orderPlaced{"c-1"}}, `auditEmbeds has both a PartitionKey and a SeqbyUnpartitioned method (StreamCategory "audit"); seqgen writes one of them on a message type, never both: embedded field orderPlaced brings PartitionKey, declared on runtime.orderPlaced; run seqgen again, which refuses the type until it is fixed and says how`, ""},
+		{&refundEmbeds{notedEvent: &notedEvent{}, ClientID: "c-2"}, `refundEmbeds has both a PartitionKey and a SeqbyUnpartitioned method (StreamCategory "refunds"); seqgen writes one of them on a message type, never both: embedded field notedEvent brings SeqbyUnpartitioned, declared on runtime.notedEvent; run`, ""},
+		{deepEmbeds{auditEmbeds: auditEmbeds{orderPlaced{"c-3"}}}, `embedded field auditEmbeds.orderPlaced brings PartitionKey, declared on runtime.orderPlaced, and field auditEmbeds brings SeqbyUnpartitioned, declared on runtime.auditEmbeds; run`, ""},
+		{auditOwnKeyed{}, `embedded field ownKeyed brings PartitionKey, declared on runtime.ownKeyed; run`, "orderPlaced"},
+		{shadowedKeyed{}, `embedded field notedEvent brings SeqbyUnpartitioned, declared on runtime.notedEvent; run`, "orderPlaced"},
+		{&auditNote{Text: "a"}, `auditNote has both a PartitionKey and a SeqbyUnpartitioned method (StreamCategory "audit"); seqgen writes one of them on a message type, never both: neither is promoted from an embedded field, so one was declared on the type by hand or after seqgen last ran; run seqgen again, which refuses the type until it is fixed`, ""},
 	} {
 		r, err := NewRecord(ctx, tc.msg, nil)
 		if !errors.Is(err, ErrPublish) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("NewRecord(%T) = %+v, %v\nwant an error containing %s", tc.msg, r, err, tc.want)
+		}
+		if tc.not != "" && err != nil && strings.Contains(err.Error(), tc.not) {
+			t.Errorf("NewRecord(%T): %v: names %s, whose method is hidden", tc.msg, err, tc.not)
 		}
 		if err != nil && strings.Contains(err.Error(), "not partitioned") {
 			t.Errorf("NewRecord(%T): %v: says a category is not partitioned", tc.msg, err)
