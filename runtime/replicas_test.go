@@ -84,41 +84,6 @@ func TestStrictModeWaitsForReplicas(t *testing.T) {
 	r.stop()
 }
 
-// A barrier that meets a new primary (a new replication id) fails the
-// wait of a partition whose writes came before it: they may be on the old
-// primary only. A wait that begins after the change goes through. Seen
-// failing with the replication id not compared: the first wait after the
-// change returned as confirmed.
-func TestReplicaBarrierSeesANewPrimary(t *testing.T) {
-	s, c := startReplicated(t, 1)
-	opts, _ := Options{ReplicaAcks: 1}.withDefaults()
-	ms, err := newMeters(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := newReplicaBarrier(c, opts, slog.New(slog.DiscardHandler), ms.replicaShort)
-	ctx := ctxT(t)
-	if _, _, err := b.send(ctx, barrierGroup{slots: []int{0}}, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	// Writes sent after the first barrier was answered (a partition's
-	// acquire) count from then.
-	from, err := b.wait(ctx, 0, time.Now(), time.Now(), nil, nil)
-	if err != nil {
-		t.Fatalf("wait: %v", err)
-	}
-	if _, err := s.Nodes[0].Do("DEBUG", "CHANGE-REPL-ID"); err != nil {
-		t.Fatal(err)
-	}
-	// The replica resyncs with the changed id; the barrier waits for it.
-	if _, err := b.wait(ctx, 0, from, time.Now(), nil, nil); !errors.Is(err, errPrimaryChanged) {
-		t.Fatalf("wait across a new replication id: %v, want errPrimaryChanged", err)
-	}
-	if _, err := b.wait(ctx, 0, time.Now(), time.Now(), nil, nil); err != nil {
-		t.Fatalf("wait after the change: %v", err)
-	}
-}
-
 // Run refuses the strict mode where Redis cannot keep it: fewer replicas
 // connected than ReplicaAcks, or no replica at all, on a primary or on
 // any primary of a Redis Cluster.
@@ -490,48 +455,6 @@ func keysOnTwoShards(t *testing.T, c *redistest.Cluster) (string, string) {
 	return "", ""
 }
 
-// On a Redis Cluster a barrier goes to the primary of each slot waited
-// for, and a new primary fails the waits of its own slots only: after a
-// failover of a's shard, a wait on a's slot from before it fails, one on
-// b's slot (another shard) goes through, and one on a's slot from after
-// it goes through. Seen failing with one barrier state for the whole
-// cluster (every key counted in slot 0, as off a cluster): the wait on
-// a's slot across its failover went through.
-func TestReplicaBarrierPerShard(t *testing.T) {
-	c := redistest.NewClusterReplicas(t, 3, 1)
-	cc := clusterClient(t, c)
-	a, b := keysOnTwoShards(t, c)
-	opts, _ := Options{ReplicaAcks: 1}.withDefaults()
-	ms, err := newMeters(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	br := newReplicaBarrier(cc, opts, slog.New(slog.DiscardHandler), ms.replicaShort)
-	sa, sb := br.slotOf("order:{"+a+"}"), br.slotOf("order:{"+b+"}")
-	ctx := ctxT(t)
-	if short := br.probe(ctx, []int{sa, sb}); len(short) > 0 {
-		t.Fatalf("slots %v short at the start", short)
-	}
-	from := time.Now()
-	for _, s := range []int{sa, sb} {
-		if _, err := br.wait(ctx, s, from, time.Now(), nil, nil); err != nil {
-			t.Fatalf("wait on slot %d: %v", s, err)
-		}
-	}
-	if _, err := c.Failover(ctx, "order:{"+a+"}"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := br.wait(ctx, sa, from, time.Now(), nil, nil); !errors.Is(err, errPrimaryChanged) {
-		t.Fatalf("wait on a's slot across its failover: %v, want errPrimaryChanged", err)
-	}
-	if _, err := br.wait(ctx, sb, from, time.Now(), nil, nil); err != nil {
-		t.Fatalf("wait on b's slot (another shard) across a's failover: %v", err)
-	}
-	if _, err := br.wait(ctx, sa, time.Now(), time.Now(), nil, nil); err != nil {
-		t.Fatalf("wait on a's slot after its failover: %v", err)
-	}
-}
-
 // On a Redis Cluster in the strict mode a shard whose replica is stopped
 // holds its own keys only: b's event, on another shard, runs while a's
 // waits, and a's runs once the replica is back. Seen failing before the
@@ -580,76 +503,4 @@ func TestStrictModeWaitsForReplicasPerShard(t *testing.T) {
 	resume()
 	eventually(t, 10*time.Second, "a's event 2 run once the replica is back", func() bool { return ranA.Load() == 2 })
 	r.stop()
-}
-
-// While a slot migrates from Y to X, a partition's key already moved
-// follows ASK to X, and X's only replica is stopped: a barrier must not
-// confirm the slot on Y's replicas. Once the slot has moved, the wait
-// fails (a new primary for the slot: the partition is let go). Seen
-// failing (a reviewer's repro) when the barrier wrote one key per slot,
-// which stayed on Y: the wait returned as confirmed.
-func TestReplicaBarrierDuringSlotMigration(t *testing.T) {
-	c := redistest.NewClusterReplicas(t, 3, 1)
-	cc := clusterClient(t, c)
-	ctx := ctxT(t)
-	const key = "order:{a}"
-	y, err := c.PrimaryOf(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	primaries, err := c.Primaries()
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := primaries[0]
-	if x == y {
-		x = primaries[1]
-	}
-	rx, err := c.ReplicaOf(x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts, _ := Options{ReplicaAcks: 1, ReplicaTimeout: 200 * time.Millisecond}.withDefaults()
-	ms, err := newMeters(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	br := newReplicaBarrier(cc, opts, slog.New(slog.DiscardHandler), ms.replicaShort)
-	s := br.slotOf(key)
-	if err := cc.Set(ctx, key, "v1", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if short := br.probe(ctx, []int{s}); len(short) > 0 {
-		t.Fatal("the slot's barrier came back short before the migration")
-	}
-	do := func(n *redistest.Server, args ...string) string {
-		t.Helper()
-		out, err := n.Do(args...)
-		if err != nil {
-			t.Fatalf("%v on %s: %v", args, n.Addr, err)
-		}
-		return out
-	}
-	idX, idY, slot := do(x, "CLUSTER", "MYID"), do(y, "CLUSTER", "MYID"), fmt.Sprint(s)
-	do(x, "CLUSTER", "SETSLOT", slot, "IMPORTING", idY)
-	do(y, "CLUSTER", "SETSLOT", slot, "MIGRATING", idX)
-	host, port, _ := strings.Cut(x.Addr, ":")
-	do(y, "MIGRATE", host, port, "", "0", "5000", "KEYS", key)
-	resume := redistest.Paused(t, rx)
-	from := time.Now()
-	if err := cc.Set(ctx, key, "v2", 0).Err(); err != nil { // to X, by ASK
-		t.Fatal(err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if _, err := br.wait(wctx, s, from, time.Now(), nil, nil); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("wait while the slot migrates and X's replica is stopped: %v, want no confirmation", err)
-	}
-	resume()
-	for _, n := range primaries {
-		do(n, "CLUSTER", "SETSLOT", slot, "NODE", idX)
-	}
-	if _, err := br.wait(ctx, s, from, time.Now(), nil, nil); !errors.Is(err, errPrimaryChanged) {
-		t.Fatalf("wait across the slot's move: %v, want errPrimaryChanged", err)
-	}
 }
