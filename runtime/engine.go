@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/runtime/internal/rdb"
+	"github.com/seqby/seqby/runtime/internal/replicas"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -134,7 +135,7 @@ type Engine struct {
 
 	// replicas confirms writes on replicas in the strict mode
 	// (Options.ReplicaAcks; nil otherwise).
-	replicas *replicaBarrier
+	replicas *replicas.Barrier
 }
 
 // NewEngine returns an engine reading through c. Register handlers, then
@@ -161,6 +162,8 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("seqby engine metrics: %w", err)
 	}
+	barrier := replicas.New(replicas.Config{Client: c, Acks: o.ReplicaAcks, Timeout: o.ReplicaTimeout, Backoff: o.RetryBackoff,
+		Log: o.Logger.With("owner", o.OwnerID), OnShort: func() { ms.replicaShort.Add(context.Background(), 1) }})
 	e := &Engine{
 		metrics: ms, tracer: newTracer(o.TracerProvider),
 		reg: NewRegistry("redis", StreamPartitioning|ConsumerGroups),
@@ -169,7 +172,7 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 		sem:      make(chan struct{}, o.Concurrency),
 		wake:     newWaiter(c, o.BlockTimeout),
 		batch:    rdb.NewBatcher(c),
-		replicas: newReplicaBarrier(c, o, o.Logger.With("owner", o.OwnerID), ms.replicaShort),
+		replicas: barrier,
 		index:    newIndexCache(),
 		parts:    map[string]*partition{},
 		faults:   map[string]Fault{}, health: map[string]*health{},
@@ -301,7 +304,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	if err := e.checkMemoryPolicy(ctx); err != nil {
 		return err
 	}
-	if err := e.checkReplication(ctx); err != nil {
+	if err := replicas.Check(ctx, e.replicas, replicas.CheckConfig{Client: e.c, Log: e.log, LeaseTTL: e.o.LeaseTTL, Quiet: e.o.SkipEvictionCheck}); err != nil {
 		return err
 	}
 	if err := e.claimOwner(ctx); errors.Is(err, ErrOwnerInUse) {
@@ -400,8 +403,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		// Last: the renewals' confirmations (ended with the heartbeat's
 		// context) and the unkeyed workers' acks (wg) wait on barriers
 		// too; once none waits, the loop ends after its barriers.
-		e.replicas.renewals.Wait()
-		e.replicas.loops.Wait()
+		e.replicas.Drain()
 	}
 	e.log.Info("seqby engine stopped")
 	return nil

@@ -192,7 +192,11 @@ func (e *Engine) renewAll(ctx context.Context) {
 			}
 		}
 		if len(confirm) > 0 {
-			e.replicas.confirmRenewals(ctx, confirm, sent, answered, e.o.LeaseTTL)
+			keys := make([]string, len(confirm))
+			for i, p := range confirm {
+				keys[i] = p.lease.Ref.Key
+			}
+			e.replicas.ConfirmRenewals(ctx, keys, sent, answered, e.o.LeaseTTL, func(i int) { confirm[i].renewed(sent) })
 		}
 		for _, handler := range slices.Sorted(maps.Keys(failed)) {
 			f := failed[handler]

@@ -253,11 +253,11 @@ func (p *partition) reportLoss(cause error) {
 		p.e.metrics.fenced.Add(context.Background(), 1, handlerAttrs(p.reg.Name))
 	}
 	level := slog.LevelWarn
-	if b := p.e.replicas; b != nil && b.shortFor(b.slotOf(p.lease.Ref.Key), p.e.o.LeaseTTL) {
+	if b := p.e.replicas; b != nil && b.ShortFor(b.SlotOf(p.lease.Ref.Key), p.e.o.LeaseTTL) {
 		// The strict mode waits for replicas, and its renewals went
 		// unconfirmed: every partition of the slot loses its lease each
 		// LeaseTTL until they are back, which the barrier's own warning
-		// says once (replicaBarrier.warn).
+		// says once.
 		level = slog.LevelDebug
 	}
 	p.e.log.Log(context.Background(), level, "seqby: lease lost; abandoning the partition", "handler", p.reg.Name, "stream", p.lanes[0], "token", p.lease.Token(), "cause", cause)

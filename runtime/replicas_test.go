@@ -67,7 +67,7 @@ func TestStrictModeWaitsForReplicas(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "event 1 run", func() bool { return ran.Load() == 1 })
 	resume := redistest.Paused(t, s.Nodes[1])
-	before := r.replicas.short.Load()
+	before := r.replicas.Shorts()
 	if err := p.Publish(ctx, ev("a", 2)); err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestStrictModeWaitsForReplicas(t *testing.T) {
 		if got := ran.Load(); got != 1 {
 			t.Fatalf("event %d ran while the only replica was stopped", got)
 		}
-		return r.replicas.short.Load() >= before+2
+		return r.replicas.Shorts() >= before+2
 	})
 	resume()
 	eventually(t, 10*time.Second, "event 2 run once the replica is back", func() bool { return ran.Load() == 2 })
@@ -273,7 +273,7 @@ func TestStrictModeStopGivesTheDeliveryBack(t *testing.T) {
 			if err := p.Publish(ctx, ev("a", 1)); err != nil {
 				t.Fatal(err)
 			}
-			before := r.replicas.short.Load()
+			before := r.replicas.Shorts()
 			if !tt.pauseIn {
 				eventually(t, 10*time.Second, "event 1 acked", func() bool {
 					n, err := c.XPending(ctx, "order:{a}", "orders").Result()
@@ -283,12 +283,12 @@ func TestStrictModeStopGivesTheDeliveryBack(t *testing.T) {
 				if err := s.Nodes[1].Pause(); err != nil {
 					t.Fatal(err)
 				}
-				before = r.replicas.short.Load()
+				before = r.replicas.Shorts()
 				if err := p.Publish(ctx, ev("a", 2)); err != nil {
 					t.Fatal(err)
 				}
 			}
-			eventually(t, 10*time.Second, "an entry waiting for the replica", func() bool { return r.replicas.short.Load() >= before+2 })
+			eventually(t, 10*time.Second, "an entry waiting for the replica", func() bool { return r.replicas.Shorts() >= before+2 })
 			r.stop()
 			paused.Store(false)
 			if err := s.Nodes[1].Resume(); err != nil {
@@ -359,8 +359,8 @@ func TestStrictModeUnkeyedAckWaits(t *testing.T) {
 	if err := NewPublisher(c).Publish(ctx, ev("a", 1)); err != nil {
 		t.Fatal(err)
 	}
-	before := r.replicas.short.Load()
-	eventually(t, 10*time.Second, "the entry run, its ack waiting", func() bool { return ran.Load() == 1 && r.replicas.short.Load() >= before+2 })
+	before := r.replicas.Shorts()
+	eventually(t, 10*time.Second, "the entry run, its ack waiting", func() bool { return ran.Load() == 1 && r.replicas.Shorts() >= before+2 })
 	pending := func() int64 {
 		n, err := c.XPending(ctx, "order:{a}", "audit").Result()
 		if err != nil {
@@ -488,7 +488,7 @@ func TestStrictModeWaitsForReplicasPerShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	resume := redistest.Paused(t, replica)
-	before := r.replicas.short.Load()
+	before := r.replicas.Shorts()
 	for _, m := range []Message{ev(a, 2), ev(b, 1)} {
 		if err := p.Publish(ctx, m); err != nil {
 			t.Fatal(err)
@@ -498,7 +498,7 @@ func TestStrictModeWaitsForReplicasPerShard(t *testing.T) {
 		if got := ranA.Load(); got != 1 {
 			t.Fatalf("a's event %d ran while its shard's only replica was stopped", got)
 		}
-		return ranB.Load() == 1 && r.replicas.short.Load() >= before+2
+		return ranB.Load() == 1 && r.replicas.Shorts() >= before+2
 	})
 	resume()
 	eventually(t, 10*time.Second, "a's event 2 run once the replica is back", func() bool { return ranA.Load() == 2 })

@@ -532,7 +532,7 @@ func (u *unfenced) replicated(en rdb.Entry, began time.Time) bool {
 	}
 	ctx, cancel := context.WithTimeout(u.base, u.e.o.LeaseTTL)
 	defer cancel()
-	if _, err := b.wait(ctx, b.slotOf(en.Stream), began, time.Now(), nil, nil); err != nil {
+	if _, err := b.Await(ctx, b.SlotOf(en.Stream), began, time.Now(), nil, nil); err != nil {
 		u.e.log.Warn("seqby: not acking an entry whose effects are not confirmed on replicas; it runs again", "handler", u.group, "stream", en.Stream, "entry", en.ID, "err", err)
 		return false
 	}

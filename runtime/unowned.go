@@ -89,7 +89,7 @@ func (e *Engine) checkUnowned(base context.Context, handler string, units []unit
 	covered := complete && sum >= int64(len(others))
 	if covered && !marked {
 		if e.replicas != nil {
-			e.replicas.noteUnowned(handler, 0)
+			e.replicas.NoteUnowned(handler, 0)
 		}
 		return
 	}
@@ -165,7 +165,7 @@ func (e *Engine) checkUnowned(base context.Context, handler string, units []unit
 	}
 	e.mu.Unlock()
 	if e.replicas != nil {
-		e.replicas.noteUnowned(handler, waiting)
+		e.replicas.NoteUnowned(handler, waiting)
 	}
 	for _, f := range report {
 		e.log.Error("seqby: partition has work and no owner; no instance running the handler manages to claim it. Check the other instances' logs (acquire failures, permanent redis errors) and that enough instances run the handler",
@@ -194,7 +194,7 @@ func (e *Engine) unownedShort(ctx context.Context, handler string, others []unit
 	for i, u := range others {
 		m, seen := e.unowned[u.id]
 		if (states[i] == rdb.FreeWithWork || states[i] == rdb.Unreadable) && seen && m.handler == handler && now.Sub(m.since) >= e.UnownedAfter() {
-			s := e.replicas.slotOf(u.ref.Key)
+			s := e.replicas.SlotOf(u.ref.Key)
 			bySlot[s] = append(bySlot[s], u.id)
 		}
 	}
@@ -209,15 +209,15 @@ func (e *Engine) unownedShort(ctx context.Context, handler string, others []unit
 	var unknown []int
 	for s, ids := range bySlot {
 		switch {
-		case e.replicas.shortFor(s, e.o.LeaseTTL):
+		case e.replicas.ShortFor(s, e.o.LeaseTTL):
 			for _, id := range ids {
 				short[id] = true
 			}
-		case !e.replicas.confirmedFor(s, e.o.LeaseTTL):
+		case !e.replicas.ConfirmedFor(s, e.o.LeaseTTL):
 			unknown = append(unknown, s)
 		}
 	}
-	for _, s := range e.replicas.probe(ctx, unknown) {
+	for _, s := range e.replicas.Probe(ctx, unknown) {
 		for _, id := range bySlot[s] {
 			short[id] = true
 		}
