@@ -20,8 +20,9 @@ import (
 //     returned the entry, or else a confirmation sent for this attempt.
 //  3. in the strict replication mode (Options.ReplicaAcks), after every
 //     write made for the partition before the attempt began is on that
-//     many replicas of the same primary (replicas.go); and the attempt's
-//     entry is acked only once what it committed is too (settle).
+//     many replicas of the same primary (package replicas); and the
+//     attempt's entry is acked only once what it committed is too
+//     (settle).
 //
 // Counting from when the call was sent, not from when its reply came or
 // the entry was decoded, keeps every slow step in between (a slow reply,

@@ -77,9 +77,9 @@ type partition struct {
 	// partition's own goroutine touches it.
 	confirmedAt time.Time
 	// durableAt, in the strict mode (Options.ReplicaAcks), is when the
-	// last replica barrier that confirmed the partition's writes was sent,
-	// or its acquire (replicas.go). Only the partition's own goroutine
-	// touches it.
+	// last replica barrier that confirmed the partition's writes was
+	// sent, or its acquire (package replicas). Only the partition's own
+	// goroutine touches it.
 	durableAt time.Time
 	// prefetch is a batched partition's read of new entries sent before
 	// the entries it holds ran out (nil: none in flight), carrying the
