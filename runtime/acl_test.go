@@ -77,7 +77,7 @@ func TestUnderDocumentedACL(t *testing.T) {
 	// The strict mode's barrier (SET, WAIT, INFO) and its Run check
 	// (INFO, CONFIG GET) on a primary with a replica.
 	t.Run("strict", func(t *testing.T) {
-		s, _ := startReplicated(t, 1)
+		s, _ := redistest.NewReplicated(t, 1)
 		p := s.Nodes[0]
 		underDocumentedACL(t, []*redistest.Server{p}, func(user string) redis.UniversalClient {
 			return redis.NewClient(&redis.Options{Addr: p.Addr, Username: user, Password: user + "-secret", ContextTimeoutEnabled: true})

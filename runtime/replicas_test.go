@@ -26,26 +26,6 @@ func strictOptions(owner string, logs io.Writer) Options {
 	return o
 }
 
-// startReplicated starts a primary with replicas (no sentinels) for the
-// test, DEBUG allowed, and a client of the primary.
-func startReplicated(t *testing.T, replicas int) (*redistest.Sentinel, redis.UniversalClient) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	s, err := redistest.StartSentinel(ctx, replicas, 0, redistest.Config{Args: []string{"--enable-debug-command", "local"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	c := redis.NewClient(&redis.Options{Addr: s.Nodes[0].Addr, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { c.Close() })
-	eventually(t, 20*time.Second, "the replicas in sync", func() bool {
-		info, err := c.Info(context.Background(), "replication").Result()
-		return err == nil && strings.Count(info, "state=online") == replicas
-	})
-	return s, c
-}
-
 // In the strict mode no attempt starts while fewer replicas than
 // ReplicaAcks acknowledge the writes before it: with the only replica
 // stopped (SIGSTOP), the next event waits, barriers come back short, and
@@ -53,7 +33,7 @@ func startReplicated(t *testing.T, replicas int) (*redistest.Sentinel, redis.Uni
 // would run at once (seen: the handler ran event 2 with the replica
 // stopped when awaitReplicas was a no-op).
 func TestStrictModeWaitsForReplicas(t *testing.T) {
-	s, c := startReplicated(t, 1)
+	s, c := redistest.NewReplicated(t, 1)
 	var ran atomic.Int32
 	opts := strictOptions("strict", nil)
 	r := startEngine(t, c, opts, keyedHandler("orders", func(_ context.Context, e *testEvent) error {
@@ -88,7 +68,7 @@ func TestStrictModeWaitsForReplicas(t *testing.T) {
 // connected than ReplicaAcks, or no replica at all, on a primary or on
 // any primary of a Redis Cluster.
 func TestStrictModeRefusals(t *testing.T) {
-	_, replicated := startReplicated(t, 1)
+	_, replicated := redistest.NewReplicated(t, 1)
 	single := redis.NewClient(&redis.Options{Addr: redistest.New(t).Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { single.Close() })
 	for _, tt := range []struct {
@@ -98,8 +78,8 @@ func TestStrictModeRefusals(t *testing.T) {
 	}{
 		{"two acks, one replica", replicated, 2},
 		{"no replica", single, 1},
-		{"cluster, two acks, one replica per primary", clusterClient(t, redistest.NewClusterReplicas(t, 3, 1)), 2},
-		{"cluster without replicas", clusterClient(t, redistest.NewCluster(t, 3)), 1},
+		{"cluster, two acks, one replica per primary", redistest.NewClusterReplicas(t, 3, 1).Client(t), 2},
+		{"cluster without replicas", redistest.NewCluster(t, 3).Client(t), 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			opts := fastOptions("strict")
@@ -127,7 +107,7 @@ func TestStrictModeRefusals(t *testing.T) {
 // stop writing once cut off from them within a lease's life, and is quiet
 // when min-replicas-to-write and min-replicas-max-lag bound it.
 func TestReplicationWarning(t *testing.T) {
-	_, c := startReplicated(t, 1)
+	_, c := redistest.NewReplicated(t, 1)
 	for _, tt := range []struct {
 		name      string
 		toWrite   string
@@ -170,7 +150,7 @@ func TestReplicationWarning(t *testing.T) {
 // PublisherOptions.ReplicaAcks is the same wait for every publish and
 // record; PublishBatch refuses it.
 func TestRepublishAfterNotDurable(t *testing.T) {
-	s, c := startReplicated(t, 1)
+	s, c := redistest.NewReplicated(t, 1)
 	ctx := ctxT(t)
 	resume := redistest.Paused(t, s.Nodes[1])
 	strict := NewPublisher(c, PublisherOptions{ReplicaAcks: 1, ReplicaTimeout: 100 * time.Millisecond})
@@ -244,7 +224,7 @@ func TestStrictModeStopGivesTheDeliveryBack(t *testing.T) {
 		{"waiting to ack", true, 1},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s, c := startReplicated(t, 1)
+			s, c := redistest.NewReplicated(t, 1)
 			var ran, runs atomic.Int32
 			var paused atomic.Bool
 			opts := func(owner string) Options {
@@ -315,7 +295,7 @@ func TestStrictModeStopGivesTheDeliveryBack(t *testing.T) {
 // would let it expire. Seen failing when every renewal the primary
 // answered moved the deadline: the lease was never counted lost.
 func TestStrictModeRenewalsWaitForReplicas(t *testing.T) {
-	s, c := startReplicated(t, 1)
+	s, c := redistest.NewReplicated(t, 1)
 	var logs syncBuffer
 	opts := strictOptions("renew", &logs)
 	var ran atomic.Int32
@@ -343,7 +323,7 @@ func TestStrictModeRenewalsWaitForReplicas(t *testing.T) {
 // failing when the unfenced worker acked right after the handler: nothing
 // was pending while the replica was stopped.
 func TestStrictModeUnkeyedAckWaits(t *testing.T) {
-	s, c := startReplicated(t, 1)
+	s, c := redistest.NewReplicated(t, 1)
 	opts := strictOptions("unkeyed", nil)
 	var ran atomic.Int32
 	// The keyed handler makes the category partitioned (the unkeyed one
@@ -383,7 +363,7 @@ func TestStrictModeUnkeyedAckWaits(t *testing.T) {
 // per LeaseTTL. Seen failing before: "lease lost; abandoning the
 // partition" as a warning for every key, every second here.
 func TestStrictModeWaitIsSaidOnce(t *testing.T) {
-	s, c := startReplicated(t, 1)
+	s, c := redistest.NewReplicated(t, 1)
 	var logs syncBuffer
 	opts := strictOptions("said", &logs)
 	var ran atomic.Int32
@@ -425,44 +405,14 @@ func TestStrictModeWaitIsSaidOnce(t *testing.T) {
 	}
 }
 
-// clusterClient is a cluster client of c, closed with the test.
-func clusterClient(t *testing.T, c *redistest.Cluster) *redis.ClusterClient {
-	t.Helper()
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { cc.Close() })
-	return cc
-}
-
-// keysOnTwoShards returns two keys whose slots two different primaries
-// of c serve.
-func keysOnTwoShards(t *testing.T, c *redistest.Cluster) (string, string) {
-	t.Helper()
-	a, err := c.PrimaryOf("order:{a}")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 100 {
-		k := fmt.Sprintf("b%d", i)
-		b, err := c.PrimaryOf("order:{" + k + "}")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b != a {
-			return "a", k
-		}
-	}
-	t.Fatal("no key on another primary than a's")
-	return "", ""
-}
-
 // On a Redis Cluster in the strict mode a shard whose replica is stopped
 // holds its own keys only: b's event, on another shard, runs while a's
 // waits, and a's runs once the replica is back. Seen failing before the
 // strict mode ran on a cluster (NewEngine refused it).
 func TestStrictModeWaitsForReplicasPerShard(t *testing.T) {
 	c := redistest.NewClusterReplicas(t, 3, 1)
-	cc := clusterClient(t, c)
-	a, b := keysOnTwoShards(t, c)
+	cc := c.Client(t)
+	a, b := c.KeysOnTwoShards(t)
 	var ranA, ranB atomic.Int32
 	opts := strictOptions("strict", nil)
 	r := startEngine(t, cc, opts, keyedHandler("orders", func(_ context.Context, e *testEvent) error {

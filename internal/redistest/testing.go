@@ -2,11 +2,14 @@ package redistest
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/internal/poll"
 )
 
 // New starts a server for one test and kills it in t.Cleanup. It fails the
@@ -145,4 +148,57 @@ func Paused(t testing.TB, s *Server) (resume func()) {
 	}
 	t.Cleanup(resume)
 	return resume
+}
+
+// NewReplicated starts a primary with replicas replicas (no sentinels),
+// DEBUG allowed, for the test, and returns it with a client of the
+// primary once every replica is in sync; both end in t.Cleanup. For tests
+// of the strict replication mode, which WAITs for replicas.
+func NewReplicated(t testing.TB, replicas int) (*Sentinel, *redis.Client) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := StartSentinel(ctx, replicas, 0, Config{Args: []string{"--enable-debug-command", "local"}})
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	t.Cleanup(s.Close)
+	c := redis.NewClient(&redis.Options{Addr: s.Nodes[0].Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	poll.Until(t, 20*time.Second, "the replicas in sync", func() bool {
+		info, err := c.Info(context.Background(), "replication").Result()
+		return err == nil && strings.Count(info, "state=online") == replicas
+	})
+	return s, c
+}
+
+// Client is a cluster client of c (ContextTimeoutEnabled), closed in
+// t.Cleanup.
+func (c *Cluster) Client(t testing.TB) *redis.ClusterClient {
+	t.Helper()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// KeysOnTwoShards returns two partition keys, "a" and another, whose
+// streams ("order:{key}") two different primaries of c serve.
+func (c *Cluster) KeysOnTwoShards(t testing.TB) (string, string) {
+	t.Helper()
+	a, err := c.PrimaryOf("order:{a}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		k := fmt.Sprintf("b%d", i)
+		b, err := c.PrimaryOf("order:{" + k + "}")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b != a {
+			return "a", k
+		}
+	}
+	t.Fatal("redistest: no key on another primary than a's")
+	return "", ""
 }

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/seqby/seqby/internal/poll"
 	"github.com/seqby/seqby/internal/redistest"
 )
 
@@ -26,63 +25,13 @@ func ctxT(t *testing.T) context.Context {
 	return ctx
 }
 
-// startReplicated starts a primary with replicas (no sentinels) for the
-// test, DEBUG allowed, and a client of the primary.
-func startReplicated(t *testing.T, replicas int) (*redistest.Sentinel, redis.UniversalClient) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	s, err := redistest.StartSentinel(ctx, replicas, 0, redistest.Config{Args: []string{"--enable-debug-command", "local"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	c := redis.NewClient(&redis.Options{Addr: s.Nodes[0].Addr, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { c.Close() })
-	poll.Until(t, 20*time.Second, "the replicas in sync", func() bool {
-		info, err := c.Info(context.Background(), "replication").Result()
-		return err == nil && strings.Count(info, "state=online") == replicas
-	})
-	return s, c
-}
-
-// clusterClient is a cluster client of c, closed with the test.
-func clusterClient(t *testing.T, c *redistest.Cluster) *redis.ClusterClient {
-	t.Helper()
-	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { cc.Close() })
-	return cc
-}
-
-// keysOnTwoShards returns two keys whose slots two different primaries
-// of c serve.
-func keysOnTwoShards(t *testing.T, c *redistest.Cluster) (string, string) {
-	t.Helper()
-	a, err := c.PrimaryOf("order:{a}")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 100 {
-		k := fmt.Sprintf("b%d", i)
-		b, err := c.PrimaryOf("order:{" + k + "}")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if b != a {
-			return "a", k
-		}
-	}
-	t.Fatal("no key on another primary than a's")
-	return "", ""
-}
-
 // A barrier that meets a new primary (a new replication id) fails the
 // wait of a partition whose writes came before it: they may be on the old
 // primary only. A wait that begins after the change goes through. Seen
 // failing with the replication id not compared: the first wait after the
 // change returned as confirmed.
 func TestReplicaBarrierSeesANewPrimary(t *testing.T) {
-	s, c := startReplicated(t, 1)
+	s, c := redistest.NewReplicated(t, 1)
 	b := newBarrier(c, time.Second)
 	ctx := ctxT(t)
 	if _, _, err := b.send(ctx, barrierGroup{slots: []int{0}}, time.Now()); err != nil {
@@ -115,8 +64,8 @@ func TestReplicaBarrierSeesANewPrimary(t *testing.T) {
 // a's slot across its failover went through.
 func TestReplicaBarrierPerShard(t *testing.T) {
 	c := redistest.NewClusterReplicas(t, 3, 1)
-	cc := clusterClient(t, c)
-	a, b := keysOnTwoShards(t, c)
+	cc := c.Client(t)
+	a, b := c.KeysOnTwoShards(t)
 	br := newBarrier(cc, time.Second)
 	sa, sb := br.SlotOf("order:{"+a+"}"), br.SlotOf("order:{"+b+"}")
 	ctx := ctxT(t)
@@ -151,7 +100,7 @@ func TestReplicaBarrierPerShard(t *testing.T) {
 // which stayed on Y: the wait returned as confirmed.
 func TestReplicaBarrierDuringSlotMigration(t *testing.T) {
 	c := redistest.NewClusterReplicas(t, 3, 1)
-	cc := clusterClient(t, c)
+	cc := c.Client(t)
 	ctx := ctxT(t)
 	const key = "order:{a}"
 	y, err := c.PrimaryOf(key)
