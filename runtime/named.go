@@ -82,7 +82,7 @@ func (p *partition) knowNamed(js []int, named []bool) {
 	}
 	p.mu.Unlock()
 	for _, cat := range pokes {
-		p.e.wake.poke(cat, p.key)
+		p.e.wake.Poke(cat, p.key)
 	}
 }
 
