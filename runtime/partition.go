@@ -931,7 +931,7 @@ func (p *partition) reclaim() bool {
 // wake-up signal never have been written (a publisher that died between
 // the entry and its signal on a cluster); signals normally wake it, and
 // a reader that lost signals to the stream's cap wakes every partition
-// (waiter.follow).
+// (wake.Waiter).
 const idleRecheck = 30 * time.Second
 
 // idleRecheckEach spaces the safety net re-reads of an instance with many
