@@ -134,10 +134,7 @@ func TestOnRedisCluster(t *testing.T) {
 	// signal stream (one blocking reader per category on a cluster), not
 	// only by the periodic re-check.
 	for _, e := range []*running{e1, e2} {
-		e.wake.mu.Lock()
-		signals := e.wake.total
-		e.wake.mu.Unlock()
-		if signals == 0 {
+		if e.wake.Stats("", "").Total == 0 {
 			t.Errorf("engine %s read no wake-up signal", e.OwnerID())
 		}
 	}

@@ -200,7 +200,7 @@ func (e *Engine) claim(ctx context.Context, wg *sync.WaitGroup, handler string, 
 	marks := make([]uint64, len(batch))
 	reqs := make([]rdb.AcquireReq, len(batch))
 	for i, u := range batch {
-		marks[i] = e.wake.mark(u.cats[0], u.key)
+		marks[i] = e.wake.Mark(u.cats[0], u.key)
 		reqs[i] = rdb.AcquireReq{Ref: u.ref, Lanes: u.lanes}
 	}
 	var idle time.Duration

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 	"github.com/seqby/seqby/runtime/internal/replicas"
+	"github.com/seqby/seqby/runtime/internal/wake"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -45,12 +46,10 @@ type Engine struct {
 	lateConfirmAt atomic.Int64
 	log           *slog.Logger
 	sem           chan struct{}
-	wake          *waiter
-	// fanout are the partitioned categories of unkeyed handlers, and
-	// fanoutSeen their markers' values at the last heartbeat (signals.go);
-	// set by Run, then the heartbeat's.
-	fanout     []string
-	fanoutSeen []string
+	wake          *wake.Waiter
+	// signals keeps this incarnation's signal stream and the fanout
+	// markers; set by Run, then the heartbeat's.
+	signals *wake.Keeper
 	// batch carries the partitions' fenced reads, acks and lease
 	// verifications in rounds, many partitions per script call
 	// (rdb.Batcher).
@@ -170,7 +169,6 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 		c:   c, o: o, incarnation: newIncarnation(o.OwnerID), epoch: time.Now(),
 		log:      o.Logger.With("owner", o.OwnerID),
 		sem:      make(chan struct{}, o.Concurrency),
-		wake:     newWaiter(c, o.BlockTimeout),
 		batch:    rdb.NewBatcher(c),
 		replicas: barrier,
 		index:    newIndexCache(),
@@ -180,7 +178,7 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 
 		large: map[string]largeCategory{},
 	}
-	e.wake.onSignal, e.wake.onGap = e.index.signalled, e.index.invalidate
+	e.wake = wake.New(wake.Config{Client: c, Block: o.BlockTimeout, OnSignal: e.index.signalled, OnGap: e.index.invalidate})
 	return e, nil
 }
 
@@ -267,6 +265,18 @@ func partitionedCategories(cs []consumer) []string {
 	return cats
 }
 
+// fanoutCategories lists, once each, the partitioned categories of cs that
+// an unkeyed handler reads: the Keeper keeps their fanout markers.
+func fanoutCategories(cs []consumer) []string {
+	var out []string
+	for _, c := range cs {
+		if c.mode == modeFan && !slices.Contains(out, c.category) {
+			out = append(out, c.category)
+		}
+	}
+	return out
+}
+
 // Run consumes until ctx is done, then shuts down gracefully: each owned
 // partition finishes its in-flight message, acks it and releases its lease,
 // and the instance leaves the member sets, so others take over at once.
@@ -332,7 +342,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.starts = starts // read-only while this Run's workers run
 	for _, c := range cs {
 		if c.mode != modePlain {
-			if err := e.wake.watch(ctx, c.category); err != nil {
+			if err := e.wake.Watch(ctx, c.category); err != nil {
 				if ctx.Err() != nil {
 					return nil // stopped while starting, as registerGroups above
 				}
@@ -340,10 +350,10 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 		}
 	}
-	e.wake.watchOwn(rdb.OwnerSignalKey(e.incarnation))
-	e.fanout = fanoutCategories(cs)
-	e.fanoutSeen = make([]string, len(e.fanout))
-	e.keepSignals(ctx, true) // before any worker reads: publishers find the stream, and signal a fan's category
+	e.wake.WatchOwn(rdb.OwnerSignalKey(e.incarnation))
+	e.signals = wake.NewKeeper(wake.KeeperConfig{Client: e.c, Waiter: e.wake, Incarnation: e.incarnation, Log: e.log,
+		Interval: e.o.HeartbeatInterval, LeaseTTL: e.o.LeaseTTL, Fanout: fanoutCategories(cs)})
+	e.signals.Keep(ctx, true) // before any worker reads: publishers find the stream, and signal a fan's category
 	// Handlers and the loops that own partitions outlive ctx long enough to
 	// finish the in-flight message; stop tells them to wind down.
 	base := context.WithValue(context.WithoutCancel(ctx), clientKey{}, e.c)
@@ -353,7 +363,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		e.wake.run(waitCtx, func(err error) { e.log.Warn("seqby: waiting for new entries failed; retrying", "err", err) })
+		e.wake.Run(waitCtx, func(err error) { e.log.Warn("seqby: waiting for new entries failed; retrying", "err", err) })
 	}()
 	var leased []consumer
 	for _, c := range cs {

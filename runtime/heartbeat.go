@@ -31,7 +31,7 @@ func (e *Engine) heartbeatLoop(ctx context.Context) {
 		storeTime(&e.beatAt, time.Now())
 		e.renewAll(ctx)
 		e.renewOwner(ctx)
-		e.keepSignals(ctx, false)
+		e.signals.Keep(ctx, false)
 		e.announce(ctx)
 		e.reportFaults(ctx)
 	}

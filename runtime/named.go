@@ -21,7 +21,7 @@ import (
 //   - a renewal that finds the owner named where it was not known named
 //     (heartbeat.go: the stream appeared, and the renewal named it)
 //     tells it too.
-// Either way the partition then wakes once (waiter.poke): a publish
+// Either way the partition then wakes once (wake.Waiter.Poke): a publish
 // between the stream's creation and the naming may have signalled the
 // other owners only, and a read that ended before the naming may have
 // missed it.
@@ -82,7 +82,7 @@ func (p *partition) knowNamed(js []int, named []bool) {
 	}
 	p.mu.Unlock()
 	for _, cat := range pokes {
-		p.e.wake.poke(cat, p.key)
+		p.e.wake.Poke(cat, p.key)
 	}
 }
 

@@ -344,7 +344,7 @@ func (p *partition) resume() {
 func (p *partition) work() (asleep bool) {
 	e := p.e
 	for !p.parked() {
-		seq := e.wake.mark(p.category, p.key)
+		seq := e.wake.Mark(p.category, p.key)
 		if hp := e.handlerPaused(p.reg.Name); hp != nil {
 			return p.sleepPaused([]uint64{seq}, hp)
 		}
@@ -814,10 +814,10 @@ func (p *partition) finish() {
 	p.cancel(errors.New("partition stopped"))
 	if p.cats != nil {
 		for _, c := range p.cats {
-			e.wake.forget(c, p.key)
+			e.wake.Forget(c, p.key)
 		}
 	} else {
-		e.wake.forget(p.category, p.key)
+		e.wake.Forget(p.category, p.key)
 	}
 	e.mu.Lock()
 	delete(e.parts, p.id)
@@ -931,7 +931,7 @@ func (p *partition) reclaim() bool {
 // wake-up signal never have been written (a publisher that died between
 // the entry and its signal on a cluster); signals normally wake it, and
 // a reader that lost signals to the stream's cap wakes every partition
-// (waiter.follow).
+// (wake.Waiter).
 const idleRecheck = 30 * time.Second
 
 // idleRecheckEach spaces the safety net re-reads of an instance with many

@@ -346,19 +346,14 @@ func TestPausePM(t *testing.T) {
 func signalledSince(t *testing.T, e *Engine, category, key string, mark uint64) {
 	t.Helper()
 	eventually(t, 20*time.Second, "the engine to read the wake-up of "+key, func() bool {
-		e.wake.mu.Lock()
-		defer e.wake.mu.Unlock()
-		return e.wake.last[category+"\x00"+key] > mark
+		return e.wake.Stats(category, key).Last > mark
 	})
 }
 
 // asleep reports whether a partition of category's key sleeps at e (its
 // wake-up callback armed).
 func asleep(e *Engine, category, key string) bool {
-	w := e.wake
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.wakers[category+"\x00"+key]) > 0
+	return e.wake.Stats(category, key).Sleeping > 0
 }
 
 // An idle partition shows its pause at once: Pause wakes its owner,
@@ -512,14 +507,14 @@ func TestResumeWakesABatchedPartitionPausedByItsPrefetch(t *testing.T) {
 	}
 	eventually(t, 20*time.Second, "a/3 in the handler", func() bool { return len(s.enteredOf("a")) == 3 })
 	in := inspect.New(s.c)
-	before := e.wake.mark("order", "a")
+	before := e.wake.Mark("order", "a")
 	if _, err := in.Pause(s.ctx, "pb", "order:{a}", "alice"); err != nil {
 		t.Fatal(err)
 	}
 	signalledSince(t, e.Engine, "order", "a", before) // Pause's, read while a/3 runs
 	close(gate.open)                                  // the prefetch runs now, and finds the pause
 	<-gate.replied
-	before = e.wake.mark("order", "a")
+	before = e.wake.Mark("order", "a")
 	if _, err := in.Resume(s.ctx, "pb", "order:{a}"); err != nil {
 		t.Fatal(err)
 	}
@@ -546,7 +541,7 @@ func TestPausedPartitionIsNotPolled(t *testing.T) {
 	release := s.holdAt("a", 2)
 	s.publish("a", 1, 3)
 	eventually(t, 20*time.Second, "a/2 in the handler", func() bool { return len(s.enteredOf("a")) == 2 })
-	seq := e.wake.mark("order", "a")
+	seq := e.wake.Mark("order", "a")
 	if _, err := inspect.New(s.c).Pause(s.ctx, "pp", "order:{a}", "alice"); err != nil {
 		t.Fatal(err)
 	}

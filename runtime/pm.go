@@ -57,7 +57,7 @@ func (p *partition) workPM() (asleep bool) {
 	marks := make([]uint64, len(p.cats))
 	for !p.parked() {
 		for i, c := range p.cats {
-			marks[i] = e.wake.mark(c, p.key)
+			marks[i] = e.wake.Mark(c, p.key)
 		}
 		if hp := e.handlerPaused(p.reg.Name); hp != nil {
 			return p.sleepPaused(marks, hp)

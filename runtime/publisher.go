@@ -412,5 +412,5 @@ func declares(t reflect.Type, method string) bool {
 
 // minSignalMaxLen keeps a signal stream at least two reads long: a reader
 // whose read came back less than full was then never past the trimmed end
-// (waiter.follow).
+// (wake.Waiter).
 const minSignalMaxLen = 2 * rdb.SignalBatch

@@ -49,7 +49,7 @@ func (e *Engine) warm(id string) bool {
 	}
 	fresh := time.Since(m.at) < coldRecheck
 	for _, c := range m.cats {
-		if e.wake.since(c, m.key, m.mark) {
+		if e.wake.Since(c, m.key, m.mark) {
 			fresh = false
 		}
 	}

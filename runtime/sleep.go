@@ -64,7 +64,7 @@ func (p *partition) sleepUntil(d time.Duration, cats []string, marks []uint64, u
 		stop2 = context.AfterFunc(until, wake)
 	}
 	for i, c := range cats {
-		cancel = append(cancel, e.wake.notify(c, p.key, marks[i], wake))
+		cancel = append(cancel, e.wake.Notify(c, p.key, marks[i], wake))
 	}
 	p.relMu.Lock()
 	if p.releasing() {

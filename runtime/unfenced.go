@@ -207,7 +207,7 @@ func (u *unfenced) runFan() {
 			u.claimStale()
 			lastClaim = time.Now()
 		}
-		seq := e.wake.mark(u.c.category, u.key)
+		seq := e.wake.Mark(u.c.category, u.key)
 		got, failed := false, false
 		for _, l := range u.lanes {
 			ens, err := u.readNew(l)
@@ -253,7 +253,7 @@ func (u *unfenced) runFan() {
 		wait := min(idleRecheck, max(time.Until(lastClaim.Add(u.fanClaimInterval())), time.Millisecond))
 		t := time.NewTimer(wait)
 		select {
-		case <-e.wake.wait(u.c.category, u.key, seq):
+		case <-e.wake.Wait(u.c.category, u.key, seq):
 		case <-u.stop:
 			t.Stop()
 			return

@@ -16,9 +16,7 @@ import (
 
 // signalsRead is how many signals the engine's waiter has counted.
 func signalsRead(r *running) uint64 {
-	r.wake.mu.Lock()
-	defer r.wake.mu.Unlock()
-	return r.wake.total
+	return r.wake.Stats("", "").Total
 }
 
 // A publish wakes the instance that owns the partition and no other: an
@@ -193,9 +191,7 @@ func TestFanoutMarkerLostWakesFans(t *testing.T) {
 		t.Fatal(err)
 	}
 	gaps := func() uint64 {
-		r.wake.mu.Lock()
-		defer r.wake.mu.Unlock()
-		return r.wake.gaps["order"]
+		return r.wake.Stats("order", "").Gap
 	}
 	if n := c.Exists(ctx, rdb.FanoutKey("order")).Val(); n != 1 {
 		t.Fatal("no fanout marker while an unkeyed handler runs on a partitioned category")
@@ -223,9 +219,7 @@ func TestOwnSignalStreamLostWakesPartitions(t *testing.T) {
 		t.Fatal("no signal stream of its own after Run started")
 	}
 	gaps := func() uint64 {
-		r.wake.mu.Lock()
-		defer r.wake.mu.Unlock()
-		return r.wake.gaps["order"]
+		return r.wake.Stats("order", "").Gap
 	}
 	before := gaps()
 	c.Del(ctx, own)

@@ -1,4 +1,4 @@
-package runtime
+package wake
 
 import (
 	"context"
@@ -10,21 +10,21 @@ import (
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
-// waiter wakes idle partitions without polling them: blocking XREADs on
+// Waiter wakes idle partitions without polling them: blocking XREADs on
 // the categories' signal streams and on this incarnation's own
 // (rdb.OwnerSignalKey), to which the publisher appends the key after the
-// entry: to the owners' streams when the partition names its owners, to
-// the category's otherwise (rdb/wake.go). A worker takes mark() before its fenced read and, when
-// the read finds nothing, waits for a signal counted after that mark: an
-// entry the read missed was appended after it, so its signal is read after
-// the mark, and no entry is missed.
+// entry: to the owners' streams when the partition names its owners
+// (rdb.WakeKey), to the category's otherwise. A worker takes Mark before
+// its fenced read and, when the read finds nothing, waits for a signal
+// counted after that mark: an entry the read missed was appended after
+// it, so its signal is read after the mark, and no entry is missed.
 //
 // Its state stays bounded however long idle partitions wait and however
 // many keys are signalled: a key has at most one wake-up channel, shared by
 // all its waiters (a wait that times out leaves nothing new behind), a
-// sleeping partition at most one callback (notify; removed when it
+// sleeping partition at most one callback (Notify; removed when it
 // resumes), and the last-signal table forgets old signals (see prune).
-type waiter struct {
+type Waiter struct {
 	c       redis.UniversalClient
 	block   time.Duration
 	mu      sync.Mutex
@@ -37,18 +37,17 @@ type waiter struct {
 	// floor: every signal forgotten by prune had a total at most floor.
 	floor uint64
 	// waiting is each key's wake-up channel, closed (and dropped) by the
-	// key's next signal or by forget.
+	// key's next signal or by Forget.
 	waiting map[string]chan struct{}
-	// onSignal, if set, sees every signal read (the engine's index cache),
-	// and onGap every category whose signals may have been lost; both are
-	// called with w.mu held.
+	// onSignal and onGap are Config's OnSignal and OnGap, called with
+	// w.mu held.
 	onSignal func(category, key string)
 	onGap    func(category string)
 	// gaps is, per category, the total at the last time its signals may
 	// have been trimmed before they were read: every wait marked before it
 	// wakes (see follow).
 	gaps map[string]uint64
-	// wakers are the callbacks of sleeping partitions (notify) by key id,
+	// wakers are the callbacks of sleeping partitions (Notify) by key id,
 	// called and dropped with the key's wake-up channel; each is one
 	// sleeping partition's, removed when it resumes.
 	wakers    map[string]map[uint64]func()
@@ -62,15 +61,32 @@ const maxSignalled = 4096
 // closedChan is returned to a wait whose signal already came.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-func newWaiter(c redis.UniversalClient, block time.Duration) *waiter {
-	return &waiter{c: c, block: block, cursors: map[string]string{}, cats: map[string]string{},
+// Config is what a Waiter needs; New takes it.
+type Config struct {
+	// Client reads the signal streams.
+	Client redis.UniversalClient
+	// Block bounds each blocking read, and the pause after a failed one.
+	Block time.Duration
+	// OnSignal, if set, sees every signal read: the engine's index cache
+	// learns of new keys from it. It runs with the waiter's lock held, so
+	// it must not call the Waiter.
+	OnSignal func(category, key string)
+	// OnGap, if set, sees every category whose signals may have been
+	// lost; it runs as OnSignal does.
+	OnGap func(category string)
+}
+
+// New returns a Waiter that follows no stream yet (see Watch, WatchOwn).
+func New(cfg Config) *Waiter {
+	return &Waiter{c: cfg.Client, block: cfg.Block, onSignal: cfg.OnSignal, onGap: cfg.OnGap,
+		cursors: map[string]string{}, cats: map[string]string{},
 		last: map[string]uint64{}, waiting: map[string]chan struct{}{}, gaps: map[string]uint64{},
 		wakers: map[string]map[uint64]func(){}}
 }
 
-// watch starts following a category's signals from its newest entry. It
+// Watch starts following a category's signals from its newest entry. It
 // must run before any worker of the category reads.
-func (w *waiter) watch(ctx context.Context, category string) error {
+func (w *Waiter) Watch(ctx context.Context, category string) error {
 	sig := rdb.SignalKey(category)
 	w.mu.Lock()
 	_, ok := w.cursors[sig]
@@ -88,10 +104,10 @@ func (w *waiter) watch(ctx context.Context, category string) error {
 	return nil
 }
 
-// watchOwn starts following this incarnation's signal stream from its
+// WatchOwn starts following this incarnation's signal stream from its
 // start (a new incarnation's stream holds only signals for it). It must
-// run before run.
-func (w *waiter) watchOwn(stream string) {
+// run before Run.
+func (w *Waiter) WatchOwn(stream string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if _, ok := w.cursors[stream]; !ok {
@@ -99,19 +115,19 @@ func (w *waiter) watchOwn(stream string) {
 	}
 }
 
-// mark returns the position to wait from: signals counted after it wake a
+// Mark returns the position to wait from: signals counted after it wake a
 // later wait. The key is not needed (every key shares the count); it is
 // kept so callers read as "mark this key, then wait for it".
-func (w *waiter) mark(category, key string) uint64 {
+func (w *Waiter) Mark(category, key string) uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.total
 }
 
-// wait returns a channel closed by the first signal for the key after seq.
-// It may also close early (forget, or a mark older than the forgotten
+// Wait returns a channel closed by the first signal for the key after seq.
+// It may also close early (Forget, or a mark older than the forgotten
 // signals): a spurious wake-up only costs the caller one read.
-func (w *waiter) wait(category, key string, seq uint64) <-chan struct{} {
+func (w *Waiter) Wait(category, key string, seq uint64) <-chan struct{} {
 	id := category + "\x00" + key
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -126,11 +142,11 @@ func (w *waiter) wait(category, key string, seq uint64) <-chan struct{} {
 	return ch
 }
 
-// notify is wait with a callback instead of a channel, for a partition
+// Notify is Wait with a callback instead of a channel, for a partition
 // that sleeps without a goroutine: f runs (with w.mu held: it must only
 // start work elsewhere) on the first signal for the key after seq, or at
 // once if it already came. The returned func removes f if it has not run.
-func (w *waiter) notify(category, key string, seq uint64, f func()) (cancel func()) {
+func (w *Waiter) Notify(category, key string, seq uint64, f func()) (cancel func()) {
 	id := category + "\x00" + key
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -158,7 +174,7 @@ func (w *waiter) notify(category, key string, seq uint64, f func()) (cancel func
 
 // wakeKey closes the key id's wake-up channel and runs its callbacks;
 // w.mu held.
-func (w *waiter) wakeKey(id string) {
+func (w *Waiter) wakeKey(id string) {
 	if ch := w.waiting[id]; ch != nil {
 		close(ch)
 		delete(w.waiting, id)
@@ -169,16 +185,16 @@ func (w *waiter) wakeKey(id string) {
 	delete(w.wakers, id)
 }
 
-// since reports whether the key may have been signalled after seq (a
+// Since reports whether the key may have been signalled after seq (a
 // signal counted, or one forgotten, after the mark), without waiting.
-func (w *waiter) since(category, key string, seq uint64) bool {
+func (w *Waiter) Since(category, key string, seq uint64) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.signalled(category+"\x00"+key, seq)
 }
 
-// signalled is since for a key id; w.mu held.
-func (w *waiter) signalled(id string, seq uint64) bool {
+// signalled is Since for a key id; w.mu held.
+func (w *Waiter) signalled(id string, seq uint64) bool {
 	if cat, _, ok := strings.Cut(id, "\x00"); ok && w.gaps[cat] > seq {
 		return true
 	}
@@ -188,7 +204,7 @@ func (w *waiter) signalled(id string, seq uint64) bool {
 
 // gap wakes every wait of the category, marked before now: its signals
 // may have been trimmed before they were read; w.mu held.
-func (w *waiter) gap(category string) {
+func (w *Waiter) gap(category string) {
 	if w.onGap != nil {
 		w.onGap(category) // a lost signal may have been a new key's only one
 	}
@@ -207,35 +223,35 @@ func (w *waiter) gap(category string) {
 	}
 }
 
-// forget wakes and drops the key's waiters, so a key nobody waits on any
+// Forget wakes and drops the key's waiters, so a key nobody waits on any
 // more (its partition was released or lost) leaves no channel behind.
 // Anyone else still waiting on the key wakes once and re-reads.
-func (w *waiter) forget(category, key string) {
+func (w *Waiter) Forget(category, key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.wakeKey(category + "\x00" + key)
 }
 
 // signal counts one signal for the key and wakes its waiters; w.mu held.
-func (w *waiter) signal(category, key string) {
+func (w *Waiter) signal(category, key string) {
 	if w.onSignal != nil {
 		w.onSignal(category, key)
 	}
 	w.count(category, key)
 }
 
-// poke is a signal for the key that no publisher wrote: its owner learnt
-// that publishes may have signalled only other owners (named.go), so its
-// partitions read once. The index cache, which signals tell of new keys,
+// Poke is a signal for the key that no publisher wrote: its owner learnt
+// that publishes may have signalled only other owners (it was not named
+// in the partition's wake hash yet), so its partitions read once. The index cache, which signals tell of new keys,
 // does not see it.
-func (w *waiter) poke(category, key string) {
+func (w *Waiter) Poke(category, key string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.count(category, key)
 }
 
 // count counts one signal for the key and wakes its waiters; w.mu held.
-func (w *waiter) count(category, key string) {
+func (w *Waiter) count(category, key string) {
 	id := category + "\x00" + key
 	w.total++
 	w.last[id] = w.total
@@ -249,7 +265,7 @@ func (w *waiter) count(category, key string) {
 // signals old, leaving at most maxSignalled keys. A wait marked before a
 // forgotten signal is then woken at once (floor), never missed. Running
 // only when the table has doubled keeps the cost per signal constant.
-func (w *waiter) prune() {
+func (w *Waiter) prune() {
 	w.floor = w.total - maxSignalled
 	for id, l := range w.last {
 		if l <= w.floor {
@@ -258,11 +274,11 @@ func (w *waiter) prune() {
 	}
 }
 
-// run reads signals until ctx ends, for the categories watched before it
+// Run reads signals until ctx ends, for the categories watched before it
 // started. On a single Redis one blocking XREAD covers every category; on a
 // cluster each category's signal stream lives in its own slot (XREAD over
 // several keys must be single-slot), so each gets its own reader.
-func (w *waiter) run(ctx context.Context, onErr func(error)) {
+func (w *Waiter) Run(ctx context.Context, onErr func(error)) {
 	w.mu.Lock()
 	var groups [][]string
 	for sig := range w.cursors {
@@ -295,7 +311,7 @@ func (w *waiter) run(ctx context.Context, onErr func(error)) {
 // the cursor was lost. If it is (or the question fails), every idle
 // partition of the category wakes once (gap): a missed signal costs a read
 // per partition, never an entry left unread.
-func (w *waiter) follow(ctx context.Context, sigs []string, onErr func(error)) {
+func (w *Waiter) follow(ctx context.Context, sigs []string, onErr func(error)) {
 	cursors := make(map[string]string, len(sigs))
 	for ctx.Err() == nil {
 		w.mu.Lock()
@@ -346,7 +362,7 @@ func (w *waiter) follow(ctx context.Context, sigs []string, onErr func(error)) {
 }
 
 // take counts the signals read and moves the cursors; w.mu held.
-func (w *waiter) take(got []rdb.Signal) {
+func (w *Waiter) take(got []rdb.Signal) {
 	for _, sg := range got {
 		w.cursors[sg.Stream] = sg.ID
 		cat := w.cats[sg.Stream]
@@ -358,4 +374,25 @@ func (w *waiter) take(got []rdb.Signal) {
 		}
 		w.signal(cat, sg.Key)
 	}
+}
+
+// Stats is what a Waiter has counted, as Stats saw it. Tests read it to
+// tell which wake-up woke a partition; nothing decides on it.
+type Stats struct {
+	// Total is the count a Mark returns now: signals read, pokes and gaps.
+	Total uint64
+	// Gap is the count at the category's last gap, 0 if none.
+	Gap uint64
+	// Last is the count at the key's latest signal, 0 if none or pruned.
+	Last uint64
+	// Sleeping is how many callbacks (Notify) wait on the key.
+	Sleeping int
+}
+
+// Stats returns the counts for category and key.
+func (w *Waiter) Stats(category, key string) Stats {
+	id := category + "\x00" + key
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return Stats{Total: w.total, Gap: w.gaps[category], Last: w.last[id], Sleeping: len(w.wakers[id])}
 }
