@@ -115,7 +115,7 @@ func (e *Engine) cycle(base context.Context, stop <-chan struct{}, handler strin
 	defer cancel()
 	start := time.Now()
 	defer func() {
-		e.metrics.discovery.Record(ctx, time.Since(start).Seconds(), handlerAttrs(handler))
+		e.telemetry.DiscoveryDuration(ctx, handler, time.Since(start))
 	}()
 	// The handler's pause first: a cycle whose heartbeat fails still
 	// honours a pause it can read.

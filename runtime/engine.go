@@ -14,8 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 	"github.com/seqby/seqby/runtime/internal/replicas"
+	"github.com/seqby/seqby/runtime/internal/telemetry"
 	"github.com/seqby/seqby/runtime/internal/wake"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Engine consumes Redis streams for registered handlers. It is the Redis
@@ -56,10 +56,9 @@ type Engine struct {
 	batch *rdb.Batcher
 	// index keeps the partition indexes between discovery cycles.
 	index *indexCache
-	// metrics are the engine's instruments (metrics.go), tracer its
-	// spans' (tracing.go); no-ops unless Options gave providers.
-	metrics *meters
-	tracer  trace.Tracer
+	// telemetry records the engine's metrics and attempt spans (package
+	// telemetry); no-ops unless Options gave providers.
+	telemetry *telemetry.Telemetry
 
 	// pauses are the whole-handler pauses discovery found (pause.go).
 	pauses pauses
@@ -157,27 +156,24 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	if o.StateStore == nil {
 		o.StateStore = NewRedisStateStore(c)
 	}
-	ms, err := newMeters(o.MeterProvider)
-	if err != nil {
-		return nil, fmt.Errorf("seqby engine metrics: %w", err)
-	}
-	barrier := replicas.New(replicas.Config{Client: c, Acks: o.ReplicaAcks, Timeout: o.ReplicaTimeout, Backoff: o.RetryBackoff,
-		Log: o.Logger.With("owner", o.OwnerID), OnShort: func() { ms.replicaShort.Add(context.Background(), 1) }})
 	e := &Engine{
-		metrics: ms, tracer: newTracer(o.TracerProvider),
 		reg: NewRegistry("redis", StreamPartitioning|ConsumerGroups),
 		c:   c, o: o, incarnation: newIncarnation(o.OwnerID), epoch: time.Now(),
-		log:      o.Logger.With("owner", o.OwnerID),
-		sem:      make(chan struct{}, o.Concurrency),
-		batch:    rdb.NewBatcher(c),
-		replicas: barrier,
-		index:    newIndexCache(),
-		parts:    map[string]*partition{},
-		faults:   map[string]Fault{}, health: map[string]*health{},
+		log:    o.Logger.With("owner", o.OwnerID),
+		sem:    make(chan struct{}, o.Concurrency),
+		batch:  rdb.NewBatcher(c),
+		index:  newIndexCache(),
+		parts:  map[string]*partition{},
+		faults: map[string]Fault{}, health: map[string]*health{},
 		unowned: map[string]unownedMark{}, unownedAt: map[string]time.Time{}, ownedTotal: map[string]int64{}, held: map[string]*heldMemo{},
 
 		large: map[string]largeCategory{},
 	}
+	if e.telemetry, err = e.newTelemetry(o); err != nil {
+		return nil, fmt.Errorf("seqby engine metrics: %w", err)
+	}
+	e.replicas = replicas.New(replicas.Config{Client: c, Acks: o.ReplicaAcks, Timeout: o.ReplicaTimeout, Backoff: o.RetryBackoff,
+		Log: o.Logger.With("owner", o.OwnerID), OnShort: e.telemetry.ReplicaShort})
 	e.wake = wake.New(wake.Config{Client: c, Block: o.BlockTimeout, OnSignal: e.index.signalled, OnGap: e.index.invalidate})
 	return e, nil
 }
@@ -299,7 +295,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Unlock()
 	defer func() { e.mu.Lock(); e.running, e.consuming = false, false; e.mu.Unlock() }()
 	defer e.endPauses()
-	observing, err := e.metrics.register(e)
+	observing, err := e.telemetry.Observe()
 	if err != nil {
 		return fmt.Errorf("seqby engine: register the metrics callback: %w", err)
 	}

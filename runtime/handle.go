@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seqby/seqby/runtime/internal/rdb"
+	"github.com/seqby/seqby/runtime/internal/telemetry"
 )
 
 // outcome of handling one entry.
@@ -88,7 +89,7 @@ func (e *Engine) handle(hctx context.Context, stop <-chan struct{}, g *gate, reg
 		if attempt >= policy.MaxRetries {
 			return halt(fmt.Sprintf("handler failed %d times", attempt+1), err)
 		}
-		e.countOutcome(hctx, reg, category, outcomeRetried)
+		e.telemetry.Event(hctx, reg.Name, category, telemetry.OutcomeRetried)
 		e.log.Warn("seqby: handler failed; retrying", "handler", reg.Name, "stream", en.Stream,
 			"entry", en.ID, "attempt", attempt+1, "backoff", backoff, "err", err)
 		t := time.NewTimer(backoff)

@@ -149,7 +149,7 @@ func (e *Engine) renewAll(ctx context.Context) {
 		errs, named := rdb.RenewAll(rctx, e.c, leases, e.o.LeaseTTL)
 		answered := time.Now()
 		cancel()
-		e.metrics.renew.Record(ctx, time.Since(sent).Seconds())
+		e.telemetry.RenewDuration(ctx, time.Since(sent))
 		errs = errs[:len(parts)]
 		e.renewedAt(sent, errs)
 		noscript := false

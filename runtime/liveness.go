@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"context"
 	"errors"
 	"time"
 
@@ -112,7 +111,7 @@ func (e *Engine) acquireStrike(handler, id string, err error) {
 
 // acquired records a successful acquire for handler.
 func (e *Engine) acquired(handler string) {
-	e.metrics.acquired.Add(context.Background(), 1, handlerAttrs(handler))
+	e.telemetry.LeaseAcquired(handler)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.healthOf(handler).acquire.ok()

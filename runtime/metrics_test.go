@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/seqby/seqby/runtime/internal/telemetry"
 )
 
 // metricsReader collects an engine's metrics through an OTel manual
@@ -114,19 +116,19 @@ func TestMetricsAfterAScriptedRun(t *testing.T) {
 	}
 	startEngine(t, c, opts, h)
 
-	handler := attrHandler.String("metrics")
+	handler := telemetry.AttrHandler.String("metrics")
 	outcome := func(o string) func() bool {
 		return func() bool {
-			v, _ := mr.value("seqby.events", handler, attrOutcome.String(o))
+			v, _ := mr.value("seqby.events", handler, telemetry.AttrOutcome.String(o))
 			return v >= 1
 		}
 	}
-	eventually(t, 10*time.Second, "the bad key to halt", outcome(outcomeFailed))
+	eventually(t, 10*time.Second, "the bad key to halt", outcome(telemetry.OutcomeFailed))
 	eventually(t, 10*time.Second, "the ok key's five events", func() bool {
-		v, _ := mr.value("seqby.events", handler, attrOutcome.String(outcomeHandled))
+		v, _ := mr.value("seqby.events", handler, telemetry.AttrOutcome.String(telemetry.OutcomeHandled))
 		return v >= 5
 	})
-	slow := attrKey.String("slow")
+	slow := telemetry.AttrKey.String("slow")
 	eventually(t, 10*time.Second, "the slow key's lag", func() bool {
 		v, ok := mr.value("seqby.partition.backlog", handler, slow)
 		return ok && v == 3
@@ -136,16 +138,16 @@ func TestMetricsAfterAScriptedRun(t *testing.T) {
 		want float64
 		attr []attribute.KeyValue
 	}{
-		{"seqby.events", 5, []attribute.KeyValue{handler, attrOutcome.String(outcomeHandled)}},
-		{"seqby.events", 1, []attribute.KeyValue{handler, attrOutcome.String(outcomeRetried)}},
-		{"seqby.events", 1, []attribute.KeyValue{handler, attrOutcome.String(outcomeFailed)}},
+		{"seqby.events", 5, []attribute.KeyValue{handler, telemetry.AttrOutcome.String(telemetry.OutcomeHandled)}},
+		{"seqby.events", 1, []attribute.KeyValue{handler, telemetry.AttrOutcome.String(telemetry.OutcomeRetried)}},
+		{"seqby.events", 1, []attribute.KeyValue{handler, telemetry.AttrOutcome.String(telemetry.OutcomeFailed)}},
 		{"seqby.partitions.owned", 3, []attribute.KeyValue{handler}},
 		{"seqby.partitions.halted", 1, []attribute.KeyValue{handler}},
 		{"seqby.lease.acquired", 3, []attribute.KeyValue{handler}},
-		{"seqby.index.partitions", 3, []attribute.KeyValue{attrCategory.String("order")}},
+		{"seqby.index.partitions", 3, []attribute.KeyValue{telemetry.AttrCategory.String("order")}},
 		// 5 ok, 2 bad attempts; slow's first is still running.
-		{"messaging.process.duration", 7, []attribute.KeyValue{attrGroup.String("metrics")}},
-		{"messaging.process.duration", 2, []attribute.KeyValue{attrGroup.String("metrics"), attrErrType.String("error")}},
+		{"messaging.process.duration", 7, []attribute.KeyValue{telemetry.AttrGroup.String("metrics")}},
+		{"messaging.process.duration", 2, []attribute.KeyValue{telemetry.AttrGroup.String("metrics"), telemetry.AttrErrType.String("error")}},
 	} {
 		if got, _ := mr.value(tc.name, tc.attr...); got != tc.want {
 			t.Errorf("%s %v = %v, want %v", tc.name, tc.attr, got, tc.want)
@@ -153,18 +155,18 @@ func TestMetricsAfterAScriptedRun(t *testing.T) {
 	}
 	for _, key := range []string{"slow", "bad"} { // blocked, halted: lag grows
 		eventually(t, 10*time.Second, "a lag for key "+key, func() bool {
-			lag, _ := mr.value("seqby.partition.lag", handler, attrKey.String(key))
+			lag, _ := mr.value("seqby.partition.lag", handler, telemetry.AttrKey.String(key))
 			return lag > 0
 		})
 	}
-	if _, ok := mr.value("seqby.partition.lag", handler, attrKey.String("ok")); ok {
+	if _, ok := mr.value("seqby.partition.lag", handler, telemetry.AttrKey.String("ok")); ok {
 		t.Error("the drained key still reports a lag; want no series for a partition without work")
 	}
 
 	close(block)
 	eventually(t, 10*time.Second, "the slow key to drain", func() bool {
 		_, ok := mr.value("seqby.partition.backlog", handler, slow)
-		v, _ := mr.value("seqby.events", handler, attrOutcome.String(outcomeHandled))
+		v, _ := mr.value("seqby.events", handler, telemetry.AttrOutcome.String(telemetry.OutcomeHandled))
 		return !ok && v == 8
 	})
 	if v, _ := mr.value("seqby.handler.backlog", handler); v != 1 {
@@ -199,7 +201,7 @@ func TestMetricsBacklogBeyondReadAhead(t *testing.T) {
 	}
 	startEngine(t, c, opts, h)
 	defer close(block)
-	key := []attribute.KeyValue{attrHandler.String("backlog"), attrKey.String("k")}
+	key := []attribute.KeyValue{telemetry.AttrHandler.String("backlog"), telemetry.AttrKey.String("k")}
 	eventually(t, 10*time.Second, "the backlog of all ten entries", func() bool {
 		v, _ := mr.value("seqby.partition.backlog", key...)
 		return v == 10

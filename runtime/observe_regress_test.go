@@ -17,6 +17,7 @@ import (
 
 	"github.com/seqby/seqby/internal/redistest"
 	"github.com/seqby/seqby/runtime/internal/rdb"
+	"github.com/seqby/seqby/runtime/internal/telemetry"
 )
 
 // Regressions found by a review of the metrics, tracing and health work.
@@ -59,7 +60,7 @@ func TestHaltedGaugeCountsRecordsOnly(t *testing.T) {
 	if n, _ := c.SCard(ctx, rdb.HaltedKey("rg")).Result(); n != 1 {
 		t.Fatalf("precondition: the halt index holds %d members, want the 1 left by the fenced call", n)
 	}
-	if v, _ := mr.value("seqby.partitions.halted", attrHandler.String("rg")); v != 0 {
+	if v, _ := mr.value("seqby.partitions.halted", telemetry.AttrHandler.String("rg")); v != 0 {
 		t.Errorf("seqby.partitions.halted = %v with no halt record in Redis", v)
 	}
 }
@@ -172,10 +173,10 @@ func TestPMLagCategory(t *testing.T) {
 	startEngine(t, c, opts, pm)
 	t.Cleanup(func() { close(block) })
 	eventually(t, 10*time.Second, "a lag series", func() bool {
-		_, ok := mr.value("seqby.partition.lag", attrHandler.String("rpm"))
+		_, ok := mr.value("seqby.partition.lag", telemetry.AttrHandler.String("rpm"))
 		return ok
 	})
-	if _, ok := mr.value("seqby.partition.lag", attrHandler.String("rpm"), attrCategory.String("")); ok {
+	if _, ok := mr.value("seqby.partition.lag", telemetry.AttrHandler.String("rpm"), telemetry.AttrCategory.String("")); ok {
 		t.Errorf("the pm's lag series carries seqby.category=\"\"")
 	}
 }

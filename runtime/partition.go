@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seqby/seqby/runtime/internal/rdb"
+	"github.com/seqby/seqby/runtime/internal/telemetry"
 )
 
 // partition is one owned partition of a keyed handler: a lease and the
@@ -113,13 +114,10 @@ type partition struct {
 	// partition's. Only the partition's own goroutine touches it.
 	deep bool
 
-	// What the metrics see of the partition's work (metrics.go): the
-	// Unix milliseconds of the oldest entry read and not handled (0:
-	// none), the entries read and not handled, and whether the last read
-	// was full (more wait in Redis).
-	lagOldest atomic.Int64
-	lagLocal  atomic.Int64
-	lagMore   atomic.Bool
+	// lag is what the metrics' gauges see of the partition's work: the
+	// oldest entry read and not handled, how many were read, and whether
+	// the last read was full (more wait in Redis). Set by observeWork.
+	lag telemetry.Lag
 
 	// head is the halted head, retried from memory: reading it again would
 	// count one more delivery (MaxDeliveries counts owners). Only the
@@ -248,9 +246,9 @@ func (p *partition) lost(cause error) {
 
 // reportLoss counts and logs the loss of p's lease.
 func (p *partition) reportLoss(cause error) {
-	p.e.metrics.lost.Add(context.Background(), 1, handlerAttrs(p.reg.Name))
+	p.e.telemetry.LeaseLost(p.reg.Name)
 	if errors.Is(cause, ErrFenced) {
-		p.e.metrics.fenced.Add(context.Background(), 1, handlerAttrs(p.reg.Name))
+		p.e.telemetry.LeaseFenced(p.reg.Name)
 	}
 	level := slog.LevelWarn
 	if b := p.e.replicas; b != nil && b.ShortFor(b.SlotOf(p.lease.Ref.Key), p.e.o.LeaseTTL) {
@@ -916,7 +914,7 @@ func (p *partition) reclaim() bool {
 		if err == nil {
 			p.redisOK()
 			if n > 0 {
-				e.metrics.reclaimed.Add(context.Background(), int64(n), handlerAttrs(p.reg.Name))
+				e.telemetry.EntriesReclaimed(p.reg.Name, n)
 				e.log.Info("seqby: reclaimed pending entries of past owners", "handler", p.reg.Name, "partition", p.key, "stream", p.lanes[0], "entries", n, "token", p.lease.Token())
 			}
 			return true

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seqby/seqby/runtime/internal/rdb"
+	"github.com/seqby/seqby/runtime/internal/telemetry"
 )
 
 // A sequential process manager is consumed per correlation value: one
@@ -198,7 +199,7 @@ func (e *Engine) handlePM(p *partition, g *gate, category string, en rdb.Entry) 
 				return halt(fmt.Sprintf("pm failed %d times", failures), err)
 			}
 		}
-		e.countOutcome(ctx, reg, category, outcomeRetried)
+		e.telemetry.Event(ctx, reg.Name, category, telemetry.OutcomeRetried)
 		e.log.Warn("seqby: pm failed; retrying", "handler", reg.Name, "correlation", corr, "stream", en.Stream,
 			"entry", en.ID, "failures", failures, "backoff", backoff, "err", err)
 		t := time.NewTimer(backoff)

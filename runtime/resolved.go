@@ -37,7 +37,7 @@ func (p *partition) reportLossOrResolution() {
 		p.reportLoss(cause)
 		return
 	}
-	e.metrics.resolved.Add(context.Background(), 1, handlerAttrs(p.reg.Name))
+	e.telemetry.PartitionResolved(p.reg.Name)
 	who, command := "", res.Command
 	if es, err := rdb.AuditLog(ctx, e.c, auditScan); err == nil {
 		for _, a := range es {

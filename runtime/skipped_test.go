@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/seqby/seqby/runtime/internal/telemetry"
 )
 
 // pmOrderNote is a second message type of the pmorder category, which
@@ -57,21 +59,21 @@ func TestHandledCountsOnlyRoutedEvents(t *testing.T) {
 		}
 	}
 	count := func(handler, outcome string) float64 {
-		v, _ := mr.value("seqby.events", attrHandler.String(handler), attrOutcome.String(outcome))
+		v, _ := mr.value("seqby.events", telemetry.AttrHandler.String(handler), telemetry.AttrOutcome.String(outcome))
 		return v
 	}
 	eventually(t, 20*time.Second, "both handlers through every event", func() bool {
-		return count("orders-only", outcomeHandled)+count("orders-only", outcomeSkipped) == orders+noteCount &&
-			count("notes", outcomeHandled)+count("notes", outcomeSkipped) == orders+noteCount
+		return count("orders-only", telemetry.OutcomeHandled)+count("orders-only", telemetry.OutcomeSkipped) == orders+noteCount &&
+			count("notes", telemetry.OutcomeHandled)+count("notes", telemetry.OutcomeSkipped) == orders+noteCount
 	})
 	tests := []struct {
 		handler, outcome string
 		want             float64
 	}{
-		{"orders-only", outcomeHandled, orders},
-		{"orders-only", outcomeSkipped, noteCount},
-		{"notes", outcomeHandled, noteCount},
-		{"notes", outcomeSkipped, orders},
+		{"orders-only", telemetry.OutcomeHandled, orders},
+		{"orders-only", telemetry.OutcomeSkipped, noteCount},
+		{"notes", telemetry.OutcomeHandled, noteCount},
+		{"notes", telemetry.OutcomeSkipped, orders},
 	}
 	for _, tt := range tests {
 		if got := count(tt.handler, tt.outcome); got != tt.want {

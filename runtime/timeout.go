@@ -37,9 +37,9 @@ func (e *Engine) timeoutOf(reg Registration) time.Duration {
 
 // attempt runs attempt n (from 1) of reg's body on en, of category, under
 // its timeout, with its MessageInfo in ctx, its span and its duration
-// measured (tracing.go).
+// measured (telemetry.Telemetry.StartAttempt).
 func (e *Engine) attempt(ctx context.Context, reg Registration, category string, en rdb.Entry, n int, body func(context.Context) error) (err error) {
-	ctx, end := e.startAttempt(withMessage(ctx, en, n), reg, category, en, n)
+	ctx, end := e.telemetry.StartAttempt(withMessage(ctx, en, n), reg.Name, category, en, n)
 	defer func() { end(err) }()
 	d := e.timeoutOf(reg)
 	if d == 0 {

@@ -9,6 +9,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/seqby/seqby/runtime/internal/telemetry"
 )
 
 // TestTracePropagatesFromPublishToHandler: the publisher writes the trace
@@ -67,9 +69,9 @@ func TestTracePropagatesFromPublishToHandler(t *testing.T) {
 		t.Errorf("links %+v, want one to the publisher's span %v", l, pub.SpanContext())
 	}
 	want := map[attribute.Key]attribute.Value{
-		attrHandler: attribute.StringValue("traced"), attrCategory: attribute.StringValue("order"),
-		attrKey: attribute.StringValue("k"), attrAttempt: attribute.IntValue(1),
-		attrSystem: attribute.StringValue("seqby"),
+		telemetry.AttrHandler: attribute.StringValue("traced"), telemetry.AttrCategory: attribute.StringValue("order"),
+		telemetry.AttrKey: attribute.StringValue("k"), telemetry.AttrAttempt: attribute.IntValue(1),
+		telemetry.AttrSystem: attribute.StringValue("seqby"),
 	}
 	got := map[attribute.Key]attribute.Value{}
 	for _, kv := range span.Attributes() {

@@ -1,0 +1,98 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/seqby/seqby/runtime/internal/rdb"
+	"github.com/seqby/seqby/runtime/internal/telemetry"
+)
+
+// newTelemetry builds the engine's metrics and tracing from o; the gauges
+// read e's state at each collection, through snapshot.
+func (e *Engine) newTelemetry(o Options) (*telemetry.Telemetry, error) {
+	return telemetry.New(telemetry.Config{
+		MeterProvider: o.MeterProvider, TracerProvider: o.TracerProvider, Propagator: o.Propagator,
+		Client: e.c, Log: e.log,
+		Snapshot: e.snapshot, AttemptKey: attemptKey, ErrorType: errorType,
+	})
+}
+
+// snapshot is what the gauges report of e at one collection: the owned
+// partitions, paused ones, those with work, and the index sizes.
+func (e *Engine) snapshot() telemetry.Snapshot {
+	s := telemetry.Snapshot{Owned: map[string]int{}, Paused: map[string]int{}}
+	e.mu.Lock()
+	for _, p := range e.parts {
+		if !p.holding() {
+			continue
+		}
+		s.Owned[p.reg.Name]++
+		if p.paused.Load() || e.handlerPaused(p.reg.Name) != nil {
+			s.Paused[p.reg.Name]++
+		}
+		if oldest, local, more := p.lag.Load(); oldest != 0 {
+			cat := p.category
+			if cat == "" {
+				cat = strings.Join(p.cats, ",") // a pm: its categories, as in LeaseInfo
+			}
+			s.Busy = append(s.Busy, telemetry.Work{Handler: p.reg.Name, Category: cat, Key: p.key, Lanes: p.lanes,
+				Oldest: oldest, Backlog: local, More: more})
+		}
+	}
+	s.Handlers = slices.Clone(e.handlers)
+	e.mu.Unlock()
+	s.Index = e.index.sizes()
+	return s
+}
+
+// observeWork records what the metrics see of p's work after a read: en,
+// when ok, is the oldest entry p has not handled, and the entries read
+// ahead wait behind it.
+func (p *partition) observeWork(en rdb.Entry, ok, more bool) {
+	if !ok {
+		p.lag.Clear()
+		return
+	}
+	p.lag.Set(en.ID, int64(len(p.ahead))+1, more)
+}
+
+// countSettled counts the outcome of an entry an owner settled.
+func (e *Engine) countSettled(reg Registration, category string, out outcome) {
+	switch out {
+	case outDone:
+		e.telemetry.Event(context.Background(), reg.Name, category, telemetry.OutcomeHandled)
+	case outSkip:
+		e.telemetry.Event(context.Background(), reg.Name, category, telemetry.OutcomeSkipped)
+	case outHalt:
+		e.telemetry.Event(context.Background(), reg.Name, category, telemetry.OutcomeFailed)
+	}
+}
+
+// attemptKey is the key an attempt's span names: its partition's, or a
+// pm's correlation value when the pm is not sequential.
+func attemptKey(ctx context.Context) string {
+	if li, ok := LeaseFromContext(ctx); ok {
+		return li.Key
+	} else if corr, ok := Correlation(ctx); ok {
+		return corr
+	}
+	return ""
+}
+
+// errorType is error.type of a failed attempt: the kind of failure the
+// engine tells apart, else "error" (an error's text would make a series
+// per message).
+func errorType(err error) string {
+	switch {
+	case errors.Is(err, ErrHandlerTimeout):
+		return "timeout"
+	case errors.Is(err, ErrPermanent):
+		return "permanent"
+	case errors.Is(err, ErrHandlerPanic):
+		return "panic"
+	}
+	return "error"
+}
