@@ -371,7 +371,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			go func() { defer wg.Done(); e.runPlain(base, stop, c) }()
 		}
 	}
-	e.mu.Lock() // the metrics' callback reads e.handlers
+	e.mu.Lock() // the gauges' snapshot reads e.handlers
 	for _, c := range leased {
 		if !slices.Contains(e.handlers, c.reg.Name) {
 			e.handlers = append(e.handlers, c.reg.Name)

@@ -172,8 +172,8 @@ type Options struct {
 	// "Metrics, tracing and health"). Default: none (a no-op provider).
 	MeterProvider metric.MeterProvider
 	// TracerProvider starts a consumer span per handler attempt, linked to
-	// the span the message was published under (tracing.go). Default:
-	// none (no spans).
+	// the span the message was published under (docs/operating.md,
+	// "Metrics, tracing and health"). Default: none (no spans).
 	TracerProvider trace.TracerProvider
 	// Propagator reads the trace context the publisher wrote into an
 	// entry; it must match PublisherOptions.Propagator. Default: W3C
