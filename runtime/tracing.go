@@ -30,18 +30,6 @@ func newTracer(tp trace.TracerProvider) trace.Tracer {
 	return tp.Tracer(meterName)
 }
 
-// traceContext is the trace context of ctx as prop writes it into an
-// entry's fields (Record.fields leaves out any name the entry uses
-// itself); nil when ctx carries no span, to keep the entry small.
-func traceContext(ctx context.Context, prop propagation.TextMapPropagator) map[string]string {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return nil
-	}
-	carrier := propagation.MapCarrier{}
-	prop.Inject(ctx, carrier)
-	return carrier
-}
-
 // startAttempt starts one handler attempt's span (when tracing) and its
 // duration measurement; end records both with the attempt's error.
 func (e *Engine) startAttempt(ctx context.Context, reg Registration, category string, en rdb.Entry, attempt int) (context.Context, func(error)) {
