@@ -1,9 +1,9 @@
 // Package publish is the write path of runtime's Publisher: a message
 // becomes a record (category, key, type name, message id, payload, trace
 // context), the record is checked, encoded as a stream entry's fields and
-// written by one of rdb's scripts. It holds no public API: runtime keeps
-// Publisher, Record, the options and the key rules, and hands this package
-// its configuration, the key rules included, as a Config.
+// written by one of rdb's scripts. The public API stays in runtime, which
+// keeps Publisher, Record, the options and the key rules, and hands this
+// package its configuration, the key rules included, as a Config.
 //
 // The interfaces here (Message, Partitioned, Unpartitioned, Encoder) have
 // the method sets of runtime's, so runtime's values are ours without a

@@ -48,8 +48,9 @@ type Encoder interface {
 // runtime, beside KeyError and the generated code that calls them.
 type KeyRule func(category, field, value, suffix string) error
 
-// Config is what a Publisher needs, defaults filled in: runtime builds it
-// from PublisherOptions and its key rules.
+// Config is what a Publisher needs: runtime builds it from
+// PublisherOptions, whose fields of the same names it copies with their
+// defaults filled in (they are documented there), and from its key rules.
 type Config struct {
 	Codec          Encoder
 	BackfillSuffix string
@@ -71,11 +72,11 @@ type Config struct {
 // Call is how one message is published: what the options given to one
 // Publish set.
 type Call struct {
-	Backfill bool
-	ID       string
-	IDSet    bool // a caller's id was given (an empty one is refused)
-	Replicas int
-	Timeout  time.Duration
+	Backfill bool          // AsBackfill
+	ID       string        // WithMessageID's id
+	IDSet    bool          // a caller's id was given (an empty one is refused)
+	Replicas int           // WaitForReplicas's n; 0: the Config's ReplicaAcks
+	Timeout  time.Duration // WaitForReplicas's timeout
 }
 
 // Publisher writes messages to their streams; it is safe for concurrent
