@@ -86,10 +86,11 @@ func TestPublishSubMillisecondDedupWindow(t *testing.T) {
 			}
 			h := &scriptArgs{}
 			c.AddHook(h)
-			p := NewPublisher(c, PublisherOptions{DedupWindow: window})
-			if p.opts.DedupWindow != time.Millisecond {
-				t.Errorf("DedupWindow %v became %v, want 1ms", window, p.opts.DedupWindow)
+			o := PublisherOptions{DedupWindow: window}
+			if got := o.withDefaults().DedupWindow; got != time.Millisecond {
+				t.Errorf("DedupWindow %v became %v, want 1ms", window, got)
 			}
+			p := NewPublisher(c, o)
 			if err := p.Publish(ctx, ev("a", 1), WithMessageID("m-1")); err != nil {
 				t.Fatalf("Publish: %v (entries stored: %d)", err, c.XLen(ctx, "order:{a}").Val())
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seqby/seqby/runtime/internal/publish"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -101,11 +102,11 @@ func (b *InlineBroker) Registrations() []Registration { return b.reg.Registratio
 // halted head is no error. A backfill option is accepted and ignored:
 // there is one lane, submission order.
 func (b *InlineBroker) Publish(ctx context.Context, msg Message, _ ...PublishOption) error {
-	if isNilPointer(msg) {
-		return fmt.Errorf("inline publish %T: nil message; pass a pointer to a message value: %w", payloadOf(msg), ErrPublish)
+	if publish.IsNilPointer(msg) {
+		return fmt.Errorf("inline publish %T: nil message; pass a pointer to a message value: %w", publish.PayloadOf(msg), ErrPublish)
 	}
-	if _, _, err := partitionKey(msg, DefaultBackfillSuffix); err != nil {
-		return fmt.Errorf("inline publish %s: %w", typeName(msg), err)
+	if _, _, err := publish.PartitionKey(msg, DefaultBackfillSuffix, checkKeySuffix); err != nil {
+		return fmt.Errorf("inline publish %s: %w", publish.TypeName(msg), err)
 	}
 	b.mu.Lock()
 	b.queue = append(b.queue, msg)
@@ -134,18 +135,18 @@ func (b *InlineBroker) Publish(ctx context.Context, msg Message, _ ...PublishOpt
 }
 
 func (b *InlineBroker) deliver(ctx context.Context, msg Message) error {
-	payload, err := b.codec.Marshal(payloadOf(msg))
+	payload, err := b.codec.Marshal(publish.PayloadOf(msg))
 	if err != nil {
-		return fmt.Errorf("inline: encode %s: %w", typeName(msg), err)
+		return fmt.Errorf("inline: encode %s: %w", publish.TypeName(msg), err)
 	}
-	key, _, _ := partitionKey(msg, DefaultBackfillSuffix)
+	key, _, _ := publish.PartitionKey(msg, DefaultBackfillSuffix, checkKeySuffix)
 	b.mu.Lock()
 	b.seq++
 	id := fmt.Sprintf("%d-0", b.seq)
 	b.mu.Unlock()
 	var errs []error
 	for _, reg := range b.reg.Registrations() {
-		rt, ok := routeFor(reg, msg.StreamCategory(), typeName(msg))
+		rt, ok := routeFor(reg, msg.StreamCategory(), publish.TypeName(msg))
 		if !ok {
 			continue
 		}
@@ -154,9 +155,9 @@ func (b *InlineBroker) deliver(ctx context.Context, msg Message) error {
 			stream = rdb.PartitionStream(stream, key)
 		}
 		m := inlineMsg{reg: reg, rt: rt, payload: payload, en: rdb.Entry{Stream: stream, ID: id, Fields: map[string]string{
-			rdb.FieldType: typeName(msg), rdb.FieldID: newMessageID(), rdb.FieldPublishedAt: time.Now().UTC().Format(time.RFC3339Nano)}}}
+			rdb.FieldType: publish.TypeName(msg), rdb.FieldID: publish.NewMessageID(), rdb.FieldPublishedAt: time.Now().UTC().Format(time.RFC3339Nano)}}}
 		if err := b.run(ctx, m); err != nil {
-			errs = append(errs, fmt.Errorf("handler %s on %s: %w", reg.Name, typeName(msg), err))
+			errs = append(errs, fmt.Errorf("handler %s on %s: %w", reg.Name, publish.TypeName(msg), err))
 		}
 	}
 	return errors.Join(errs...)

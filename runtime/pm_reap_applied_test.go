@@ -49,12 +49,12 @@ func TestPMAppliesEventsOfAReapedStreamBelowTheOldMark(t *testing.T) {
 		t.Fatalf("mark %q: %v", mark, err)
 	}
 	low := fmt.Sprintf("%d-0", ms-time.Hour.Milliseconds())
-	it, err := p.prepare(ctx, &pmOrder{OrderID: "o-1", Seq: 2}, publishConfig{})
+	it, err := p.p.Prepare(ctx, &pmOrder{OrderID: "o-1", Seq: 2}, publishConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// What rdb.Publish does, with the id the stepped-back clock gives.
-	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: it.stream, ID: low, Values: it.fields}).Err(); err != nil {
+	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: it.Stream, ID: low, Values: it.Fields}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	c.SAdd(ctx, rdb.IndexKey("pmorder"), "o-1")

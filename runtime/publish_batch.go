@@ -2,10 +2,9 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
-	"github.com/seqby/seqby/runtime/internal/rdb"
+	"github.com/seqby/seqby/runtime/internal/publish"
 )
 
 // BatchError reports a PublishBatch that stored only part of its
@@ -54,48 +53,13 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message, opts ...Pu
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if cfg.idSet || cfg.replicas > 0 {
-		return fmt.Errorf("publish batch: WithMessageID and WaitForReplicas apply to one message; publish it with Publish: %w", ErrPublish)
-	}
-	if p.opts.ReplicaAcks > 0 {
-		return fmt.Errorf("publish batch: PublisherOptions.ReplicaAcks is set and a batch does not wait for replicas; publish each message with Publish (or PublishRecord): %w", ErrPublish)
-	}
-	entries := make([]rdb.BatchEntry, len(msgs))
+	ms := make([]publish.Message, len(msgs))
 	for i, m := range msgs {
-		it, err := p.prepare(ctx, m, cfg)
-		if err != nil {
-			return fmt.Errorf("publish batch: message %d: %w", i, err)
-		}
-		stream := it.stream
-		if !it.partitioned {
-			stream = it.category
-		}
-		entries[i] = rdb.BatchEntry{Category: it.category, Key: it.key, Stream: stream, ID: it.id, Partitioned: it.partitioned, Fields: it.fields}
+		ms[i] = m
 	}
-	if len(entries) == 0 {
-		return nil
+	stored, err := p.p.PublishBatch(ctx, ms, cfg)
+	if stored != nil {
+		return &BatchError{Published: stored, Err: err}
 	}
-	// Each message's generated id makes the batch idempotent, so a batch
-	// whose reply was lost goes again (see write): what the first run
-	// stored is not stored twice, and the rest follows it in order.
-	window := p.window(false)
-	var stored []bool
-	send := func() (err error) {
-		stored, err = rdb.PublishBatch(ctx, p.c, entries, p.opts.SignalMaxLen, window)
-		return err
-	}
-	var err error
-	if window > 0 {
-		err = rdb.Resend(ctx, send)
-	} else {
-		err = send()
-	}
-	if errors.Is(err, rdb.ErrUnsignalled) {
-		p.opts.Logger.Warn("seqby: published, but waking idle consumers failed; they find the entries at their next re-check", "err", err)
-		return nil
-	}
-	if err != nil {
-		return &BatchError{Published: stored, Err: fmt.Errorf("%w: %w", ErrPublish, err)}
-	}
-	return nil
+	return err
 }

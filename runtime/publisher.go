@@ -2,17 +2,13 @@ package runtime
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"reflect"
-	goruntime "runtime"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/seqby/seqby/runtime/internal/publish"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -74,11 +70,7 @@ type PublisherOptions struct {
 // partition's stream, any other to its category's stream. Use one per
 // process; it is safe for concurrent use.
 type Publisher struct {
-	c    redis.UniversalClient
-	opts PublisherOptions
-	// guesses remembers whom each partition's last publish woke, so the
-	// next one wakes them in its first round trip (rdb.Guesses).
-	guesses *rdb.Guesses
+	p *publish.Publisher
 }
 
 // MessagePublisher is implemented by the Redis Publisher and by the
@@ -99,7 +91,7 @@ func NewPublisher(c redis.UniversalClient, options ...PublisherOptions) *Publish
 	if len(options) > 0 {
 		opts = options[0]
 	}
-	return &Publisher{c: c, opts: opts.withDefaults(), guesses: rdb.NewGuesses()}
+	return &Publisher{p: publish.New(c, opts.withDefaults().config())}
 }
 
 // withDefaults fills the zero fields of opts with their defaults.
@@ -137,16 +129,30 @@ func (opts PublisherOptions) withDefaults() PublisherOptions {
 	return opts
 }
 
+// config is what package publish needs of opts, which has its defaults,
+// with the key rules, which stay here beside KeyError.
+func (opts PublisherOptions) config() publish.Config {
+	return publish.Config{
+		Codec:          opts.Codec,
+		BackfillSuffix: opts.BackfillSuffix,
+		SignalMaxLen:   opts.SignalMaxLen,
+		Logger:         opts.Logger,
+		DedupWindow:    opts.DedupWindow,
+		ResendWindow:   opts.ResendWindow,
+		Propagator:     opts.Propagator,
+		ReplicaAcks:    opts.ReplicaAcks,
+		ReplicaTimeout: opts.ReplicaTimeout,
+		KeyRule:        checkKeySuffix,
+		IDRule:         textRule,
+	}
+}
+
 // PublishOption changes how one message is published.
 type PublishOption func(*publishConfig)
 
-type publishConfig struct {
-	backfill bool
-	id       string
-	idSet    bool // WithMessageID was given (an empty id is refused)
-	replicas int
-	timeout  time.Duration
-}
+// publishConfig is what the options of one publish set; package publish
+// reads it.
+type publishConfig = publish.Call
 
 // WaitForReplicas makes Publish wait, after a partitioned message is
 // stored, until n replicas of its partition's server have it (Redis WAIT
@@ -168,7 +174,7 @@ type publishConfig struct {
 // (PublisherOptions.ReplicaAcks: every record has an id). Ignored for
 // unpartitioned messages.
 func WaitForReplicas(n int, timeout time.Duration) PublishOption {
-	return func(c *publishConfig) { c.replicas, c.timeout = n, timeout }
+	return func(c *publishConfig) { c.Replicas, c.Timeout = n, timeout }
 }
 
 // ErrNotDurable matches a publish (WaitForReplicas) whose message was
@@ -185,21 +191,21 @@ var ErrNotDurable = rdb.ErrNotReplicated
 // (non-empty UTF-8, at most MaxKeyLength bytes, no control characters),
 // else Publish fails with ErrInvalidMessageID before writing anything.
 func WithMessageID(id string) PublishOption {
-	return func(c *publishConfig) { c.id, c.idSet = id, true }
+	return func(c *publishConfig) { c.ID, c.IDSet = id, true }
 }
 
 // ErrInvalidMessageID matches a WithMessageID id that breaks the text
 // rules of keys.
-var ErrInvalidMessageID = errors.New("invalid message id")
+var ErrInvalidMessageID = publish.ErrInvalidMessageID
 
 // AsBackfill publishes to the partition's backfill lane
 // (category:{key}:suffix), which its owner reads after the primary
 // stream is drained. It is ignored for unpartitioned categories.
-func AsBackfill() PublishOption { return func(c *publishConfig) { c.backfill = true } }
+func AsBackfill() PublishOption { return func(c *publishConfig) { c.Backfill = true } }
 
 // ErrPublish matches failures to publish other than a bad key
 // (ErrInvalidKey) or a bad message.
-var ErrPublish = errors.New("publish failed")
+var ErrPublish = publish.ErrPublish
 
 // Publish validates msg's partition key, encodes it and writes it. A
 // Partitioned message goes to its partition's stream, category:{key} (or
@@ -215,199 +221,7 @@ func (p *Publisher) Publish(ctx context.Context, msg Message, opts ...PublishOpt
 	for _, o := range opts {
 		o(&cfg)
 	}
-	it, err := p.prepare(ctx, msg, cfg)
-	if err != nil {
-		return err
-	}
-	return p.write(ctx, typeName(msg), it, cfg)
-}
-
-// write stores a prepared item; name labels errors.
-//
-// The item's message id makes the write idempotent (rdb.Once): with
-// WithMessageID for DedupWindow, else for ResendWindow. So when the reply
-// to a write is lost after Redis ran it, write sends it again itself
-// (rdb.Resend) and the message is stored once: go-redis resends
-// a single command or a pipeline, but not a MULTI/EXEC (v9.23 returns the
-// error), and a caller who retried would publish a new id.
-func (p *Publisher) write(ctx context.Context, name string, it item, cfg publishConfig) error {
-	once := rdb.Once{Replicas: cfg.replicas, ReplicaTimeout: cfg.timeout, ID: it.id}
-	if cfg.replicas <= 0 && p.opts.ReplicaAcks > 0 {
-		once.Replicas, once.ReplicaTimeout = p.opts.ReplicaAcks, p.opts.ReplicaTimeout
-	}
-	once.Window = p.window(cfg.idSet)
-	stream := it.stream
-	if !it.partitioned {
-		stream = it.category
-	}
-	send := func() error {
-		if !it.partitioned {
-			return rdb.PublishPlain(ctx, p.c, it.category, it.fields, once)
-		}
-		return rdb.PublishGuessing(ctx, p.c, p.guesses, it.category, it.key, it.stream, p.opts.SignalMaxLen, it.fields, once)
-	}
-	var err error
-	if once.Window > 0 {
-		err = rdb.Resend(ctx, send)
-	} else {
-		err = send()
-	}
-	if errors.Is(err, rdb.ErrUnsignalled) {
-		// Published: failing the call would make the caller publish twice.
-		p.opts.Logger.Warn("seqby: published, but waking idle consumers failed; they find the entry at their next re-check",
-			"stream", it.stream, "err", err)
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("publish %s to %s: %w: %w", name, stream, ErrPublish, err)
-	}
-	return nil
-}
-
-// window is how long a message id is remembered: the caller's
-// (WithMessageID, a record's) for DedupWindow, a generated one for
-// ResendWindow (0: not at all).
-func (p *Publisher) window(callers bool) time.Duration {
-	if callers {
-		return p.opts.DedupWindow
-	}
-	return max(p.opts.ResendWindow, 0)
-}
-
-// item is a message checked and encoded, ready to write.
-type item struct {
-	category, key, stream string // stream: for a partitioned message
-	id                    string // the message id
-	partitioned           bool
-	fields                []any
-}
-
-// prepare checks msg (category, key, message id) and encodes it; nothing
-// is written.
-func (p *Publisher) prepare(ctx context.Context, msg Message, cfg publishConfig) (item, error) {
-	r, err := newRecord(ctx, msg, p.opts.Codec, p.opts.Propagator, p.opts.BackfillSuffix, cfg)
-	if err != nil {
-		return item{}, err
-	}
-	return r.item(p.opts.BackfillSuffix), nil
-}
-
-// streamCategory calls the message's StreamCategory, turning a panic (a
-// hand-written method on a value it cannot handle) into an error.
-func streamCategory(msg Message) (category string, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			category, err = "", fmt.Errorf("StreamCategory panicked: %v: %w", p, ErrPublish)
-		}
-	}()
-	return msg.StreamCategory(), nil
-}
-
-// partitionKey reads and re-checks a Partitioned message's key against the
-// configured backfill suffix (generated code checks against the default).
-func partitionKey(msg Message, suffix string) (key string, partitioned bool, err error) {
-	pm, ok := msg.(Partitioned)
-	if !ok {
-		return "", false, nil
-	}
-	defer func() {
-		if p := recover(); p != nil { // e.g. a typed nil message
-			key, err = "", fmt.Errorf("reading the partition key panicked: %v: %w", p, ErrPublish)
-		}
-	}()
-	if _, ok := msg.(Unpartitioned); ok {
-		// seqgen writes one of the two; the other is not its.
-		return "", false, bothPartitionings(msg)
-	}
-	key, err = pm.PartitionKey()
-	if err != nil {
-		return "", true, err
-	}
-	if err := checkKeySuffix(msg.StreamCategory(), "key", key, suffix); err != nil {
-		return "", true, err
-	}
-	return key, true, nil
-}
-
-// bothPartitionings explains a message that is Partitioned and
-// Unpartitioned at once, which seqgen never writes: it names the embedded
-// field that brings either method, since promotion is the usual way there
-// (seqgen refuses it, but a type may have changed since seqgen last ran).
-func bothPartitionings(msg Message) error {
-	var found []string
-	for _, method := range []string{"PartitionKey", "SeqbyUnpartitioned"} {
-		if path, decl := promotedFrom(reflect.TypeOf(msg), method, map[reflect.Type]bool{}); len(path) > 0 {
-			found = append(found, fmt.Sprintf("%s brings %s, declared on %s", strings.Join(path, "."), method, decl))
-		}
-	}
-	why := "neither is promoted from an embedded field, so one was declared on the type by hand or after seqgen last ran; run seqgen again, which refuses the type until it is fixed"
-	if len(found) > 0 {
-		why = "embedded field " + strings.Join(found, ", and field ") +
-			"; run seqgen again, which refuses the type until it is fixed and says how"
-	}
-	return fmt.Errorf("%s has both a PartitionKey and a SeqbyUnpartitioned method (StreamCategory %q); seqgen writes one of them on a message type, never both: %s: %w",
-		typeName(msg), msg.StreamCategory(), why, ErrPublish)
-}
-
-// promotedFrom finds the embedded fields through which t gets method by
-// Go's rules (the shallowest wins), and the type that declares it; path
-// is empty when t declares it itself or lacks it.
-func promotedFrom(t reflect.Type, method string, seen map[reflect.Type]bool) (path []string, decl reflect.Type) {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if declares(t, method) || t.Kind() != reflect.Struct || seen[t] {
-		return nil, t
-	}
-	seen[t] = true
-	defer delete(seen, t)
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if !f.Anonymous || !hasMethod(f.Type, method) {
-			continue
-		}
-		sub, d := promotedFrom(f.Type, method, seen)
-		if path == nil || len(sub)+1 < len(path) {
-			path, decl = append([]string{f.Name}, sub...), d
-		}
-	}
-	if path == nil {
-		return nil, t // it has the method by no field we can see (a generic type's)
-	}
-	return path, decl
-}
-
-func hasMethod(t reflect.Type, method string) bool {
-	if _, ok := t.MethodByName(method); ok {
-		return true
-	}
-	if t.Kind() == reflect.Pointer || t.Kind() == reflect.Interface {
-		return false
-	}
-	_, ok := reflect.PointerTo(t).MethodByName(method)
-	return ok
-}
-
-// declares reports whether t declares method itself, with a value or a
-// pointer receiver, rather than by promotion: the compiler writes a
-// promoted method (and a value method's pointer twin) as a wrapper whose
-// position is "<autogenerated>". An interface declares its methods.
-func declares(t reflect.Type, method string) bool {
-	if t.Kind() == reflect.Interface {
-		_, ok := t.MethodByName(method)
-		return ok
-	}
-	for _, tt := range []reflect.Type{t, reflect.PointerTo(t)} {
-		if m, ok := tt.MethodByName(method); ok {
-			pc := m.Func.Pointer()
-			if f := goruntime.FuncForPC(pc); f != nil {
-				file, _ := f.FileLine(pc)
-				return file != "<autogenerated>"
-			}
-			return false
-		}
-	}
-	return false
+	return p.p.Publish(ctx, msg, cfg)
 }
 
 // minSignalMaxLen keeps a signal stream at least two reads long: a reader

@@ -2,14 +2,8 @@ package runtime
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strings"
-	"time"
 
-	"go.opentelemetry.io/otel/propagation"
-
-	"github.com/seqby/seqby/runtime/internal/rdb"
+	"github.com/seqby/seqby/runtime/internal/publish"
 )
 
 // Record is a message checked and encoded but not yet published: what a
@@ -64,96 +58,14 @@ func (o PublisherOptions) NewRecord(ctx context.Context, msg Message, opts ...Pu
 	for _, opt := range opts {
 		opt(&cfg)
 	}
-	if cfg.replicas > 0 {
-		return Record{}, fmt.Errorf("record %s: WaitForReplicas applies to a publish, not a record: %w", typeName(msg), ErrPublish)
-	}
-	o = o.withDefaults()
-	return newRecord(ctx, msg, o.Codec, o.Propagator, o.BackfillSuffix, cfg)
-}
-
-// newRecord checks and encodes msg; prepare and NewRecord share it.
-func newRecord(ctx context.Context, msg Message, codec Codec, prop propagation.TextMapPropagator, suffix string, cfg publishConfig) (Record, error) {
-	if msg == nil {
-		return Record{}, fmt.Errorf("publish: nil message: %w", ErrPublish)
-	}
-	// A typed nil carries no event, and with value receivers even
-	// StreamCategory panics on it: refuse it before calling anything.
-	if isNilPointer(msg) {
-		return Record{}, fmt.Errorf("publish %T: the message is a nil pointer; pass a pointer to a message value: %w", payloadOf(msg), ErrPublish)
-	}
-	category, err := streamCategory(msg)
-	if err != nil {
-		return Record{}, fmt.Errorf("publish %s: %w", typeName(msg), err)
-	}
-	if err := checkCategory(category); err != nil {
-		return Record{}, fmt.Errorf("publish %s: %w: %w", typeName(msg), err, ErrPublish)
-	}
-	key, partitioned, err := partitionKey(msg, suffix)
-	if err != nil {
-		return Record{}, fmt.Errorf("publish %s: %w", typeName(msg), err)
-	}
-	id := newMessageID()
-	if cfg.idSet {
-		if rule := textRule(cfg.id); rule != nil {
-			return Record{}, fmt.Errorf("publish %s: message id %q: %w: %w", typeName(msg), cfg.id, ErrInvalidMessageID, rule)
-		}
-		id = cfg.id
-	}
-	payload, err := codec.Marshal(payloadOf(msg))
-	if err != nil {
-		return Record{}, fmt.Errorf("publish %s: encode payload: %w", typeName(msg), err)
-	}
-	return Record{Category: category, Key: key, Partitioned: partitioned, Backfill: cfg.backfill && partitioned,
-		Type: typeName(msg), MessageID: id, Payload: payload, Trace: traceContext(ctx, prop)}, nil
-}
-
-// checkCategory refuses a category no stream can be named after.
-func checkCategory(category string) error {
-	if category == "" || strings.ContainsAny(category, "{}") {
-		return fmt.Errorf("stream category %q is empty or contains '{' or '}'", category)
-	}
-	return nil
-}
-
-// check re-applies the rules NewRecord applied, for a record that may have
-// been written by older code or by hand: a bad key is a *KeyError
-// (ErrInvalidKey), anything else that can never publish ErrInvalidRecord.
-func (r Record) check(suffix string) error {
-	if err := checkCategory(r.Category); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
-	}
-	if r.Type == "" {
-		return fmt.Errorf("record has no type name: %w", ErrInvalidRecord)
-	}
-	if rule := textRule(r.MessageID); rule != nil {
-		return fmt.Errorf("message id %q: %w: %w", r.MessageID, ErrInvalidRecord, rule)
-	}
-	if r.Partitioned {
-		return checkKeySuffix(r.Category, "key", r.Key, suffix)
-	}
-	return nil
+	r, err := o.withDefaults().config().NewRecord(ctx, msg, cfg)
+	return Record(r), err
 }
 
 // ErrInvalidRecord matches a Record that PublishRecord can never publish
 // for a reason other than its key (which is ErrInvalidKey): an empty or
 // malformed category, type name or message id. Retrying will not help.
-var ErrInvalidRecord = errors.New("invalid record")
-
-// fields are the stream entry fields of r.
-func (r Record) fields(publishedAt time.Time) []any {
-	f := []any{
-		rdb.FieldType, r.Type,
-		rdb.FieldID, r.MessageID,
-		rdb.FieldPayload, r.Payload,
-		rdb.FieldPublishedAt, publishedAt.UTC().Format(time.RFC3339Nano),
-	}
-	for k, v := range r.Trace {
-		if !rdb.OwnField(k) {
-			f = append(f, k, v)
-		}
-	}
-	return f
-}
+var ErrInvalidRecord = publish.ErrInvalidRecord
 
 // PublishRecord publishes a record made by NewRecord, as Publish would
 // have published its message, with r.MessageID as the idempotency key
@@ -165,20 +77,7 @@ func (r Record) fields(publishedAt time.Time) []any {
 // written; an outbox relay marks such a record abandoned instead of
 // retrying it. Other failures match ErrPublish and may be retried.
 func (p *Publisher) PublishRecord(ctx context.Context, r Record) error {
-	if err := r.check(p.opts.BackfillSuffix); err != nil {
-		return fmt.Errorf("publish record %s %s: %w", r.Type, r.MessageID, err)
-	}
-	return p.write(ctx, r.Type, r.item(p.opts.BackfillSuffix), publishConfig{id: r.MessageID, idSet: true})
-}
-
-// item is r ready to write, its stream named with the backfill suffix.
-func (r Record) item(suffix string) item {
-	it := item{category: r.Category, key: r.Key, id: r.MessageID, partitioned: r.Partitioned, fields: r.fields(time.Now())}
-	if r.Partitioned {
-		it.stream = rdb.PartitionStream(r.Category, r.Key)
-		if r.Backfill {
-			it.stream = rdb.BackfillStream(r.Category, r.Key, suffix)
-		}
-	}
-	return it
+	// The two Record types have the same fields, so each converts to the
+	// other.
+	return p.p.PublishRecord(ctx, publish.Record(r))
 }

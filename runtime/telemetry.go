@@ -10,6 +10,14 @@ import (
 	"github.com/seqby/seqby/runtime/internal/telemetry"
 )
 
+// Tracing: the publisher writes the trace context of its ctx into the
+// entry, as fields named by the propagator (W3C: "traceparent",
+// "tracestate"; nothing when ctx carries no span). The engine starts a
+// consumer span per handler attempt, "process <category>", linked to the
+// publisher's span, with the handler, category, key and attempt as
+// attributes (telemetry.Telemetry.StartAttempt); the handler's ctx
+// carries it, so the handler's own spans are its children.
+
 // newTelemetry builds the engine's metrics and tracing from o; the gauges
 // read e's state at each collection, through snapshot.
 func (e *Engine) newTelemetry(o Options) (*telemetry.Telemetry, error) {
