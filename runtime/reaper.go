@@ -151,9 +151,11 @@ func (e *Engine) reapEvery() time.Duration {
 	return min(max(e.o.ReapAfter/2, e.o.DiscoveryInterval), 5*time.Minute)
 }
 
-// reapBatch is how many partitions a reaper checks between renewals of
-// its lease.
-const reapBatch = 100
+// reapRenewEach is the share of LeaseTTL after which a reaper pass renews
+// its lease between two checks: by time, since a check's cost varies with
+// the link and the load (counting checks, a pass over a slow link let the
+// lease lapse and stopped early).
+const reapRenewEach = 3
 
 // reapLoop reaps cats (the engine's partitioned categories) every
 // reapEvery until stop.
@@ -180,6 +182,7 @@ func (e *Engine) reapCategory(base context.Context, stop <-chan struct{}, cat st
 	op := func() (context.Context, context.CancelFunc) { return context.WithTimeout(base, 5*time.Second) }
 	ctx, cancel := op()
 	ref := rdb.ReaperLease(cat)
+	renewed := time.Now() // the lease's term runs from the acquire's send
 	l, err := rdb.Acquire(ctx, e.c, ref, e.incarnation, e.o.LeaseTTL)
 	if err != nil {
 		// Held by this incarnation: the acquire ran twice (its reply was
@@ -188,7 +191,7 @@ func (e *Engine) reapCategory(base context.Context, stop <-chan struct{}, cat st
 		// this pass's to use rather than a block for LeaseTTL.
 		var sent time.Time
 		if own, ok := e.adopt(ctx, ref, err, &sent); ok {
-			l, err = own, nil
+			l, err, renewed = own, nil, sent
 		}
 	}
 	cancel()
@@ -222,8 +225,9 @@ func (e *Engine) reapCategory(base context.Context, stop <-chan struct{}, cat st
 		return
 	}
 	reaped := 0
-	for i, k := range keys {
-		if i > 0 && i%reapBatch == 0 {
+	for _, k := range keys {
+		if time.Since(renewed) >= e.o.LeaseTTL/reapRenewEach {
+			sent := time.Now()
 			ctx, cancel := op()
 			err := l.Renew(ctx, e.c, e.o.LeaseTTL)
 			cancel()
@@ -231,6 +235,7 @@ func (e *Engine) reapCategory(base context.Context, stop <-chan struct{}, cat st
 				e.log.Warn("seqby: reaper lost its lease; pass stopped", "category", cat, "err", err)
 				break
 			}
+			renewed = sent
 		}
 		select {
 		case <-stop:
