@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -66,7 +67,7 @@ var ErrKindChanged = errors.New("handler kind changed under its name while the o
 // handler). Finish the deploy (or the rollback); do not skip the entry:
 // once no live build routes the type, this build decides again at its
 // next retry (every HaltedRetryInterval).
-var ErrRoutedByAnotherBuild = errors.New("message type routed by another live build of this handler")
+var ErrRoutedByAnotherBuild = contract.ErrRoutedByAnotherBuild
 
 // Kinds, as recorded.
 const (

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 	"github.com/seqby/seqby/runtime/internal/replicas"
 	"github.com/seqby/seqby/runtime/internal/telemetry"
@@ -352,7 +353,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.signals.Keep(ctx, true) // before any worker reads: publishers find the stream, and signal a fan's category
 	// Handlers and the loops that own partitions outlive ctx long enough to
 	// finish the in-flight message; stop tells them to wind down.
-	base := context.WithValue(context.WithoutCancel(ctx), clientKey{}, e.c)
+	base := contract.WithClient(context.WithoutCancel(ctx), e.c)
 	stop := ctx.Done()
 	var wg sync.WaitGroup
 	waitCtx, stopWaiter := context.WithCancel(base)

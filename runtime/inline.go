@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -243,7 +244,7 @@ func (b *InlineBroker) attempts(ctx context.Context, m inlineMsg, id inlineID, p
 					return fmt.Errorf("inline: write the lease of %s: %w", id.key, err)
 				}
 			}
-			actx = context.WithValue(ctx, leaseInfoKey{}, li)
+			actx = contract.WithLease(ctx, contract.LeaseInfo(li))
 		}
 		m.en.Deliveries = 1
 		if err = b.invoke(withMessage(actx, m.en, attempt), m.reg, m.rt, m.payload); err == nil || errors.Is(err, ErrPermanent) {
@@ -400,7 +401,7 @@ func (b *InlineBroker) States() StateStore { return b.states }
 
 // ErrHandlerPanic matches a handler panic, recovered and treated as a
 // handler failure.
-var ErrHandlerPanic = errors.New("handler panicked")
+var ErrHandlerPanic = contract.ErrHandlerPanic
 
 // safeInvoke calls the handler, turning a panic into an error: nothing a
 // message contains may crash an instance.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -81,27 +82,29 @@ type ReplayInfo struct {
 	Handler string
 }
 
-type messageInfoKey struct{}
-
 // MessageFromContext returns the message a handler attempt runs on; false
 // outside one.
 func MessageFromContext(ctx context.Context) (MessageInfo, bool) {
-	mi, ok := ctx.Value(messageInfoKey{}).(MessageInfo)
-	return mi, ok
+	mi, ok := contract.MessageFrom(ctx)
+	if !ok {
+		return MessageInfo{}, false
+	}
+	return MessageInfo{Stream: mi.Stream, EntryID: mi.EntryID, MessageID: mi.MessageID, PublishedAt: mi.PublishedAt,
+		Attempt: mi.Attempt, Deliveries: mi.Deliveries, Generation: mi.Generation, Replay: (*ReplayInfo)(mi.Replay)}, true
 }
 
 // withMessage gives an attempt's context its MessageInfo.
 func withMessage(ctx context.Context, en rdb.Entry, attempt int) context.Context {
-	mi := MessageInfo{Stream: en.Stream, EntryID: en.ID, Attempt: attempt, Deliveries: en.Deliveries}
+	mi := contract.MessageInfo{Stream: en.Stream, EntryID: en.ID, Attempt: attempt, Deliveries: en.Deliveries}
 	if en.Fields != nil {
 		mi.MessageID = en.Fields[rdb.FieldID]
 		mi.PublishedAt, _ = time.Parse(time.RFC3339Nano, en.Fields[rdb.FieldPublishedAt])
 		if r, ok := rdb.ParseReplayed(en.Fields); ok {
-			mi.Replay = &ReplayInfo{OriginalStream: r.Stream, OriginalEntryID: r.Of, DLQ: r.DLQ, DLQEntryID: r.DLQID, Handler: r.Handler}
+			mi.Replay = &contract.ReplayInfo{OriginalStream: r.Stream, OriginalEntryID: r.Of, DLQ: r.DLQ, DLQEntryID: r.DLQID, Handler: r.Handler}
 		}
 	}
-	if li, ok := LeaseFromContext(ctx); ok {
+	if li, ok := contract.LeaseFrom(ctx); ok {
 		mi.Generation = li.Generation
 	}
-	return context.WithValue(ctx, messageInfoKey{}, mi)
+	return contract.WithMessage(ctx, mi)
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 	"github.com/seqby/seqby/runtime/internal/telemetry"
 )
@@ -186,7 +187,7 @@ func (e *Engine) newPartition(base context.Context, c consumer, key string, l rd
 // timer that counts the lease lost at acquiredAt + TTL - margin.
 func (p *partition) arm(base context.Context, info LeaseInfo, acquiredAt time.Time) {
 	e := p.e
-	p.ctx, p.cancel = context.WithCancelCause(context.WithValue(base, leaseInfoKey{}, info))
+	p.ctx, p.cancel = context.WithCancelCause(contract.WithLease(base, contract.LeaseInfo(info)))
 	p.durableAt = acquiredAt
 	deadline := acquiredAt.Add(e.o.LeaseTTL - e.o.LeaseMargin)
 	p.deadlineAt.Store(int64(deadline.Sub(e.epoch)))

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 	"github.com/seqby/seqby/runtime/internal/telemetry"
 )
@@ -248,7 +249,7 @@ func (e *Engine) applyPM(ctx context.Context, reg Registration, rt Route, corr s
 	if err != nil {
 		return true, fmt.Errorf("load state of pm %s for %q: %w", reg.Name, corr, err)
 	}
-	if last != "" && !entryAfter(en.ID, last) {
+	if last != "" && !contract.EntryAfter(en.ID, last) {
 		// Saved with the state by a previous owner that died before its
 		// ack: applying it again would count it twice.
 		e.log.Info("seqby: pm entry already in the saved state; acking it without applying it again",
@@ -257,7 +258,7 @@ func (e *Engine) applyPM(ctx context.Context, reg Registration, rt Route, corr s
 	}
 	saveCtx := ctx
 	if en != nil {
-		saveCtx = withApplied(ctx, en.Stream, en.ID)
+		saveCtx = contract.WithApplied(ctx, en.Stream, en.ID)
 	}
 	state := reg.NewState()
 	if data != nil {

@@ -52,17 +52,3 @@ func TestPMEntryAppliedOnceAcrossLostAck(t *testing.T) {
 		})
 	}
 }
-
-func TestEntryAfter(t *testing.T) {
-	for _, tt := range []struct {
-		a, b string
-		want bool
-	}{
-		{"2-0", "1-9", true}, {"1-10", "1-9", true}, {"1-9", "1-10", false},
-		{"10-0", "9-0", true}, {"5-0", "5-0", false},
-	} {
-		if got := entryAfter(tt.a, tt.b); got != tt.want {
-			t.Errorf("entryAfter(%s, %s) = %v, want %v", tt.a, tt.b, got, tt.want)
-		}
-	}
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -127,5 +128,5 @@ func startKey(category, group string) string { return category + "\x00" + group 
 // on category (StartFromNew): such an entry is acked unread.
 func (e *Engine) beforeStart(reg Registration, category, id string) bool {
 	start := e.starts[startKey(category, reg.Name)]
-	return start != "" && start != "0" && entryAfter(start, id)
+	return start != "" && start != "0" && contract.EntryAfter(start, id)
 }

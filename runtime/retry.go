@@ -1,8 +1,9 @@
 package runtime
 
 import (
-	"errors"
 	"time"
+
+	"github.com/seqby/seqby/runtime/internal/contract"
 )
 
 // Transient versus poison. A failing head is retried with capped
@@ -17,7 +18,7 @@ import (
 // decoded or routed) halts at once and waits for the operator.
 
 // ErrPermanent matches an error wrapped by Permanent.
-var ErrPermanent = errors.New("permanent failure")
+var ErrPermanent = contract.ErrPermanent
 
 // Permanent marks a handler error that no retry can fix (the message is
 // invalid for the handler): the partition halts at once, without retries,
@@ -30,20 +31,7 @@ var ErrPermanent = errors.New("permanent failure")
 // "failed permanently: permanent: ..." there, and once more per layer
 // that wraps an error already permanent; Permanent of such an error
 // returns it unchanged.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := err.(permanentError); ok {
-		return err
-	}
-	return permanentError{err}
-}
-
-type permanentError struct{ err error }
-
-func (p permanentError) Error() string   { return p.err.Error() }
-func (p permanentError) Unwrap() []error { return []error{ErrPermanent, p.err} }
+func Permanent(err error) error { return contract.Permanent(err) }
 
 // RetryPolicy overrides, for one handler (Registration.Retry), the
 // engine's retry options of the same names. A zero field keeps the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -19,7 +20,7 @@ import (
 
 // ErrHandlerTimeout is the failure of an attempt that outlived its
 // handler's timeout.
-var ErrHandlerTimeout = errors.New("handler attempt timed out")
+var ErrHandlerTimeout = contract.ErrHandlerTimeout
 
 // stuckGrace bounds how long past its timeout a body may take to return
 // before it is reported as ignoring its context: the timeout itself, at
