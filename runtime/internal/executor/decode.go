@@ -28,7 +28,7 @@ func (x *Executor) decode(h *handler, category string, en rdb.Entry) (rt Route, 
 		x.log.Warn("seqby: pending entry was deleted from the stream; acking it", "stream", en.Stream, "entry", en.ID, "handler", h.Name)
 		return rt, nil, true, nil
 	}
-	if x.cfg.BeforeStart(h.Name, category, en.ID) {
+	if x.beforeStart(h.Name, category, en.ID) {
 		return rt, nil, true, nil // published before this handler first started
 	}
 	typ := en.Fields[rdb.FieldType]

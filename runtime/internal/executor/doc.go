@@ -23,8 +23,8 @@
 //
 // It sits under the engine (package runtime) and must not import it. A
 // registration comes in as a Handler, converted once when it is
-// registered; what the engine decides (whether a type is known, where a
-// group starts, which other builds route a type, whether an attempt may
-// start under its lease) it passes in as callbacks in Config and as a
-// Gate. The halts it returns are contract.Halt, which runtime converts.
+// registered; what the engine decides (whether a type is known, which
+// other builds route a type, whether an attempt may start under its
+// lease) it passes in as callbacks in Config and as a Gate, and where
+// each group starts once Run has registered them (SetStarts). The halts it returns are contract.Halt, which runtime converts.
 package executor

@@ -39,9 +39,6 @@ type Config struct {
 	// category: an entry of a known type a handler does not route is
 	// another handler's, acked unread. Nil: none is.
 	KnownType func(category, typ string) bool
-	// BeforeStart reports whether entry id predates where handler's group
-	// starts on category: acked unread. Nil: none does.
-	BeforeStart func(handler, category, id string) bool
 	// OtherBuilds returns the owners of the other live builds of handler
 	// that route typ on category (a rolling deploy): the entry is left to
 	// them. Nil: none.
@@ -134,6 +131,28 @@ type Executor struct {
 	// handlers by name, replaced whole by Add: read on every entry, and
 	// handlers are only added before Run.
 	handlers atomic.Pointer[map[string]*handler]
+	// starts is where each group starts (SetStarts); nil: none set.
+	starts atomic.Pointer[map[Group]string]
+}
+
+// Group names a handler's consumer group on a category.
+type Group struct{ Category, Handler string }
+
+// SetStarts sets where each group starts: the entry id Run registered it
+// at ("" or "0": the beginning). An entry before its group's start was
+// published before the handler first started (StartFromNew), and Decode
+// skips it. Run sets them before any worker reads.
+func (x *Executor) SetStarts(starts map[Group]string) { x.starts.Store(&starts) }
+
+// beforeStart reports whether entry id predates where handler's group
+// starts on category.
+func (x *Executor) beforeStart(handler, category, id string) bool {
+	m := x.starts.Load()
+	if m == nil {
+		return false
+	}
+	start := (*m)[Group{Category: category, Handler: handler}]
+	return start != "" && start != "0" && contract.EntryAfter(start, id)
 }
 
 // New returns an Executor with no handlers.
@@ -144,9 +163,6 @@ func New(cfg Config) *Executor {
 	}
 	if x.cfg.KnownType == nil {
 		x.cfg.KnownType = func(string, string) bool { return false }
-	}
-	if x.cfg.BeforeStart == nil {
-		x.cfg.BeforeStart = func(string, string, string) bool { return false }
 	}
 	if x.cfg.OtherBuilds == nil {
 		x.cfg.OtherBuilds = func(string, string, string) []string { return nil }

@@ -179,7 +179,6 @@ func TestDecode(t *testing.T) {
 	empty.Decode = func([]byte) (any, error) { return nil, nil }
 	cfg := fast(nil)
 	cfg.KnownType = func(category, typ string) bool { return typ == "other" }
-	cfg.BeforeStart = func(handler, category, id string) bool { return id == "1-0" }
 	cfg.OtherBuilds = func(handler, category, typ string) []string {
 		if typ == "newer" {
 			return []string{"o3", "o2"}
@@ -187,6 +186,7 @@ func TestDecode(t *testing.T) {
 		return nil
 	}
 	x := New(cfg)
+	x.SetStarts(map[Group]string{{Category: "order", Handler: "h"}: "1-5", {Category: "order", Handler: "panics"}: "0"})
 	x.Add(Handler{Name: "h", Kind: "handler", Routes: []Route{ok}})
 	x.Add(Handler{Name: "panics", Kind: "handler", Routes: []Route{panics}})
 	x.Add(Handler{Name: "empty", Kind: "handler", Routes: []Route{empty}})
@@ -212,6 +212,7 @@ func TestDecode(t *testing.T) {
 		{"unknown type", "h", typed("2-0", "nobody"), false, "unknown message type", true, `handler h has no route for type "nobody" on order`},
 		{"another build's type", "h", typed("2-0", "newer"), false, "type routed by another build of this handler (a rolling deploy)", false, "live on o2, o3, routes it"},
 		{"undecodable", "h", bad, false, "undecodable payload", true, "unexpected end of JSON input"},
+		{"a group from the beginning", "panics", entry("1-0", event{Client: "a"}), false, "undecodable payload", true, "decode panicked: bad"},
 		{"decode panics", "panics", entry("2-0", event{Client: "a"}), false, "undecodable payload", true, "decode panicked: bad"},
 		{"decode returns nothing", "empty", entry("2-0", event{Client: "a"}), false, "undecodable payload", true, "decode of event returned no message"},
 	}
