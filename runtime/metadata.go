@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/seqby/seqby/runtime/internal/contract"
-	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // MessageInfo describes the message a handler attempt is running on, so a
@@ -91,20 +90,4 @@ func MessageFromContext(ctx context.Context) (MessageInfo, bool) {
 	}
 	return MessageInfo{Stream: mi.Stream, EntryID: mi.EntryID, MessageID: mi.MessageID, PublishedAt: mi.PublishedAt,
 		Attempt: mi.Attempt, Deliveries: mi.Deliveries, Generation: mi.Generation, Replay: (*ReplayInfo)(mi.Replay)}, true
-}
-
-// withMessage gives an attempt's context its MessageInfo.
-func withMessage(ctx context.Context, en rdb.Entry, attempt int) context.Context {
-	mi := contract.MessageInfo{Stream: en.Stream, EntryID: en.ID, Attempt: attempt, Deliveries: en.Deliveries}
-	if en.Fields != nil {
-		mi.MessageID = en.Fields[rdb.FieldID]
-		mi.PublishedAt, _ = time.Parse(time.RFC3339Nano, en.Fields[rdb.FieldPublishedAt])
-		if r, ok := rdb.ParseReplayed(en.Fields); ok {
-			mi.Replay = &contract.ReplayInfo{OriginalStream: r.Stream, OriginalEntryID: r.Of, DLQ: r.DLQ, DLQEntryID: r.DLQID, Handler: r.Handler}
-		}
-	}
-	if li, ok := contract.LeaseFrom(ctx); ok {
-		mi.Generation = li.Generation
-	}
-	return contract.WithMessage(ctx, mi)
 }

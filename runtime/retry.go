@@ -20,6 +20,14 @@ import (
 // ErrPermanent matches an error wrapped by Permanent.
 var ErrPermanent = contract.ErrPermanent
 
+// ErrHandlerPanic matches a handler panic, recovered and treated as a
+// handler failure.
+var ErrHandlerPanic = contract.ErrHandlerPanic
+
+// ErrHandlerTimeout is the failure of an attempt that outlived its
+// handler's timeout.
+var ErrHandlerTimeout = contract.ErrHandlerTimeout
+
 // Permanent marks a handler error that no retry can fix (the message is
 // invalid for the handler): the partition halts at once, without retries,
 // and its head waits for an operator. errors.Is(err, ErrPermanent) and
@@ -46,29 +54,4 @@ type RetryPolicy struct {
 	// HaltedRetryInterval is how often a halted head is retried; negative:
 	// never (it waits for an operator).
 	HaltedRetryInterval time.Duration
-}
-
-// retryOf is reg's effective retry policy: its own fields over the
-// engine's (already defaulted) options.
-func (e *Engine) retryOf(reg Registration) RetryPolicy {
-	p := RetryPolicy{MaxRetries: e.o.MaxRetries, RetryBackoff: e.o.RetryBackoff, MaxBackoff: e.o.MaxBackoff,
-		HaltedRetryInterval: e.o.HaltedRetryInterval}
-	if r := reg.Retry; r != nil {
-		switch {
-		case r.MaxRetries < 0:
-			p.MaxRetries = 0
-		case r.MaxRetries > 0:
-			p.MaxRetries = r.MaxRetries
-		}
-		if r.RetryBackoff > 0 {
-			p.RetryBackoff = r.RetryBackoff
-		}
-		if r.MaxBackoff > 0 {
-			p.MaxBackoff = r.MaxBackoff
-		}
-		if r.HaltedRetryInterval != 0 {
-			p.HaltedRetryInterval = r.HaltedRetryInterval
-		}
-	}
-	return p
 }
