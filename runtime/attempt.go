@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -61,11 +62,12 @@ const defaultVerifyBound = 25 * time.Millisecond
 // bound.
 const slowConfirmEvery = time.Minute
 
-// gate admits one entry's handler attempts: a concurrency slot, a live
-// context, and for an entry under a lease, the fence rule.
+// gate admits the attempts of one entry of a leased partition (an
+// executor.Gate): a concurrency slot, a live context, and the fence rule.
+// A handler without a lease takes only a slot (executor.Slots).
 type gate struct {
 	e *Engine
-	p *partition // nil for handlers without a lease (unkeyed)
+	p *partition
 	// confirmed is when the last call that confirmed the lease was sent
 	// (zero: none).
 	confirmed time.Time
@@ -74,19 +76,15 @@ type gate struct {
 	head bool
 	// stopped: enter refused before any attempt started because the
 	// strict mode's wait for replicas failed (gave up, met a new primary,
-	// or the lease ended meanwhile); the entry is handed back (outStop),
+	// or the lease ended meanwhile); the entry is handed back (OutStop),
 	// its delivery with it.
 	stopped bool
 	// paused: enter refused because an operator paused the partition or
-	// its handler (pause.go); no attempt started (outPause). hp is the
+	// its handler (pause.go); no attempt started (OutPause). hp is the
 	// handler's pause that did, nil for the partition's own.
 	paused bool
 	hp     *handlerPause
 }
-
-// unfencedGate is the gate of a handler without a lease: a slot and a
-// live context.
-func (e *Engine) unfencedGate() *gate { return &gate{e: e} }
 
 // gate is the gate of en, an entry of p returned by a fenced call sent at
 // confirmed (zero: it comes from memory).
@@ -94,8 +92,22 @@ func (p *partition) gate(en rdb.Entry, confirmed time.Time) *gate {
 	return &gate{e: p.e, p: p, confirmed: confirmed, head: p.hasHaltRecord(en)}
 }
 
+// Enter admits an attempt (executor.Gate): enter's answer, and why it
+// refused.
+func (g *gate) Enter(ctx context.Context) executor.Admission {
+	switch {
+	case g.enter(ctx):
+		return executor.Admitted
+	case g.paused:
+		return executor.Paused
+	case g.stopped:
+		return executor.Stopped
+	}
+	return executor.Refused
+}
+
 // enter waits for a concurrency slot and reports whether the attempt may
-// start; then the caller holds the slot and must call leave. False: ctx
+// start; then the caller holds the slot and must call Leave. False: ctx
 // ended or the lease is lost, and nothing is held. A Redis error while
 // confirming is retried after a backoff spent without the slot, while ctx
 // lasts (a confirmation that was sent holding a slot is sent holding one
@@ -124,13 +136,11 @@ func (g *gate) enter(ctx context.Context) bool {
 	// it even waits for a slot (an entry from memory, a head, a retry
 	// after its backoff) sends it first.
 	begun, holdToConfirm := false, false
-	if g.p != nil {
-		if hp := g.e.handlerPaused(g.p.reg.Name); hp != nil {
-			g.paused, g.hp = true, hp
-			return g.refuse()
-		}
+	if hp := g.e.handlerPaused(g.p.reg.Name); hp != nil {
+		g.paused, g.hp = true, hp
+		return g.refuse()
 	}
-	if g.p != nil && g.p.e.replicas != nil {
+	if g.e.replicas != nil {
 		if g.head {
 			// The attempt mark is a write an operator's skip relies on:
 			// made before the barrier, so the barrier covers it.
@@ -147,31 +157,22 @@ func (g *gate) enter(ctx context.Context) bool {
 			// No attempt started: a partition let go (a new primary, a
 			// lease whose renewals replicas did not confirm in time) or
 			// handed over gives the entry back with its delivery
-			// (outStop).
+			// (OutStop).
 			g.stopped = true
 			return g.refuse()
 		}
 	}
-	needs := func() bool { return g.p != nil && ((g.head && !begun) || time.Since(g.confirmed) > bound) }
+	needs := func() bool { return (g.head && !begun) || time.Since(g.confirmed) > bound }
 	held := false // a slot is held
 	// late: the last confirmation succeeded but started no attempt for
 	// its age (warned of apart, at most every lateConfirmEvery).
 	late := false
 	for {
 		if !held && (!needs() || holdToConfirm) {
-			select {
-			case g.e.sem <- struct{}{}:
-			case <-ctx.Done():
+			if !g.e.exec.Slots().Acquire(ctx) {
 				return g.refuse()
 			}
 			held = true
-			if ctx.Err() != nil {
-				g.release()
-				return g.refuse()
-			}
-			if g.p == nil {
-				return true
-			}
 			if !time.Now().Before(g.p.deadline()) {
 				g.release()
 				g.p.lost(errors.New("lease not renewed before its deadline"))
@@ -279,10 +280,10 @@ func (g *gate) refuse() bool {
 	return false
 }
 
-// leave ends an attempt enter admitted: it frees the slot and, after a
-// failed attempt of a marked head, removes the mark (a successful one
-// keeps it until the head is acked: ackedPrevious).
-func (g *gate) leave(ok bool) {
+// Leave ends an attempt enter admitted (executor.Gate): it frees the slot
+// and, after a failed attempt of a marked head, removes the mark (a
+// successful one keeps it until the head is acked: ackedPrevious).
+func (g *gate) Leave(ok bool) {
 	g.release()
 	if g.head && !ok {
 		g.p.endAttempt()
@@ -290,7 +291,7 @@ func (g *gate) leave(ok bool) {
 }
 
 // release frees the concurrency slot.
-func (g *gate) release() { <-g.e.sem }
+func (g *gate) release() { g.e.exec.Slots().Release() }
 
 // confirm checks p's lease in Redis before an attempt, in the Batcher's
 // next round, or marking the attempt when head (begin_attempt.lua, a

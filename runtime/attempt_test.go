@@ -61,32 +61,6 @@ func TestRetryStartsOnlyUnderTheLease(t *testing.T) {
 	}
 }
 
-// Finding 2 of issue #11: with its context already done, an attempt never
-// starts, however the slot and the context race.
-func TestAttemptNeverStartsWithContextDone(t *testing.T) {
-	var ran atomic.Int64
-	e, err := NewEngine(newRedis(t), fastOptions("r1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := keyedHandler("h", func(context.Context, *testEvent) error { ran.Add(1); return nil })
-	if err := e.Register(reg); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	en := rdb.Entry{Stream: rdb.PartitionStream("order", "a"), ID: "1-0",
-		Fields: map[string]string{rdb.FieldType: "testEvent", rdb.FieldPayload: `{"client":"a","seq":1}`}}
-	for range 1000 {
-		if out, _ := e.handle(ctx, nil, e.unfencedGate(), reg, "order", en, false); out != outLost {
-			t.Fatalf("outcome %v with a done context", out)
-		}
-	}
-	if n := ran.Load(); n != 0 {
-		t.Fatalf("the handler ran %d times of 1000 with its context already done", n)
-	}
-}
-
 // More partitions with work than Concurrency, handlers slower than
 // VerifyBound: an attempt's confirmation often goes stale while it waits
 // for a slot, and it confirms again. Every slot it takes is given back:

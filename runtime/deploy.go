@@ -8,10 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -20,7 +20,8 @@ import (
 // this file guards:
 //
 //   - Routes. A handler acks unrun an entry of a type it does not route
-//     when another handler of its build knows the type (decodeEntry). But
+//     when another handler of its build knows the type (the executor's
+//     Decode). But
 //     if another live build of the same handler routes that type, the
 //     entry may be that build's to run: an instance that acked it would
 //     lose it. Which build is "newer" cannot be told safely (an old pod
@@ -66,7 +67,7 @@ var ErrKindChanged = errors.New("handler kind changed under its name while the o
 // handler). Finish the deploy (or the rollback); do not skip the entry:
 // once no live build routes the type, this build decides again at its
 // next retry (every HaltedRetryInterval).
-var ErrRoutedByAnotherBuild = errors.New("message type routed by another live build of this handler")
+var ErrRoutedByAnotherBuild = contract.ErrRoutedByAnotherBuild
 
 // Kinds, as recorded.
 const (
@@ -154,7 +155,7 @@ func buildOf(reg Registration, kind string) (map[string][]string, string) {
 // registerDeploy records, for every handler, this instance's kind, build
 // and routes (rdb.RecordDeploy), refusing with ErrKindChanged a handler
 // that a live instance runs as another kind, and reads the other builds'
-// records into the view decodeEntry consults.
+// records into the view the executor consults (buildsRouting).
 func (e *Engine) registerDeploy(ctx context.Context, cs []consumer) error {
 	byName := map[string][]consumer{}
 	var names []string
@@ -295,14 +296,16 @@ func otherBuilds(live []rdb.DeployRecord, build, self string) []otherBuild {
 	return out
 }
 
-// buildsRouting returns the live instances of other builds of reg's
-// handler that route typ on category (none when this Run recorded no
-// build: an inline broker, a test calling handle directly). The view is
+// buildsRouting returns the live instances of other builds of handler
+// that route typ on category (none when this Run recorded no build: a
+// test calling the executor directly). The executor asks it of an entry
+// whose type this build does not route, and leaves such an entry to them
+// (a halt that is not permanent). The view is
 // read again when it is older than DiscoveryInterval; a failed read keeps
 // the last one (and is logged).
-func (e *Engine) buildsRouting(reg Registration, category, typ string) []string {
+func (e *Engine) buildsRouting(handler, category, typ string) []string {
 	e.reg.deploy.mu.Lock()
-	v := e.reg.deploy.handlers[reg.Name]
+	v := e.reg.deploy.handlers[handler]
 	e.reg.deploy.mu.Unlock()
 	if v == nil {
 		return nil
@@ -310,8 +313,8 @@ func (e *Engine) buildsRouting(reg Registration, category, typ string) []string 
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if time.Since(v.readAt) >= e.o.DiscoveryInterval {
-		if err := e.refreshBuilds(reg.Name, v); err != nil {
-			e.log.Warn("seqby: reading the other builds of a handler failed; deciding on the last read", "handler", reg.Name,
+		if err := e.refreshBuilds(handler, v); err != nil {
+			e.log.Warn("seqby: reading the other builds of a handler failed; deciding on the last read", "handler", handler,
 				"read_at", v.readAt, "err", err)
 		}
 		v.readAt = time.Now() // a failure is retried one interval later, not per entry
@@ -339,23 +342,6 @@ func (e *Engine) refreshBuilds(handler string, v *buildView) error {
 	}
 	v.others = otherBuilds(live, v.build, e.o.OwnerID)
 	return nil
-}
-
-// leftForAnotherBuild is the halt of an entry whose type reg does not
-// route on category but another live build of it does (nil otherwise):
-// not permanent, so a keyed partition retries it every
-// HaltedRetryInterval (and goes on by its own routes once no live build
-// routes it), and the other build runs it once it takes the partition
-// over.
-func (e *Engine) leftForAnotherBuild(reg Registration, category string, en rdb.Entry, typ string) *Halt {
-	owners := e.buildsRouting(reg, category, typ)
-	if len(owners) == 0 {
-		return nil
-	}
-	sort.Strings(owners)
-	return e.haltOf(reg, category, en, "type routed by another build of this handler (a rolling deploy)",
-		fmt.Errorf("%s %s has no route for type %q on %s in this build, but another build of it, live on %s, routes it: the entry waits for that build, which runs it once it owns the partition; finish the deploy or the rollback, and do not skip the entry: %w",
-			reg.Kind, reg.Name, typ, category, strings.Join(owners, ", "), ErrRoutedByAnotherBuild))
 }
 
 // rerecordDeploy records this instance's builds again (registerDeploy)

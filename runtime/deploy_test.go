@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/internal/redistest"
+	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -78,7 +79,7 @@ func ackedIn(t *testing.T, c redis.UniversalClient, stream, group, id string) bo
 	delivered := false
 	for _, g := range gs {
 		if g.Name == group {
-			delivered = !entryAfter(id, g.LastDeliveredID)
+			delivered = !contract.EntryAfter(id, g.LastDeliveredID)
 		}
 	}
 	if !delivered {

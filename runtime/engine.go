@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/contract"
+	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 	"github.com/seqby/seqby/runtime/internal/replicas"
 	"github.com/seqby/seqby/runtime/internal/telemetry"
@@ -45,8 +47,10 @@ type Engine struct {
 	// its age, was last reported (UnixNano; admitage.go).
 	lateConfirmAt atomic.Int64
 	log           *slog.Logger
-	sem           chan struct{}
-	wake          *wake.Waiter
+	// exec runs the handlers on entries (package executor), and holds
+	// the concurrency slots every attempt takes.
+	exec *executor.Executor
+	wake *wake.Waiter
 	// signals keeps this incarnation's signal stream and the fanout
 	// markers; set by Run, then the heartbeat's.
 	signals *wake.Keeper
@@ -73,7 +77,6 @@ type Engine struct {
 	parts     map[string]*partition    // owned partitions by id
 	halts     []Halt                   // unpartitioned halts
 	large     map[string]largeCategory // categories above PartitionWarnThreshold
-	starts    map[string]string        // each group's start id by category (retention.go)
 	handlers  []string                 // keyed handlers, announced as members
 	leaving   atomic.Bool              // stop announcing: graceful stop began
 	// announceMu makes announce's check of leaving and its send atomic
@@ -160,7 +163,6 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 		reg: NewRegistry("redis", StreamPartitioning|ConsumerGroups),
 		c:   c, o: o, incarnation: newIncarnation(o.OwnerID), epoch: time.Now(),
 		log:    o.Logger.With("owner", o.OwnerID),
-		sem:    make(chan struct{}, o.Concurrency),
 		batch:  rdb.NewBatcher(c),
 		index:  newIndexCache(),
 		parts:  map[string]*partition{},
@@ -172,6 +174,7 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	if e.telemetry, err = e.newTelemetry(o); err != nil {
 		return nil, fmt.Errorf("seqby engine metrics: %w", err)
 	}
+	e.exec = e.newExecutor(o)
 	e.replicas = replicas.New(replicas.Config{Client: c, Acks: o.ReplicaAcks, Timeout: o.ReplicaTimeout, Backoff: o.RetryBackoff,
 		Log: o.Logger.With("owner", o.OwnerID), OnShort: e.telemetry.ReplicaShort})
 	e.wake = wake.New(wake.Config{Client: c, Block: o.BlockTimeout, OnSignal: e.index.signalled, OnGap: e.index.invalidate})
@@ -202,7 +205,13 @@ func (e *Engine) Register(regs ...Registration) error {
 	if running {
 		return fmt.Errorf("%w: %w", ErrRegistration, ErrRunning)
 	}
-	return e.reg.Add(regs...)
+	if err := e.reg.Add(regs...); err != nil {
+		return err
+	}
+	for _, reg := range regs {
+		e.exec.Add(handlerOf(reg, e.o.Codec))
+	}
+	return nil
 }
 
 // OwnerID is this instance's owner id (Options.OwnerID, or the one
@@ -335,7 +344,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		return fmt.Errorf("seqby engine: %w", err)
 	}
-	e.starts = starts // read-only while this Run's workers run
+	e.exec.SetStarts(starts)
 	for _, c := range cs {
 		if c.mode != modePlain {
 			if err := e.wake.Watch(ctx, c.category); err != nil {
@@ -352,7 +361,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.signals.Keep(ctx, true) // before any worker reads: publishers find the stream, and signal a fan's category
 	// Handlers and the loops that own partitions outlive ctx long enough to
 	// finish the in-flight message; stop tells them to wind down.
-	base := context.WithValue(context.WithoutCancel(ctx), clientKey{}, e.c)
+	base := contract.WithClient(context.WithoutCancel(ctx), e.c)
 	stop := ctx.Done()
 	var wg sync.WaitGroup
 	waitCtx, stopWaiter := context.WithCancel(base)

@@ -7,13 +7,13 @@ import (
 	"testing"
 )
 
-// contract is a type with no methods of seqby's, as one of another module
+// contractDoc is a type with no methods of seqby's, as one of another module
 // declared by a marked alias would be.
-type contract struct {
+type contractDoc struct {
 	Account string `json:"account"`
 }
 
-func foreignContract(c *contract) Message {
+func foreignContract(c *contractDoc) Message {
 	return Foreign(c, "accounts", "contract", func() (string, error) { return Key("accounts", "account", c.Account) })
 }
 
@@ -22,24 +22,24 @@ func foreignContract(c *contract) Message {
 // publishing path before anything runs.
 func TestForeign(t *testing.T) {
 	ctx := context.Background()
-	r, err := NewRecord(ctx, foreignContract(&contract{Account: "a-1"}), nil)
+	r, err := NewRecord(ctx, foreignContract(&contractDoc{Account: "a-1"}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back contract
+	var back contractDoc
 	if err := json.Unmarshal(r.Payload, &back); err != nil || back.Account != "a-1" || r.Type != "contract" || r.Key != "a-1" || !r.Partitioned {
 		t.Fatalf("record %+v (%v)", r, err)
 	}
-	plain, err := NewRecord(ctx, Foreign(&contract{}, "notes", "contract", nil), nil)
+	plain, err := NewRecord(ctx, Foreign(&contractDoc{}, "notes", "contract", nil), nil)
 	if err != nil || plain.Partitioned {
 		t.Fatalf("unkeyed foreign record %+v (%v)", plain, err)
 	}
-	if _, err := NewRecord(ctx, foreignContract(&contract{Account: "a:b"}), nil); !errors.Is(err, ErrKeyColon) {
+	if _, err := NewRecord(ctx, foreignContract(&contractDoc{Account: "a:b"}), nil); !errors.Is(err, ErrKeyColon) {
 		t.Fatalf("bad key: %v", err)
 	}
 	nils := map[string]Message{
 		"keyed nil pointer":   foreignContract(nil),
-		"unkeyed nil pointer": Foreign((*contract)(nil), "notes", "contract", nil),
+		"unkeyed nil pointer": Foreign((*contractDoc)(nil), "notes", "contract", nil),
 		"nil value":           Foreign(nil, "notes", "contract", nil),
 	}
 	b := NewInlineBroker()

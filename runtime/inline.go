@@ -12,6 +12,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/seqby/seqby/runtime/internal/contract"
+	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/publish"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
@@ -37,6 +39,9 @@ import (
 type InlineBroker struct {
 	reg   *Registry
 	codec Codec
+	// exec runs each attempt as the engine's executor does, without a
+	// timeout or telemetry: the handlers are never added to it.
+	exec *executor.Executor
 
 	mu       sync.Mutex
 	queue    []Message
@@ -77,8 +82,8 @@ func NewInlineBroker(codecs ...Codec) *InlineBroker {
 	if len(codecs) > 0 && codecs[0] != nil {
 		codec = codecs[0]
 	}
-	return &InlineBroker{reg: NewRegistry("inline", StreamPartitioning), codec: codec, states: NewMemoryStateStore(),
-		parts: map[inlineID]*inlinePart{}}
+	return &InlineBroker{reg: NewRegistry("inline", StreamPartitioning), codec: codec, exec: executor.New(executor.Config{}),
+		states: NewMemoryStateStore(), parts: map[inlineID]*inlinePart{}}
 }
 
 // Name is "inline".
@@ -196,7 +201,7 @@ func (b *InlineBroker) partitionOf(m inlineMsg) (inlineID, bool, error) {
 		if err != nil {
 			return inlineID{}, false, fmt.Errorf("decode: %w", err)
 		}
-		corr, err := safeCorrelate(m.rt, payloadMsg)
+		corr, err := executor.Correlate(routeOf(m.rt, b.codec), payloadMsg)
 		if err != nil {
 			return inlineID{}, false, err
 		}
@@ -244,10 +249,13 @@ func (b *InlineBroker) attempts(ctx context.Context, m inlineMsg, id inlineID, p
 					return fmt.Errorf("inline: write the lease of %s: %w", id.key, err)
 				}
 			}
-			actx = context.WithValue(ctx, leaseInfoKey{}, li)
+			actx = contract.WithLease(ctx, contract.LeaseInfo(li))
 		}
 		m.en.Deliveries = 1
-		if err = b.invoke(withMessage(actx, m.en, attempt), m.reg, m.rt, m.payload); err == nil || errors.Is(err, ErrPermanent) {
+		err = b.exec.Attempt(actx, m.reg.Name, m.rt.Category, m.en, attempt, func(ctx context.Context) error {
+			return b.invoke(ctx, m.reg, m.rt, m.payload)
+		})
+		if err == nil || errors.Is(err, ErrPermanent) {
 			return err
 		}
 	}
@@ -366,12 +374,12 @@ func (b *InlineBroker) invoke(ctx context.Context, reg Registration, rt Route, p
 		return Permanent(fmt.Errorf("decode: %w", err))
 	}
 	if reg.Kind != ProcessManager {
-		return safeInvoke(ctx, rt, nil, m)
+		return executor.Invoke(ctx, routeOf(rt, b.codec), nil, m)
 	}
 	// A pm goes through a StateStore as on the engine: state is loaded
 	// (JSON) into a fresh NewState value, and saved only when the handle
 	// method succeeds, so a failed call leaves no half-applied state.
-	corr, err := safeCorrelate(rt, m)
+	corr, err := executor.Correlate(routeOf(rt, b.codec), m)
 	if err != nil {
 		return Permanent(err)
 	}
@@ -386,7 +394,7 @@ func (b *InlineBroker) invoke(ctx context.Context, reg Registration, rt Route, p
 			return fmt.Errorf("decode state of pm %s for %q: %w", reg.Name, corr, err)
 		}
 	}
-	if err := safeInvoke(ctx, rt, state, m); err != nil {
+	if err := executor.Invoke(ctx, routeOf(rt, b.codec), state, m); err != nil {
 		return err
 	}
 	if data, err = json.Marshal(state); err != nil {
@@ -398,18 +406,3 @@ func (b *InlineBroker) invoke(ctx context.Context, reg Registration, rt Route, p
 // States is the inline broker's pm state store, so a unit test can read
 // the state a pm saved (Load it by pm name and correlation value).
 func (b *InlineBroker) States() StateStore { return b.states }
-
-// ErrHandlerPanic matches a handler panic, recovered and treated as a
-// handler failure.
-var ErrHandlerPanic = errors.New("handler panicked")
-
-// safeInvoke calls the handler, turning a panic into an error: nothing a
-// message contains may crash an instance.
-func safeInvoke(ctx context.Context, rt Route, state any, m any) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: %v", ErrHandlerPanic, p)
-		}
-	}()
-	return rt.Invoke(ctx, state, m)
-}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/seqby/seqby/runtime/internal/rdb"
+	"github.com/seqby/seqby/runtime/internal/contract"
 )
 
 // MessageInfo describes the message a handler attempt is running on, so a
@@ -81,27 +81,13 @@ type ReplayInfo struct {
 	Handler string
 }
 
-type messageInfoKey struct{}
-
 // MessageFromContext returns the message a handler attempt runs on; false
 // outside one.
 func MessageFromContext(ctx context.Context) (MessageInfo, bool) {
-	mi, ok := ctx.Value(messageInfoKey{}).(MessageInfo)
-	return mi, ok
-}
-
-// withMessage gives an attempt's context its MessageInfo.
-func withMessage(ctx context.Context, en rdb.Entry, attempt int) context.Context {
-	mi := MessageInfo{Stream: en.Stream, EntryID: en.ID, Attempt: attempt, Deliveries: en.Deliveries}
-	if en.Fields != nil {
-		mi.MessageID = en.Fields[rdb.FieldID]
-		mi.PublishedAt, _ = time.Parse(time.RFC3339Nano, en.Fields[rdb.FieldPublishedAt])
-		if r, ok := rdb.ParseReplayed(en.Fields); ok {
-			mi.Replay = &ReplayInfo{OriginalStream: r.Stream, OriginalEntryID: r.Of, DLQ: r.DLQ, DLQEntryID: r.DLQID, Handler: r.Handler}
-		}
+	mi, ok := contract.MessageFrom(ctx)
+	if !ok {
+		return MessageInfo{}, false
 	}
-	if li, ok := LeaseFromContext(ctx); ok {
-		mi.Generation = li.Generation
-	}
-	return context.WithValue(ctx, messageInfoKey{}, mi)
+	return MessageInfo{Stream: mi.Stream, EntryID: mi.EntryID, MessageID: mi.MessageID, PublishedAt: mi.PublishedAt,
+		Attempt: mi.Attempt, Deliveries: mi.Deliveries, Generation: mi.Generation, Replay: (*ReplayInfo)(mi.Replay)}, true
 }

@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/internal/redistest"
+	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -125,5 +127,33 @@ func TestWaitForReplicas(t *testing.T) {
 	err = NewPublisher(cl).Publish(ctx, ev("a", 1), WaitForReplicas(1, 100*time.Millisecond))
 	if !errors.Is(err, ErrNotDurable) {
 		t.Fatalf("cluster publish waiting for a replica: %v, want ErrNotDurable", err)
+	}
+}
+
+// MessageFromContext copies contract's MessageInfo field by field (its
+// Replay has another type, so it does not convert): every field must be
+// copied, as a new field would be forgotten silently.
+func TestMessageFromContextCopiesEveryField(t *testing.T) {
+	in := contract.MessageInfo{Stream: "s", EntryID: "1-0", MessageID: "m", PublishedAt: time.Unix(5, 0), Attempt: 2,
+		Deliveries: 3, Generation: 4, Replay: &contract.ReplayInfo{OriginalStream: "o", OriginalEntryID: "0-1", DLQ: "d", DLQEntryID: "2-0", Handler: "h"}}
+	got, ok := MessageFromContext(contract.WithMessage(context.Background(), in))
+	if !ok {
+		t.Fatal("no MessageInfo")
+	}
+	gv, iv := reflect.ValueOf(got), reflect.ValueOf(in)
+	if gv.NumField() != iv.NumField() {
+		t.Fatalf("MessageInfo has %d fields, contract's %d", gv.NumField(), iv.NumField())
+	}
+	for i := range gv.NumField() {
+		name := gv.Type().Field(i).Name
+		if name == "Replay" {
+			if *got.Replay != ReplayInfo(*in.Replay) {
+				t.Errorf("Replay = %+v, want %+v", *got.Replay, *in.Replay)
+			}
+			continue
+		}
+		if !reflect.DeepEqual(gv.Field(i).Interface(), iv.FieldByName(name).Interface()) {
+			t.Errorf("%s = %v, want %v", name, gv.Field(i), iv.FieldByName(name))
+		}
 	}
 }

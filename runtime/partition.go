@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seqby/seqby/runtime/internal/contract"
+	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 	"github.com/seqby/seqby/runtime/internal/telemetry"
 )
@@ -186,7 +188,7 @@ func (e *Engine) newPartition(base context.Context, c consumer, key string, l rd
 // timer that counts the lease lost at acquiredAt + TTL - margin.
 func (p *partition) arm(base context.Context, info LeaseInfo, acquiredAt time.Time) {
 	e := p.e
-	p.ctx, p.cancel = context.WithCancelCause(context.WithValue(base, leaseInfoKey{}, info))
+	p.ctx, p.cancel = context.WithCancelCause(contract.WithLease(base, contract.LeaseInfo(info)))
 	p.durableAt = acquiredAt
 	deadline := acquiredAt.Add(e.o.LeaseTTL - e.o.LeaseMargin)
 	p.deadlineAt.Store(int64(deadline.Sub(e.epoch)))
@@ -372,13 +374,13 @@ func (p *partition) work() (asleep bool) {
 			return true
 		}
 		p.nameIf(en)
-		out, h := outHalt, e.overDelivered(p.reg, p.category, en)
+		out, h := executor.OutHalt, e.exec.OverDelivered(p.reg.Name, p.category, en)
 		var g *gate
 		if h == nil {
 			g = p.gate(en, confirmed)
-			out, h = e.handle(p.ctx, p.release, g, p.reg, p.category, en, p.isHalted())
+			out, h = e.exec.Handle(p.ctx, p.release, g, p.reg.Name, p.category, en, p.isHalted())
 		}
-		if out == outPause {
+		if out == executor.OutPause {
 			// No attempt started: the entry runs first once resumed (a
 			// halted head stays held as the head).
 			if p.head == nil {
@@ -387,7 +389,7 @@ func (p *partition) work() (asleep bool) {
 			return p.sleepPaused([]uint64{seq}, g.hp)
 		}
 		e.countSettled(p.reg, p.category, out)
-		if !p.settle(en, out, h) {
+		if !p.settle(en, out, (*Halt)(h)) {
 			return false
 		}
 		p.active = time.Now()
@@ -685,22 +687,24 @@ func (p *partition) heldHead() (rdb.Entry, bool, error) {
 }
 
 // haltedRetry is how often p's halted head is retried (0 or less: never).
-func (p *partition) haltedRetry() time.Duration { return p.e.retryOf(p.reg).HaltedRetryInterval }
+func (p *partition) haltedRetry() time.Duration {
+	return p.e.exec.Policy(p.reg.Name).HaltedRetryInterval
+}
 
 // settle finishes one entry by its outcome: a halt is recorded and
 // reported (the entry stays pending as the head), a processed entry is
 // acked under the fence by the next read (or by flushAck as the worker
 // ends), before anything else of the partition runs. False: the partition must end (lease lost,
 // stopping, or fenced).
-func (p *partition) settle(en rdb.Entry, out outcome, h *Halt) bool {
+func (p *partition) settle(en rdb.Entry, out executor.Outcome, h *Halt) bool {
 	e := p.e
 	switch out {
-	case outLost:
+	case executor.OutLost:
 		return false
-	case outStop:
+	case executor.OutStop:
 		p.stopped = &en
 		return false
-	case outHalt:
+	case executor.OutHalt:
 		if !p.ackBeforeHalt() {
 			return false
 		}

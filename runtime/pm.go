@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seqby/seqby/runtime/internal/contract"
+	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 	"github.com/seqby/seqby/runtime/internal/telemetry"
 )
@@ -101,20 +102,20 @@ func (p *partition) workPM() (asleep bool) {
 		}
 		p.nameIf(en)
 		category := p.laneCats[max(slices.Index(p.lanes, en.Stream), 0)]
-		out, h := outHalt, e.overDelivered(p.reg, category, en)
+		out, h := executor.OutHalt, e.exec.OverDelivered(p.reg.Name, category, en)
 		var g *gate
 		if h == nil {
 			g = p.gate(en, confirmed)
 			out, h = e.handlePM(p, g, category, en)
 		}
-		if out == outPause {
+		if out == executor.OutPause {
 			if p.head == nil {
 				p.ahead = append([]rdb.Entry{en}, p.ahead...)
 			}
 			return p.sleepPaused(marks, g.hp)
 		}
 		e.countSettled(p.reg, category, out)
-		if !p.settle(en, out, h) {
+		if !p.settle(en, out, (*Halt)(h)) {
 			return false
 		}
 		p.active = time.Now()
@@ -123,27 +124,28 @@ func (p *partition) workPM() (asleep bool) {
 	return false
 }
 
-// handlePM applies one entry to the pm instance of p's correlation value:
-// load its state, call the handle method with the correlation value in
-// ctx, save the state (fenced by the lease), retrying handler failures
-// with backoff up to MaxRetries before halting the correlation value.
-// Store failures other than a version conflict are Redis trouble, not the
-// message's fault: they are retried while the lease holds and never halt.
-func (e *Engine) handlePM(p *partition, g *gate, category string, en rdb.Entry) (outcome, *Halt) {
+// handlePM applies one entry to the pm instance of p's correlation value
+// through the executor: load its state, call the handle method with the
+// correlation value in ctx, save the state (fenced by the lease),
+// retrying handler failures with backoff up to MaxRetries before halting
+// the correlation value. Store failures other than a version conflict are
+// Redis trouble, not the message's fault: they are retried while the
+// lease holds and never halt. It stays apart from executor.Handle for
+// what it shares with its partition: the lease lost to a fenced save, the
+// halted head, the release that stops a backoff.
+func (e *Engine) handlePM(p *partition, g *gate, category string, en rdb.Entry) (executor.Outcome, *contract.Halt) {
 	reg := p.reg
-	halt := func(reason string, err error) (outcome, *Halt) {
-		h := e.haltOf(reg, category, en, reason, err)
-		h.Permanent = errors.Is(err, ErrPermanent)
-		return outHalt, h
+	halt := func(reason string, err error) (executor.Outcome, *contract.Halt) {
+		return executor.OutHalt, e.exec.Halt(reg.Name, category, en, reason, err)
 	}
-	rt, m, skip, h := e.decodeEntry(reg, category, en)
+	rt, m, skip, h := e.exec.Decode(reg.Name, category, en)
 	switch {
 	case h != nil:
-		return outHalt, h
+		return executor.OutHalt, h
 	case skip:
-		return outSkip, nil
+		return executor.OutSkip, nil
 	}
-	corr, err := safeCorrelate(rt, m)
+	corr, err := executor.Correlate(rt, m)
 	if err != nil {
 		return halt("no correlation value", Permanent(err))
 	}
@@ -152,7 +154,7 @@ func (e *Engine) handlePM(p *partition, g *gate, category string, en rdb.Entry) 
 			Permanent(fmt.Errorf("entry on %s correlates to %q, not %q: the route's Correlate and PartitionKey must read the same field; regenerate with seqgen", en.Stream, corr, p.key)))
 	}
 	ctx := WithCorrelation(p.ctx, corr)
-	policy := e.retryOf(reg)
+	policy := e.exec.Policy(reg.Name)
 	if p.isHalted() {
 		policy.MaxRetries = 0 // a halted head: one attempt
 	}
@@ -160,31 +162,30 @@ func (e *Engine) handlePM(p *partition, g *gate, category string, en rdb.Entry) 
 	failures := 0
 	for attempt := 1; ; attempt++ {
 		var infra bool
-		if !g.enter(p.ctx) {
-			if g.paused {
-				return outPause, nil
-			}
-			if g.stopped {
-				return outStop, nil
-			}
-			return outLost, nil
+		switch g.Enter(p.ctx) {
+		case executor.Paused:
+			return executor.OutPause, nil
+		case executor.Stopped:
+			return executor.OutStop, nil
+		case executor.Refused:
+			return executor.OutLost, nil
 		}
-		err = e.attempt(ctx, reg, category, en, attempt, func(ctx context.Context) error {
+		err = e.exec.Attempt(ctx, reg.Name, category, en, attempt, func(ctx context.Context) error {
 			var err error
-			infra, err = e.applyPM(ctx, reg, rt, corr, m, &en)
+			infra, err = e.exec.ApplyPM(ctx, reg.Name, rt, corr, m, &en)
 			return err
 		})
 		infra = infra && !errors.Is(err, ErrHandlerTimeout)
-		g.leave(err == nil)
+		g.Leave(err == nil)
 		if err == nil {
-			return outDone, nil
+			return executor.OutDone, nil
 		}
 		if errors.Is(err, ErrFenced) {
 			p.lost(err)
-			return outLost, nil
+			return executor.OutLost, nil
 		}
 		if p.ctx.Err() != nil {
-			return outLost, nil
+			return executor.OutLost, nil
 		}
 		if errors.Is(err, ErrPermanent) {
 			return halt("pm failed permanently", err)
@@ -207,87 +208,13 @@ func (e *Engine) handlePM(p *partition, g *gate, category string, en rdb.Entry) 
 		case <-t.C:
 		case <-p.ctx.Done():
 			t.Stop()
-			return outLost, nil
+			return executor.OutLost, nil
 		case <-p.release:
 			t.Stop()
-			return outStop, nil
+			return executor.OutStop, nil
 		}
 		backoff = min(2*backoff, policy.MaxBackoff)
 	}
-}
-
-// maxStateConflicts bounds the immediate reload-and-retry of a pm that is
-// not sequential when its save meets a concurrent save of the same
-// instance; past it the conflict counts as a failed attempt.
-const maxStateConflicts = 20
-
-// applyPMOptimistic applies m to a pm that is not sequential: events of
-// one instance may be handled at once by several instances, so a save can
-// meet a concurrent one (ErrStateConflict); it then reloads and re-runs the
-// handle method on the fresh state (optimistic concurrency).
-func (e *Engine) applyPMOptimistic(ctx context.Context, reg Registration, rt Route, corr string, m any) error {
-	for conflicts := 0; ; conflicts++ {
-		_, err := e.applyPM(ctx, reg, rt, corr, m, nil)
-		if !errors.Is(err, ErrStateConflict) || conflicts >= maxStateConflicts || ctx.Err() != nil {
-			return err
-		}
-	}
-}
-
-// applyPM is one attempt: load, invoke, save; the caller holds e.sem.
-// infra reports a store failure that is not the message's fault.
-func (e *Engine) applyPM(ctx context.Context, reg Registration, rt Route, corr string, m any, en *rdb.Entry) (infra bool, err error) {
-	var data []byte
-	var version int64
-	last := ""
-	if al, ok := e.o.StateStore.(appliedLoader); ok && en != nil {
-		data, version, last, err = al.loadApplied(ctx, reg.Name, corr, en.Stream)
-	} else {
-		data, version, err = e.o.StateStore.Load(ctx, reg.Name, corr)
-	}
-	if err != nil {
-		return true, fmt.Errorf("load state of pm %s for %q: %w", reg.Name, corr, err)
-	}
-	if last != "" && !entryAfter(en.ID, last) {
-		// Saved with the state by a previous owner that died before its
-		// ack: applying it again would count it twice.
-		e.log.Info("seqby: pm entry already in the saved state; acking it without applying it again",
-			"handler", reg.Name, "correlation", corr, "stream", en.Stream, "entry", en.ID)
-		return false, nil
-	}
-	saveCtx := ctx
-	if en != nil {
-		saveCtx = withApplied(ctx, en.Stream, en.ID)
-	}
-	state := reg.NewState()
-	if data != nil {
-		if err := json.Unmarshal(data, state); err != nil {
-			return false, fmt.Errorf("decode state of pm %s for %q (version %d): %w", reg.Name, corr, version, err)
-		}
-	}
-	if err := safeInvoke(ctx, rt, state, m); err != nil {
-		return false, err
-	}
-	if data, err = json.Marshal(state); err != nil {
-		return false, fmt.Errorf("encode state of pm %s for %q: %w", reg.Name, corr, err)
-	}
-	if err := e.o.StateStore.Save(saveCtx, reg.Name, corr, data, version); err != nil {
-		return !errors.Is(err, ErrStateConflict), fmt.Errorf("save state of pm %s for %q: %w", reg.Name, corr, err)
-	}
-	return false, nil
-}
-
-// safeCorrelate runs generated Correlate, turning a panic into an error.
-func safeCorrelate(rt Route, m any) (v string, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("correlate panicked: %v", p)
-		}
-	}()
-	if rt.Correlate == nil {
-		return "", fmt.Errorf("route %s/%s has no Correlate; regenerate with seqgen", rt.Category, rt.Type)
-	}
-	return rt.Correlate(m)
 }
 
 // balancePM is one discovery cycle for a sequential pm: its correlation

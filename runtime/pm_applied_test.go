@@ -11,7 +11,9 @@ import (
 // TestPMEntryAppliedOnceAcrossLostAck: an owner that saved a pm's state and
 // died before its ack leaves the entry pending; the next owner gets it
 // again. The built-in stores record the entry with the state, so the
-// second delivery is acked without being applied twice.
+// second delivery is acked without being applied twice: the engine hands
+// them to its executor with their applied marks (the executor's own test
+// covers the rule with a store of its own).
 func TestPMEntryAppliedOnceAcrossLostAck(t *testing.T) {
 	c := newRedis(t)
 	stores := []struct {
@@ -31,12 +33,15 @@ func TestPMEntryAppliedOnceAcrossLostAck(t *testing.T) {
 			}
 			calls := 0
 			reg := flowPM("flow-"+tt.name, func(context.Context, string, string, *pmPayment) error { calls++; return nil })
-			rt := reg.Routes[0]
+			if err := e.Register(reg); err != nil {
+				t.Fatal(err)
+			}
+			rt := routeOf(reg.Routes[0], e.o.Codec)
 			ctx := context.Background()
 			apply := func(id string, seq int) {
 				t.Helper()
 				en := rdb.Entry{Stream: "pmorder:{o-1}", ID: id}
-				if _, err := e.applyPM(ctx, reg, rt, "o-1", &pmOrder{OrderID: "o-1", Seq: seq}, &en); err != nil {
+				if _, err := e.exec.ApplyPM(ctx, reg.Name, rt, "o-1", &pmOrder{OrderID: "o-1", Seq: seq}, &en); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -50,19 +55,5 @@ func TestPMEntryAppliedOnceAcrossLostAck(t *testing.T) {
 				t.Errorf("orders %v at version %d after %d calls; want [1 2] at version 2 after 2 calls", f.Orders, version, calls)
 			}
 		})
-	}
-}
-
-func TestEntryAfter(t *testing.T) {
-	for _, tt := range []struct {
-		a, b string
-		want bool
-	}{
-		{"2-0", "1-9", true}, {"1-10", "1-9", true}, {"1-9", "1-10", false},
-		{"10-0", "9-0", true}, {"5-0", "5-0", false},
-	} {
-		if got := entryAfter(tt.a, tt.b); got != tt.want {
-			t.Errorf("entryAfter(%s, %s) = %v, want %v", tt.a, tt.b, got, tt.want)
-		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/seqby/seqby/runtime/internal/contract"
 )
 
 // SupportPackageIsVersion2 is referenced by code seqgen writes. If a newer
@@ -132,19 +134,16 @@ type Route struct {
 	Invoke func(ctx context.Context, state any, m any) error
 }
 
-type correlationKey struct{}
-
 // WithCorrelation returns ctx carrying a pm's correlation value, as the
 // engine and the inline broker pass it to a handle method. Use it to call
 // a pm's handle method directly in a unit test.
 func WithCorrelation(ctx context.Context, value string) context.Context {
-	return context.WithValue(ctx, correlationKey{}, value)
+	return contract.WithCorrelation(ctx, value)
 }
 
 // Correlation returns the correlation value of the pm instance being
 // handled, as the engine and inline broker put it in a handle method's
 // context.
 func Correlation(ctx context.Context) (string, bool) {
-	v, ok := ctx.Value(correlationKey{}).(string)
-	return v, ok
+	return contract.CorrelationFrom(ctx)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -102,30 +103,21 @@ const (
 
 // registerGroups records every registration's group with each category it
 // reads, so retention keeps what a group has not read even on streams
-// where it does not exist yet, and returns each group's start id by
-// category and group. A group registered before keeps its start. First it
+// where it does not exist yet, and returns each group's start id (for
+// the executor). A group registered before keeps its start. First it
 // records each handler's kind and build for rolling deploys (deploy.go),
 // refusing a handler whose kind changed while the other kind runs.
-func (e *Engine) registerGroups(ctx context.Context, cs []consumer) (map[string]string, error) {
+func (e *Engine) registerGroups(ctx context.Context, cs []consumer) (map[executor.Group]string, error) {
 	if err := e.registerDeploy(ctx, cs); err != nil {
 		return nil, err
 	}
-	starts := map[string]string{}
+	starts := map[executor.Group]string{}
 	for _, c := range cs {
 		start, err := rdb.RegisterGroup(ctx, e.c, c.category, c.reg.Name, e.o.NewHandlerStart == StartFromNew)
 		if err != nil {
 			return nil, err
 		}
-		starts[startKey(c.category, c.reg.Name)] = start
+		starts[executor.Group{Category: c.category, Handler: c.reg.Name}] = start
 	}
 	return starts, nil
-}
-
-func startKey(category, group string) string { return category + "\x00" + group }
-
-// beforeStart reports whether entry id predates where reg's group starts
-// on category (StartFromNew): such an entry is acked unread.
-func (e *Engine) beforeStart(reg Registration, category, id string) bool {
-	start := e.starts[startKey(category, reg.Name)]
-	return start != "" && start != "0" && entryAfter(start, id)
 }

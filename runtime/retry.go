@@ -1,8 +1,9 @@
 package runtime
 
 import (
-	"errors"
 	"time"
+
+	"github.com/seqby/seqby/runtime/internal/contract"
 )
 
 // Transient versus poison. A failing head is retried with capped
@@ -17,7 +18,15 @@ import (
 // decoded or routed) halts at once and waits for the operator.
 
 // ErrPermanent matches an error wrapped by Permanent.
-var ErrPermanent = errors.New("permanent failure")
+var ErrPermanent = contract.ErrPermanent
+
+// ErrHandlerPanic matches a handler panic, recovered and treated as a
+// handler failure.
+var ErrHandlerPanic = contract.ErrHandlerPanic
+
+// ErrHandlerTimeout is the failure of an attempt that outlived its
+// handler's timeout.
+var ErrHandlerTimeout = contract.ErrHandlerTimeout
 
 // Permanent marks a handler error that no retry can fix (the message is
 // invalid for the handler): the partition halts at once, without retries,
@@ -30,20 +39,7 @@ var ErrPermanent = errors.New("permanent failure")
 // "failed permanently: permanent: ..." there, and once more per layer
 // that wraps an error already permanent; Permanent of such an error
 // returns it unchanged.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := err.(permanentError); ok {
-		return err
-	}
-	return permanentError{err}
-}
-
-type permanentError struct{ err error }
-
-func (p permanentError) Error() string   { return p.err.Error() }
-func (p permanentError) Unwrap() []error { return []error{ErrPermanent, p.err} }
+func Permanent(err error) error { return contract.Permanent(err) }
 
 // RetryPolicy overrides, for one handler (Registration.Retry), the
 // engine's retry options of the same names. A zero field keeps the
@@ -58,29 +54,4 @@ type RetryPolicy struct {
 	// HaltedRetryInterval is how often a halted head is retried; negative:
 	// never (it waits for an operator).
 	HaltedRetryInterval time.Duration
-}
-
-// retryOf is reg's effective retry policy: its own fields over the
-// engine's (already defaulted) options.
-func (e *Engine) retryOf(reg Registration) RetryPolicy {
-	p := RetryPolicy{MaxRetries: e.o.MaxRetries, RetryBackoff: e.o.RetryBackoff, MaxBackoff: e.o.MaxBackoff,
-		HaltedRetryInterval: e.o.HaltedRetryInterval}
-	if r := reg.Retry; r != nil {
-		switch {
-		case r.MaxRetries < 0:
-			p.MaxRetries = 0
-		case r.MaxRetries > 0:
-			p.MaxRetries = r.MaxRetries
-		}
-		if r.RetryBackoff > 0 {
-			p.RetryBackoff = r.RetryBackoff
-		}
-		if r.MaxBackoff > 0 {
-			p.MaxBackoff = r.MaxBackoff
-		}
-		if r.HaltedRetryInterval != 0 {
-			p.HaltedRetryInterval = r.HaltedRetryInterval
-		}
-	}
-	return p
 }

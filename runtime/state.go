@@ -2,13 +2,11 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -16,7 +14,7 @@ import (
 // longer the stored one: someone saved in between. Load again, re-apply the
 // message to the fresh state and save again (the engine does this by
 // retrying the message).
-var ErrStateConflict = errors.New("pm state was saved by someone else since it was loaded; reload and retry")
+var ErrStateConflict = contract.ErrStateConflict
 
 // StateStore keeps process manager state, one value per (pm, correlation
 // value), with a version number for optimistic concurrency. The engine
@@ -73,8 +71,8 @@ func (s *RedisStateStore) Save(ctx context.Context, pm, correlation string, data
 	if li, ok := LeaseFromContext(ctx); ok && li.Handler == pm && li.Key == correlation && li.LeaseKey != "" {
 		save.LeaseKey, save.Token = li.LeaseKey, li.Token
 	}
-	if a, ok := ctx.Value(appliedCtxKey{}).(appliedMark); ok {
-		save.Stream, save.EntryID = a.stream, a.id
+	if stream, id, ok := contract.AppliedFrom(ctx); ok {
+		save.Stream, save.EntryID = stream, id
 	}
 	saved, stored, err := rdb.SaveState(ctx, s.c, save)
 	if err != nil {
@@ -128,8 +126,8 @@ func (s *MemoryStateStore) Save(ctx context.Context, pm, correlation string, dat
 	for k, v := range old.applied {
 		applied[k] = v
 	}
-	if a, ok := ctx.Value(appliedCtxKey{}).(appliedMark); ok {
-		applied[a.stream] = a.id
+	if stream, id, ok := contract.AppliedFrom(ctx); ok {
+		applied[stream] = id
 	}
 	s.m[id] = memState{data: append([]byte(nil), data...), version: expectVersion + 1, applied: applied}
 	return nil
@@ -154,26 +152,4 @@ func (s *MemoryStateStore) loadApplied(ctx context.Context, pm, correlation, str
 // appliedLoader is implemented by the stores that record applied entries.
 type appliedLoader interface {
 	loadApplied(ctx context.Context, pm, correlation, stream string) (data []byte, version int64, lastApplied string, err error)
-}
-
-type appliedCtxKey struct{}
-
-type appliedMark struct{ stream, id string }
-
-func withApplied(ctx context.Context, stream, id string) context.Context {
-	return context.WithValue(ctx, appliedCtxKey{}, appliedMark{stream, id})
-}
-
-// entryAfter reports whether stream entry id a comes after b ("ms-seq").
-func entryAfter(a, b string) bool {
-	ams, aseq, _ := strings.Cut(a, "-")
-	bms, bseq, _ := strings.Cut(b, "-")
-	am, _ := strconv.ParseUint(ams, 10, 64)
-	bm, _ := strconv.ParseUint(bms, 10, 64)
-	if am != bm {
-		return am > bm
-	}
-	as, _ := strconv.ParseUint(aseq, 10, 64)
-	bs, _ := strconv.ParseUint(bseq, 10, 64)
-	return as > bs
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/contract"
 )
 
 // Halt describes a partition stopped on a message it cannot process. The
@@ -132,10 +133,6 @@ type LeaseInfo struct {
 	LeaseKey string
 }
 
-type leaseInfoKey struct{}
-
-type clientKey struct{}
-
 // ClientFromContext returns the Redis client of the engine running a
 // handler's message. A handler that keeps effects in Redis should write
 // them through it, fenced with LeaseFromContext: with Sentinel, a client of
@@ -146,14 +143,13 @@ type clientKey struct{}
 // "Failover"). False outside an engine's handler (the InlineBroker has no
 // Redis).
 func ClientFromContext(ctx context.Context) (redis.UniversalClient, bool) {
-	c, ok := ctx.Value(clientKey{}).(redis.UniversalClient)
-	return c, ok
+	return contract.ClientFrom(ctx)
 }
 
 // LeaseFromContext returns the lease a keyed handler's or a sequential
 // pm's message runs under. For a pm, Handler is the pm's name, Key the
 // correlation value and Category its categories joined by ",".
 func LeaseFromContext(ctx context.Context) (LeaseInfo, bool) {
-	v, ok := ctx.Value(leaseInfoKey{}).(LeaseInfo)
-	return v, ok
+	li, ok := contract.LeaseFrom(ctx)
+	return LeaseInfo(li), ok
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 	"github.com/seqby/seqby/runtime/internal/telemetry"
 )
@@ -68,13 +69,13 @@ func (p *partition) observeWork(en rdb.Entry, ok, more bool) {
 }
 
 // countSettled counts the outcome of an entry an owner settled.
-func (e *Engine) countSettled(reg Registration, category string, out outcome) {
+func (e *Engine) countSettled(reg Registration, category string, out executor.Outcome) {
 	switch out {
-	case outDone:
+	case executor.OutDone:
 		e.telemetry.Event(context.Background(), reg.Name, category, telemetry.OutcomeHandled)
-	case outSkip:
+	case executor.OutSkip:
 		e.telemetry.Event(context.Background(), reg.Name, category, telemetry.OutcomeSkipped)
-	case outHalt:
+	case executor.OutHalt:
 		e.telemetry.Event(context.Background(), reg.Name, category, telemetry.OutcomeFailed)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -430,10 +431,10 @@ func (u *unfenced) process(en rdb.Entry) {
 		return
 	}
 	began := time.Now()
-	out, h := e.handle(u.base, u.stop, e.unfencedGate(), u.c.reg, u.c.category, en, false)
+	out, h := e.exec.Handle(u.base, u.stop, e.exec.Slots(), u.c.reg.Name, u.c.category, en, false)
 	e.countSettled(u.c.reg, u.c.category, out)
 	switch out {
-	case outDone, outSkip:
+	case executor.OutDone, executor.OutSkip:
 		if !u.replicated(en, began) {
 			return // pending: it runs again, here or elsewhere
 		}
@@ -444,7 +445,7 @@ func (u *unfenced) process(en rdb.Entry) {
 			u.trims.acked()
 		}
 		cancel()
-	case outHalt:
+	case executor.OutHalt:
 		h.Key = u.key
 		// An entry left for another build is decided again at the next
 		// retry of this consumer's pending entries: once no live build
@@ -452,8 +453,8 @@ func (u *unfenced) process(en rdb.Entry) {
 		if !errors.Is(h.Err, ErrRoutedByAnotherBuild) {
 			u.st.markHalted(en.Stream, en.ID)
 		}
-		if e.noteUnkeyedHalt(*h) {
-			e.reportUnkeyedHalt(*h)
+		if e.noteUnkeyedHalt(Halt(*h)) {
+			e.reportUnkeyedHalt(Halt(*h))
 		}
 	}
 }
