@@ -4,22 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"testing"
-	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/internal/poll"
 	"github.com/seqby/seqby/internal/redistest"
 )
 
 // newRedis starts a private redis-server for the test and returns a client.
-func newRedis(t *testing.T) *redis.Client {
-	t.Helper()
-	s := redistest.New(t)
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { c.Close() })
-	return c
-}
+var newRedis = redistest.NewClient
 
 // eventually polls cond until it holds; the test fails if it does not
 // within the duration.
@@ -73,11 +64,8 @@ func keyedHandler(name string, fn func(ctx context.Context, e *testEvent) error)
 		Routes: []Route{orderRoute("Client", fn)}}
 }
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT is a context for a test's Redis calls.
+var ctxT = redistest.Context
 
 func ev(client string, seq int) *testEvent { return &testEvent{Client: client, Seq: seq} }
 

@@ -202,3 +202,22 @@ func (c *Cluster) KeysOnTwoShards(t testing.TB) (string, string) {
 	t.Fatal("redistest: no key on another primary than a's")
 	return "", ""
 }
+
+// NewClient starts a private redis-server for the test (New) and returns
+// a client of it (ContextTimeoutEnabled); both end in t.Cleanup.
+func NewClient(t testing.TB) *redis.Client {
+	t.Helper()
+	s := New(t)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Context is a context for a test's Redis calls: it ends after a minute,
+// so a call that hangs fails the test rather than the whole run, and at
+// t.Cleanup.
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,34 +1,22 @@
 package publish
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"strings"
-	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/seqby/seqby/internal/redistest"
 )
 
 // newRedis starts a private redis-server for the test and returns a client.
-func newRedis(t *testing.T) *redis.Client {
-	t.Helper()
-	s := redistest.New(t)
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { c.Close() })
-	return c
-}
+var newRedis = redistest.NewClient
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT is a context for a test's Redis calls.
+var ctxT = redistest.Context
 
 // errColon and errEmpty stand for runtime's key rules, which stay there.
 var (

@@ -2,8 +2,6 @@ package rdb
 
 import (
 	"context"
-	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/internal/poll"
@@ -11,19 +9,10 @@ import (
 )
 
 // newRedis starts a private redis-server for the test and returns a client.
-func newRedis(t *testing.T) *redis.Client {
-	t.Helper()
-	s := redistest.New(t)
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { c.Close() })
-	return c
-}
+var newRedis = redistest.NewClient
 
-func ctxT(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+// ctxT is a context for a test's Redis calls.
+var ctxT = redistest.Context
 
 // eventually polls cond until it holds; the test fails if it does not
 // within the duration.
