@@ -9,71 +9,14 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/seqby/seqby/runtime/internal/telemetry"
+	"github.com/seqby/seqby/runtime/internal/telemetry/telemetrytest"
 )
 
-// metricsReader collects an engine's metrics through an OTel manual
-// reader, as an exporter would.
-type metricsReader struct {
-	t *testing.T
-	r *sdkmetric.ManualReader
-}
-
-func newMetricsReader(t *testing.T) (*metricsReader, *sdkmetric.MeterProvider) {
-	r := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r))
-	t.Cleanup(func() { mp.Shutdown(context.Background()) })
-	return &metricsReader{t, r}, mp
-}
-
-// value sums the data points of metric name whose attributes include
-// every one of want; found is false when no point matched.
-func (m *metricsReader) value(name string, want ...attribute.KeyValue) (v float64, found bool) {
-	var rm metricdata.ResourceMetrics
-	if err := m.r.Collect(context.Background(), &rm); err != nil {
-		m.t.Fatal(err)
-	}
-	match := func(set attribute.Set) bool {
-		for _, kv := range want {
-			got, ok := set.Value(kv.Key)
-			if !ok || got != kv.Value {
-				return false
-			}
-		}
-		return true
-	}
-	for _, sm := range rm.ScopeMetrics {
-		for _, mt := range sm.Metrics {
-			if mt.Name != name {
-				continue
-			}
-			switch d := mt.Data.(type) {
-			case metricdata.Sum[int64]:
-				for _, p := range d.DataPoints {
-					if match(p.Attributes) {
-						v, found = v+float64(p.Value), true
-					}
-				}
-			case metricdata.Gauge[float64]:
-				for _, p := range d.DataPoints {
-					if match(p.Attributes) {
-						v, found = v+p.Value, true
-					}
-				}
-			case metricdata.Histogram[float64]:
-				for _, p := range d.DataPoints {
-					if match(p.Attributes) {
-						v, found = v+float64(p.Count), true
-					}
-				}
-			default:
-				m.t.Fatalf("metric %s: unexpected data %T", name, mt.Data)
-			}
-		}
-	}
-	return v, found
+// newMetricsReader collects an engine's metrics as an exporter would.
+func newMetricsReader(t *testing.T) (*telemetrytest.Reader, *sdkmetric.MeterProvider) {
+	return telemetrytest.New(t)
 }
 
 // TestMetricsAfterAScriptedRun runs a handler over three keys: one whose
@@ -119,18 +62,18 @@ func TestMetricsAfterAScriptedRun(t *testing.T) {
 	handler := telemetry.AttrHandler.String("metrics")
 	outcome := func(o string) func() bool {
 		return func() bool {
-			v, _ := mr.value("seqby.events", handler, telemetry.AttrOutcome.String(o))
+			v, _ := mr.Value("seqby.events", handler, telemetry.AttrOutcome.String(o))
 			return v >= 1
 		}
 	}
 	eventually(t, 10*time.Second, "the bad key to halt", outcome(telemetry.OutcomeFailed))
 	eventually(t, 10*time.Second, "the ok key's five events", func() bool {
-		v, _ := mr.value("seqby.events", handler, telemetry.AttrOutcome.String(telemetry.OutcomeHandled))
+		v, _ := mr.Value("seqby.events", handler, telemetry.AttrOutcome.String(telemetry.OutcomeHandled))
 		return v >= 5
 	})
 	slow := telemetry.AttrKey.String("slow")
 	eventually(t, 10*time.Second, "the slow key's lag", func() bool {
-		v, ok := mr.value("seqby.partition.backlog", handler, slow)
+		v, ok := mr.Value("seqby.partition.backlog", handler, slow)
 		return ok && v == 3
 	})
 	for _, tc := range []struct {
@@ -149,27 +92,27 @@ func TestMetricsAfterAScriptedRun(t *testing.T) {
 		{"messaging.process.duration", 7, []attribute.KeyValue{telemetry.AttrGroup.String("metrics")}},
 		{"messaging.process.duration", 2, []attribute.KeyValue{telemetry.AttrGroup.String("metrics"), telemetry.AttrErrType.String("error")}},
 	} {
-		if got, _ := mr.value(tc.name, tc.attr...); got != tc.want {
+		if got, _ := mr.Value(tc.name, tc.attr...); got != tc.want {
 			t.Errorf("%s %v = %v, want %v", tc.name, tc.attr, got, tc.want)
 		}
 	}
 	for _, key := range []string{"slow", "bad"} { // blocked, halted: lag grows
 		eventually(t, 10*time.Second, "a lag for key "+key, func() bool {
-			lag, _ := mr.value("seqby.partition.lag", handler, telemetry.AttrKey.String(key))
+			lag, _ := mr.Value("seqby.partition.lag", handler, telemetry.AttrKey.String(key))
 			return lag > 0
 		})
 	}
-	if _, ok := mr.value("seqby.partition.lag", handler, telemetry.AttrKey.String("ok")); ok {
+	if _, ok := mr.Value("seqby.partition.lag", handler, telemetry.AttrKey.String("ok")); ok {
 		t.Error("the drained key still reports a lag; want no series for a partition without work")
 	}
 
 	close(block)
 	eventually(t, 10*time.Second, "the slow key to drain", func() bool {
-		_, ok := mr.value("seqby.partition.backlog", handler, slow)
-		v, _ := mr.value("seqby.events", handler, telemetry.AttrOutcome.String(telemetry.OutcomeHandled))
+		_, ok := mr.Value("seqby.partition.backlog", handler, slow)
+		v, _ := mr.Value("seqby.events", handler, telemetry.AttrOutcome.String(telemetry.OutcomeHandled))
 		return !ok && v == 8
 	})
-	if v, _ := mr.value("seqby.handler.backlog", handler); v != 1 {
+	if v, _ := mr.Value("seqby.handler.backlog", handler); v != 1 {
 		t.Errorf("handler backlog = %v, want 1 (the halted head)", v)
 	}
 }
@@ -203,7 +146,7 @@ func TestMetricsBacklogBeyondReadAhead(t *testing.T) {
 	defer close(block)
 	key := []attribute.KeyValue{telemetry.AttrHandler.String("backlog"), telemetry.AttrKey.String("k")}
 	eventually(t, 10*time.Second, "the backlog of all ten entries", func() bool {
-		v, _ := mr.value("seqby.partition.backlog", key...)
+		v, _ := mr.Value("seqby.partition.backlog", key...)
 		return v == 10
 	})
 }

@@ -60,7 +60,7 @@ func TestHaltedGaugeCountsRecordsOnly(t *testing.T) {
 	if n, _ := c.SCard(ctx, rdb.HaltedKey("rg")).Result(); n != 1 {
 		t.Fatalf("precondition: the halt index holds %d members, want the 1 left by the fenced call", n)
 	}
-	if v, _ := mr.value("seqby.partitions.halted", telemetry.AttrHandler.String("rg")); v != 0 {
+	if v, _ := mr.Value("seqby.partitions.halted", telemetry.AttrHandler.String("rg")); v != 0 {
 		t.Errorf("seqby.partitions.halted = %v with no halt record in Redis", v)
 	}
 }
@@ -173,10 +173,10 @@ func TestPMLagCategory(t *testing.T) {
 	startEngine(t, c, opts, pm)
 	t.Cleanup(func() { close(block) })
 	eventually(t, 10*time.Second, "a lag series", func() bool {
-		_, ok := mr.value("seqby.partition.lag", telemetry.AttrHandler.String("rpm"))
+		_, ok := mr.Value("seqby.partition.lag", telemetry.AttrHandler.String("rpm"))
 		return ok
 	})
-	if _, ok := mr.value("seqby.partition.lag", telemetry.AttrHandler.String("rpm"), telemetry.AttrCategory.String("")); ok {
+	if _, ok := mr.Value("seqby.partition.lag", telemetry.AttrHandler.String("rpm"), telemetry.AttrCategory.String("")); ok {
 		t.Errorf("the pm's lag series carries seqby.category=\"\"")
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/seqby/seqby/internal/logsink"
 	"github.com/seqby/seqby/runtime/inspect"
 	"github.com/seqby/seqby/runtime/internal/rdb"
+	"github.com/seqby/seqby/runtime/internal/telemetry/telemetrytest"
 )
 
 // The guarantee on the recovery paths (issue #23): a halted head's slow
@@ -164,7 +165,7 @@ func TestResolveExcludesTheHaltedOwnersRetry(t *testing.T) {
 	type instance struct {
 		r    *running
 		logs *logsink.Buffer
-		m    *metricsReader
+		m    *telemetrytest.Reader
 	}
 	start := func(owner string) instance {
 		logs := &logsink.Buffer{}
@@ -225,10 +226,10 @@ func TestResolveExcludesTheHaltedOwnersRetry(t *testing.T) {
 	if logs := halted.logs.String(); strings.Contains(logs, "lease lost") {
 		t.Errorf("the halted owner logged an operator's resolve as a lost lease:\n%s", logs)
 	}
-	if v, _ := halted.m.value("seqby.partitions.resolved"); v != 1 {
+	if v, _ := halted.m.Value("seqby.partitions.resolved"); v != 1 {
 		t.Errorf("seqby.partitions.resolved = %v, want 1", v)
 	}
-	if v, _ := halted.m.value("seqby.lease.lost"); v != 0 {
+	if v, _ := halted.m.Value("seqby.lease.lost"); v != 0 {
 		t.Errorf("seqby.lease.lost = %v after an operator's resolve, want 0", v)
 	}
 }

@@ -59,7 +59,7 @@ func TestHandledCountsOnlyRoutedEvents(t *testing.T) {
 		}
 	}
 	count := func(handler, outcome string) float64 {
-		v, _ := mr.value("seqby.events", telemetry.AttrHandler.String(handler), telemetry.AttrOutcome.String(outcome))
+		v, _ := mr.Value("seqby.events", telemetry.AttrHandler.String(handler), telemetry.AttrOutcome.String(outcome))
 		return v
 	}
 	eventually(t, 20*time.Second, "both handlers through every event", func() bool {

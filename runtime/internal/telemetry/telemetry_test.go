@@ -57,7 +57,7 @@ func TestCounters(t *testing.T) {
 		{"seqby.lease.renew.duration", 1, nil},
 		{"seqby.discovery.duration", 1, []attribute.KeyValue{h}},
 	} {
-		if v, _ := mr.value(c.name, c.attr...); v != c.want {
+		if v, _ := mr.Value(c.name, c.attr...); v != c.want {
 			t.Errorf("%s %v: %v, want %v", c.name, c.attr, v, c.want)
 		}
 	}
@@ -130,7 +130,7 @@ func TestStartAttempt(t *testing.T) {
 			t.Errorf("span attribute %s: %v, want %v", k, attrs[k].Emit(), v.Emit())
 		}
 	}
-	if v, _ := mr.value("messaging.process.duration", AttrGroup.String("h"), AttrErrType.String("timeout")); v != 1 {
+	if v, _ := mr.Value("messaging.process.duration", AttrGroup.String("h"), AttrErrType.String("timeout")); v != 1 {
 		t.Errorf("failed attempts measured: %v, want 1", v)
 	}
 
@@ -145,7 +145,7 @@ func TestStartAttempt(t *testing.T) {
 	if trace.SpanContextFromContext(ctx).IsValid() || len(rec.Ended()) != before {
 		t.Error("a span started without a TracerProvider")
 	}
-	if v, _ := mr.value("messaging.process.duration", AttrGroup.String("h")); v != 2 {
+	if v, _ := mr.Value("messaging.process.duration", AttrGroup.String("h")); v != 2 {
 		t.Errorf("attempts measured: %v, want 2", v)
 	}
 }
@@ -217,7 +217,7 @@ func TestGauges(t *testing.T) {
 		{"seqby.handler.backlog", 8, []attribute.KeyValue{h}},
 		{"seqby.index.partitions", 7, []attribute.KeyValue{AttrCategory.String("order")}},
 	} {
-		if v, ok := mr.value(c.name, c.attr...); !ok || v != c.want {
+		if v, ok := mr.Value(c.name, c.attr...); !ok || v != c.want {
 			t.Errorf("%s %v: %v (found %v), want %v", c.name, c.attr, v, ok, c.want)
 		}
 	}
@@ -230,7 +230,7 @@ func TestGauges(t *testing.T) {
 		{"seqby.partition.lag", 4, []attribute.KeyValue{h, AttrKey.String("near")}},
 		{"seqby.handler.lag", 10, []attribute.KeyValue{h}},
 	} {
-		if v, _ := mr.value(c.name, c.attr...); math.Abs(v-c.want) > 2 {
+		if v, _ := mr.Value(c.name, c.attr...); math.Abs(v-c.want) > 2 {
 			t.Errorf("%s %v: %v, want about %v", c.name, c.attr, v, c.want)
 		}
 	}
