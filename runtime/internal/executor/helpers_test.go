@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/seqby/seqby/internal/logsink"
 	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
@@ -58,22 +58,7 @@ func entry(id string, e event) rdb.Entry {
 
 // syncBuffer is a log buffer safe for the stuck-attempt reporter's
 // goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = logsink.Buffer
 
 // memStore is a StateStore that records the entry each save applies, as
 // the built-in stores do; conflicts makes that many first saves fail

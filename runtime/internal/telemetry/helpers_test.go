@@ -1,10 +1,11 @@
 package telemetry
 
 import (
-	"github.com/seqby/seqby/runtime/internal/telemetry/telemetrytest"
 	"testing"
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/seqby/seqby/runtime/internal/telemetry/telemetrytest"
 )
 
 // newReader collects a Telemetry's metrics as an exporter would,
