@@ -5,6 +5,9 @@ import (
 	"time"
 )
 
+// The stall rule: one failing partition never stalls; the second distinct
+// one does, for a hold that doubles with each stall up to maxStallHold; a
+// stall's end forgets the failures, and a success resets everything.
 func TestStrikes(t *testing.T) {
 	var s strikes
 	t0 := time.Unix(1000, 0)
