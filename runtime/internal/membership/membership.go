@@ -101,12 +101,6 @@ func (in *Instance) Reset() {
 	in.workStruck.Store(false)
 }
 
-// Owner is Config.Owner, the OwnerID.
-func (in *Instance) Owner() string { return in.cfg.Owner }
-
-// Incarnation is Config.Incarnation.
-func (in *Instance) Incarnation() string { return in.cfg.Incarnation }
-
 // MemberTTL is how long an instance counts as live after its last
 // announcement: one lease TTL, like its leases, so a crashed instance
 // leaves the member set when its leases expire. Announcements ride on the
