@@ -14,7 +14,7 @@ import (
 // send a command or a cluster pipeline again by itself, and the second
 // run finds the first one's lease), or left by a release that failed.
 // Without it the partition would wait a whole LeaseTTL for the orphan to
-// expire. Only a token of this incarnation (identity.go), never one of
+// expire. Only a token of this incarnation (membership.NewIncarnation), never one of
 // another process given the same OwnerID, is adopted, and claim found no
 // worker of this instance on the unit, so the lease is this instance's to
 // run. A renew (compare-and-set on the exact token)

@@ -13,7 +13,7 @@ import (
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
-// Rolling deploys (deploy.go): a build's routes decide what it acks
+// Rolling deploys (package membership): a build's routes decide what it acks
 // unrun, but never a type another live build of the same handler routes;
 // a handler whose kind changed under its name is refused while the other
 // kind's instances are live.

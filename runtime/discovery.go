@@ -34,7 +34,7 @@ func (e *Engine) discoveryLoop(base context.Context, stop <-chan struct{}, all, 
 	// Announce first and claim one cycle later, so instances started
 	// together see each other before claiming, instead of the first one
 	// taking everything and handing most of it over again.
-	e.announce(base)
+	e.members.Announce(base, e.handlers)
 	settled := len(names) == 0
 	for {
 		for _, name := range names {
@@ -48,7 +48,7 @@ func (e *Engine) discoveryLoop(base context.Context, stop <-chan struct{}, all, 
 		}
 		settled = true
 		e.pruneCold()
-		e.pruneFaults()
+		e.members.PruneFaults()
 		for _, c := range fans {
 			e.startFans(base, stop, c, fanRunning, wg)
 		}
@@ -59,12 +59,6 @@ func (e *Engine) discoveryLoop(base context.Context, stop <-chan struct{}, all, 
 		}
 	}
 }
-
-// memberTTL is how long an instance counts as live after its last
-// announcement: one lease TTL, like its leases, so a crashed instance
-// leaves the member set when its leases expire. Announcements ride on the
-// heartbeat and on every discovery cycle.
-func (e *Engine) memberTTL() time.Duration { return e.o.LeaseTTL }
 
 // unit is one claimable partition of a handler: a keyed handler's
 // partition stream, or a sequential pm's correlation value.
@@ -105,8 +99,8 @@ func (e *Engine) balance(base context.Context, stop <-chan struct{}, handler str
 }
 
 // cycle is one discovery cycle of a keyed handler or sequential pm:
-// announce this instance (as live only while it makes progress, see
-// liveness.go), list the units, report those left unowned (unowned.go),
+// announce this instance (as live only while it makes progress: the
+// membership health strikes), list the units, report those left unowned (unowned.go),
 // and move this instance's share toward ceil(units / live members):
 // release the excess at a message boundary, or claim free units.
 func (e *Engine) cycle(base context.Context, stop <-chan struct{}, handler string, wg *sync.WaitGroup,
@@ -120,8 +114,8 @@ func (e *Engine) cycle(base context.Context, stop <-chan struct{}, handler strin
 	// The handler's pause first: a cycle whose heartbeat fails still
 	// honours a pause it can read.
 	e.readHandlerPause(ctx, handler)
-	join := e.progressing(handler)
-	live, err := rdb.Announce(ctx, e.c, handler, e.o.OwnerID, e.memberTTL(), join)
+	join := e.members.Progressing(handler)
+	live, err := rdb.Announce(ctx, e.c, handler, e.o.OwnerID, e.members.MemberTTL(), join)
 	if err != nil {
 		e.log.Warn("seqby: member heartbeat failed", "handler", handler, "err", err)
 		return
@@ -178,13 +172,13 @@ func (e *Engine) cycle(base context.Context, stop <-chan struct{}, handler strin
 const claimBatch = 256
 
 // claimable reports whether this instance may try to claim u: it does not
-// own it, and u is not cold (reaper.go), benched (fault.go) or struck
-// (liveness.go).
+// own it, and u is not cold (reaper.go), benched or struck (package
+// membership).
 func (e *Engine) claimable(handler string, u unit) bool {
 	e.mu.Lock()
 	_, have := e.parts[u.id]
 	e.mu.Unlock()
-	return !have && e.warm(u.id) && !e.benched(u.id) && !e.struck(handler, u.id)
+	return !have && e.warm(u.id) && !e.members.Benched(u.id) && !e.members.Struck(handler, u.id)
 }
 
 // claim leases the units of batch that are free, in one pipeline, and
@@ -228,10 +222,11 @@ func (e *Engine) claim(ctx context.Context, wg *sync.WaitGroup, handler string, 
 		}
 		if err != nil {
 			e.acquireFailed(handler, u.lanes[0], err)
-			e.acquireStrike(handler, u.id, err)
+			e.members.AcquireStrike(handler, u.id, err)
 			continue
 		}
-		e.acquired(handler)
+		e.telemetry.LeaseAcquired(handler)
+		e.members.Acquired(handler)
 		e.claimedHeld(handler, u.id)
 		p := build(u, l, at)
 		e.mu.Lock()
@@ -244,21 +239,6 @@ func (e *Engine) claim(ctx context.Context, wg *sync.WaitGroup, handler string, 
 		claimed++
 	}
 	return claimed
-}
-
-// leaveMembers removes this instance from the member sets so the others'
-// fair share grows at once. It sets leaving under announceMu: a heartbeat
-// announcement in flight lands first (announceOnce), and none is sent
-// after, so none puts the instance back.
-func (e *Engine) leaveMembers(ctx context.Context, leased []consumer) {
-	e.announceMu.Lock()
-	e.leaving.Store(true)
-	e.announceMu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	for _, c := range leased {
-		rdb.Announce(ctx, e.c, c.reg.Name, e.o.OwnerID, e.memberTTL(), false)
-	}
 }
 
 // sizeWarnEvery is how often the warning about a category with too many

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/executor"
+	"github.com/seqby/seqby/runtime/internal/membership"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 	"github.com/seqby/seqby/runtime/internal/replicas"
 	"github.com/seqby/seqby/runtime/internal/telemetry"
@@ -30,16 +31,13 @@ type Engine struct {
 	c   redis.UniversalClient
 	o   Options
 	// incarnation is this engine's owner part of lease tokens and
-	// consumer names, "<OwnerID>~<random>" (identity.go), drawn by
+	// consumer names, "<OwnerID>~<random>" (membership.NewIncarnation), drawn by
 	// NewEngine. Its Runs follow one another in one process, so a later
 	// Run may adopt what an earlier one left.
 	incarnation string
 	// epoch is when NewEngine ran, the base of monotonic times kept in
 	// atomics (partition.deadlineAt).
 	epoch time.Time
-	// deployed is the consumers Run recorded in the deploy records
-	// (deploy.go), to record them again; set by registerDeploy.
-	deployed []consumer
 	// slowConfirmAt is when a slow lease confirmation was last reported
 	// (unix nanoseconds; attempt.go).
 	slowConfirmAt atomic.Int64
@@ -78,17 +76,6 @@ type Engine struct {
 	halts     []Halt                   // unpartitioned halts
 	large     map[string]largeCategory // categories above PartitionWarnThreshold
 	handlers  []string                 // keyed handlers, announced as members
-	leaving   atomic.Bool              // stop announcing: graceful stop began
-	// announceMu makes announce's check of leaving and its send atomic
-	// with respect to leaveMembers, which sets leaving under it: else an
-	// announcement that read leaving false could land after leaveMembers
-	// took the instance out, and keep it live (and its deploy record) for
-	// LeaseTTL. Run resets leaving without it: the last Run's heartbeat
-	// ended before that Run returned, so no announcement is in flight.
-	announceMu sync.Mutex
-	// announceHook, nil but in tests, runs in announce between the check
-	// of leaving and the send, to hold an announcement in flight.
-	announceHook func()
 	// heldConfirmHook, nil but in tests, runs in a gate right after the
 	// reply of a confirmation sent holding a concurrency slot (attempt.go)
 	// came, to make that reply late after Redis ran the call.
@@ -97,19 +84,10 @@ type Engine struct {
 	acquireLogs map[string]*acquireLog
 	// cold holds the partitions an acquire found cold lately (reaper.go).
 	cold map[string]coldMark
-	// faults holds the partitions benched for permanent Redis errors and
-	// those seen unowned (fault.go, unowned.go), by faultID.
-	faults map[string]Fault
-	// faultsReported: the last report in Redis listed faults (fault.go),
-	// so a heartbeat that finds none deletes it. Heartbeat loop only.
-	faultsReported bool
-	// health holds, per keyed handler, the failures that decide whether
-	// this instance is announced as live (liveness.go); bounded by the
-	// handlers.
-	health map[string]*health
-	// workStruck: some partition was released for permanent errors since
-	// Run started, so acks must clear work strikes (liveness.go).
-	workStruck atomic.Bool
+	// members is this instance's record among the others: its OwnerID
+	// key, announcements, health strikes, faults and deploy records
+	// (package membership), with its own lock.
+	members *membership.Instance
 	// unowned holds the partitions seen without an owner (unowned.go), and
 	// unownedAt when each handler was last checked.
 	unowned   map[string]unownedMark
@@ -161,12 +139,11 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	}
 	e := &Engine{
 		reg: NewRegistry("redis", StreamPartitioning|ConsumerGroups),
-		c:   c, o: o, incarnation: newIncarnation(o.OwnerID), epoch: time.Now(),
-		log:    o.Logger.With("owner", o.OwnerID),
-		batch:  rdb.NewBatcher(c),
-		index:  newIndexCache(),
-		parts:  map[string]*partition{},
-		faults: map[string]Fault{}, health: map[string]*health{},
+		c:   c, o: o, incarnation: membership.NewIncarnation(o.OwnerID), epoch: time.Now(),
+		log:     o.Logger.With("owner", o.OwnerID),
+		batch:   rdb.NewBatcher(c),
+		index:   newIndexCache(),
+		parts:   map[string]*partition{},
 		unowned: map[string]unownedMark{}, unownedAt: map[string]time.Time{}, ownedTotal: map[string]int64{}, held: map[string]*heldMemo{},
 
 		large: map[string]largeCategory{},
@@ -174,6 +151,9 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	if e.telemetry, err = e.newTelemetry(o); err != nil {
 		return nil, fmt.Errorf("seqby engine metrics: %w", err)
 	}
+	e.members = membership.New(membership.Config{Client: c, Owner: o.OwnerID, Incarnation: e.incarnation,
+		LeaseTTL: o.LeaseTTL, HeartbeatInterval: o.HeartbeatInterval, DiscoveryInterval: o.DiscoveryInterval,
+		Log: e.log, Owned: e.ownedCounts, OnFault: func(f membership.Fault) { e.alertFault(faultOf(f)) }})
 	e.exec = e.newExecutor(o)
 	e.replicas = replicas.New(replicas.Config{Client: c, Acks: o.ReplicaAcks, Timeout: o.ReplicaTimeout, Backoff: o.RetryBackoff,
 		Log: o.Logger.With("owner", o.OwnerID), OnShort: e.telemetry.ReplicaShort})
@@ -293,11 +273,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	e.running = true
-	e.leaving.Store(false)
 	// Faults, failures and unowned marks are per Run: a second Run
 	// neither reports the first one's nor skips what it failed on.
-	e.faults, e.health = map[string]Fault{}, map[string]*health{}
-	e.workStruck.Store(false)
+	e.members.Reset()
 	e.unowned, e.unownedAt = map[string]unownedMark{}, map[string]time.Time{}
 	e.held = map[string]*heldMemo{}
 	e.startedAt, e.discoveredAt = time.Now(), map[string]time.Time{}
@@ -322,7 +300,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	if err := replicas.Check(ctx, e.replicas, replicas.CheckConfig{Client: e.c, Log: e.log, LeaseTTL: e.o.LeaseTTL, Quiet: e.o.SkipEvictionCheck}); err != nil {
 		return err
 	}
-	if err := e.claimOwner(ctx); errors.Is(err, ErrOwnerInUse) {
+	if err := e.members.ClaimOwner(ctx); errors.Is(err, ErrOwnerInUse) {
 		return fmt.Errorf("seqby engine: %w", err)
 	} else if err != nil {
 		if ctx.Err() != nil {
@@ -332,7 +310,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		// refuses the claim only leaves a duplicate OwnerID undetected.
 		e.log.Warn("seqby: claiming the OwnerID failed; another process with the same OwnerID would go undetected (the heartbeat tries again)", "err", err)
 	}
-	defer e.releaseOwner(ctx)
+	defer e.members.ReleaseOwner(ctx)
 	cs := e.consumers()
 	if len(cs) == 0 {
 		return fmt.Errorf("seqby engine: nothing registered; call Register before Run")
@@ -404,7 +382,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	// Graceful stop: leave the member sets first so the others' share
 	// grows at once, then every partition finishes, acks and releases
 	// (the heartbeat keeps renewing their leases meanwhile).
-	e.leaveMembers(base, leased)
+	e.members.LeaveMembers(base, leaseHandlers(leased))
 	e.mu.Lock()
 	for _, p := range e.parts {
 		p.requestRelease()

@@ -13,7 +13,7 @@ func (e *Engine) newExecutor(o Options) *executor.Executor {
 		Retry: executor.RetryPolicy{MaxRetries: o.MaxRetries, RetryBackoff: o.RetryBackoff, MaxBackoff: o.MaxBackoff,
 			HaltedRetryInterval: o.HaltedRetryInterval},
 		MaxDeliveries: o.MaxDeliveries, Concurrency: o.Concurrency,
-		KnownType: e.reg.KnownType, OtherBuilds: e.buildsRouting, States: o.StateStore}
+		KnownType: e.reg.KnownType, OtherBuilds: e.members.BuildsRouting, States: o.StateStore}
 	if al, ok := o.StateStore.(appliedLoader); ok {
 		cfg.LoadApplied = al.loadApplied
 	}

@@ -1,12 +1,11 @@
 package runtime
 
 import (
-	"context"
 	"errors"
-	"sort"
 	"strings"
 	"time"
 
+	"github.com/seqby/seqby/runtime/internal/membership"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -20,9 +19,8 @@ const (
 	// many renewing its lease, and the partition was released instead of
 	// held. This instance does not claim it again for FaultBench, so the
 	// other instances take it over; two such partitions of a handler take
-	// the instance out of the handler's member set for a while
-	// (liveness.go). An entry processed but not acked is processed again
-	// by the next owner.
+	// the instance out of the handler's member set for a while. An entry
+	// processed but not acked is processed again by the next owner.
 	FaultReleased FaultKind = "released"
 	// FaultUnowned: a partition with work for the handler (entries
 	// pending or not yet read) has had no owner for longer than
@@ -62,8 +60,6 @@ type Fault struct {
 	// (FaultReleased; zero for FaultUnowned).
 	Until time.Time
 }
-
-func faultID(kind FaultKind, id string) string { return string(kind) + "\x00" + id }
 
 // releaseGrace bounds how long a worker asked to hand over (or to stop
 // with Run) keeps retrying a failing Redis call before it gives up and
@@ -138,99 +134,38 @@ type redisErrs struct {
 	backoff   time.Duration
 }
 
-// releaseFaulted reports that p gives up for permanent Redis errors: it is
-// benched here for FaultBench (claimable refuses it) and counts toward
-// this instance's stall (liveness.go), so others take it. OnFault runs on
-// its own goroutine: the heartbeat calls this too, and must not wait.
+// releaseFaulted reports that p gives up for permanent Redis errors: the
+// instance record benches it for FaultBench (claimable refuses it) and
+// counts it toward this instance's stall, so others take it.
 func (e *Engine) releaseFaulted(p *partition, err error) {
-	if e.benched(p.id) {
-		return // the worker and the heartbeat both gave up on it
-	}
 	now := time.Now()
 	category := p.category
 	if p.cats != nil {
 		category = strings.Join(p.cats, ",")
 	}
-	f := Fault{Kind: FaultReleased, Handler: p.reg.Name, Category: category, Key: p.key, Stream: p.lanes[0],
-		Err: err, Since: now, Until: now.Add(FaultBench)}
-	e.mu.Lock()
-	e.faults[faultID(FaultReleased, p.id)] = f
-	e.mu.Unlock()
-	e.workStrike(p.reg.Name, p.id)
-	e.log.Error("seqby: releasing the partition after permanent redis errors; this instance leaves it alone for a while so other instances take it. Fix the cause: the ACL user's commands and keys (docs/operating.md, \"TLS and ACL users\"), a key holding something seqby did not write, cluster slots",
-		"handler", p.reg.Name, "stream", p.lanes[0], "benched_for", FaultBench, "err", err)
-	go e.alertFault(f)
+	e.members.Release(p.id, membership.Fault{Kind: membership.FaultReleased, Handler: p.reg.Name, Category: category, Key: p.key,
+		Stream: p.lanes[0], Err: err, Since: now, Until: now.Add(FaultBench)})
 }
 
-// benched reports whether id was released for permanent errors less than
-// FaultBench ago.
-func (e *Engine) benched(id string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	f, ok := e.faults[faultID(FaultReleased, id)]
-	return ok && time.Now().Before(f.Until)
+// faultOf converts the instance record's fault.
+func faultOf(f membership.Fault) Fault {
+	return Fault{Kind: FaultKind(f.Kind), Handler: f.Handler, Category: f.Category, Key: f.Key, Stream: f.Stream,
+		Err: f.Err, Since: f.Since, Until: f.Until}
 }
 
-// pruneFaults forgets released faults whose bench ended, so the table
-// holds at most the partitions benched in the last FaultBench plus the
-// unowned ones (bounded by the indexes). Called every discovery cycle.
-func (e *Engine) pruneFaults() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	now := time.Now()
-	for id, f := range e.faults {
-		if f.Kind == FaultReleased && !now.Before(f.Until) {
-			delete(e.faults, id)
-		}
-	}
+// memberFault converts a fault for the instance record.
+func memberFault(f Fault) membership.Fault {
+	return membership.Fault{Kind: string(f.Kind), Handler: f.Handler, Category: f.Category, Key: f.Key, Stream: f.Stream,
+		Err: f.Err, Since: f.Since, Until: f.Until}
 }
 
 // faultList returns the current faults, sorted, for Status.
 func (e *Engine) faultList() []Fault {
 	var out []Fault
-	for _, f := range e.faults {
-		out = append(out, f)
+	for _, f := range e.members.Faults() {
+		out = append(out, faultOf(f))
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Kind != b.Kind {
-			return a.Kind < b.Kind
-		}
-		if a.Handler != b.Handler {
-			return a.Handler < b.Handler
-		}
-		return a.Stream < b.Stream
-	})
 	return out
-}
-
-// reportFaults keeps this instance's faults in Redis for operators (the
-// console's overview, inspect.Inspector.Faults): FaultsKey holds them as
-// JSON while there are any, expiring 2 × LeaseTTL after the last
-// heartbeat that wrote it (a killed instance's report ends so), and is
-// deleted by the first heartbeat that finds none.
-func (e *Engine) reportFaults(ctx context.Context) {
-	e.mu.Lock()
-	fs := e.faultList()
-	e.mu.Unlock()
-	if len(fs) == 0 && !e.faultsReported {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, e.o.HeartbeatInterval)
-	defer cancel()
-	reports := make([]rdb.FaultReport, len(fs))
-	for i, f := range fs {
-		reports[i] = rdb.FaultReport{Kind: string(f.Kind), Handler: f.Handler, Category: f.Category, Key: f.Key, Stream: f.Stream,
-			Since: f.Since, Until: f.Until}
-		if f.Err != nil {
-			reports[i].Err = f.Err.Error()
-		}
-	}
-	if err := rdb.ReportFaults(ctx, e.c, e.o.OwnerID, reports, 2*e.o.LeaseTTL); err != nil {
-		e.log.Debug("seqby: reporting faults failed", "err", err)
-		return
-	}
-	e.faultsReported = len(fs) > 0
 }
 
 // alertFault calls OnFault.

@@ -17,7 +17,7 @@ import (
 // The first beat is one HeartbeatInterval after Run starts (Run has just
 // claimed the OwnerID): Health leaves last_renew out until then. A beat
 // at Run's start was tried and undone: it announced a quickly stopped
-// instance after leaveMembers had taken it out, which kept it counted as
+// instance after LeaveMembers had taken it out, which kept it counted as
 // live (and its deploy record) for LeaseTTL.
 func (e *Engine) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(e.o.HeartbeatInterval)
@@ -30,67 +30,16 @@ func (e *Engine) heartbeatLoop(ctx context.Context) {
 		}
 		storeTime(&e.beatAt, time.Now())
 		e.renewAll(ctx)
-		e.renewOwner(ctx)
+		e.members.RenewOwner(ctx)
 		e.signals.Keep(ctx, false)
-		e.announce(ctx)
-		e.reportFaults(ctx)
+		e.members.Announce(ctx, e.handlers)
+		e.members.ReportFaults(ctx)
 	}
-}
-
-// announce refreshes this instance in the member sets of the keyed
-// handlers where it makes progress (liveness.go), so it stays counted
-// while discovery is slow or busy. Once leaveMembers has begun, it sends
-// nothing more (announceOnce).
-func (e *Engine) announce(ctx context.Context) {
-	handlers := e.liveHandlers()
-	if len(handlers) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, e.o.HeartbeatInterval)
-	defer cancel()
-	for try := 0; try < 2; try++ {
-		sent, err := e.announceOnce(ctx, handlers)
-		if !sent || err == nil || e.leaving.Load() {
-			return // a failure while stopping is no news
-		}
-		if !rdb.IsNoScript(err) || try > 0 {
-			e.log.Debug("seqby: member announcement failed", "err", err)
-			return
-		}
-		// Redis lost its script cache (restart, SCRIPT FLUSH): reload, redo.
-		// Not under announceMu, so a graceful stop waits for one round trip
-		// at most; the redo checks leaving again.
-		if err := rdb.LoadScripts(ctx, e.c); err != nil {
-			e.log.Warn("seqby: reloading scripts failed; the member announcement retries next heartbeat", "err", err)
-			return
-		}
-	}
-}
-
-// announceOnce sends one announcement of handlers unless leaveMembers has
-// begun; sent says whether it did. The check and the send hold
-// announceMu, which leaveMembers takes to set leaving: an announcement
-// that saw leaving false has landed before leaveMembers takes the
-// instance out, so none puts a stopping instance back in the member sets
-// (where it would count as live, deploy record and all, for LeaseTTL).
-// The send is bounded by ctx (announce's HeartbeatInterval) and the
-// client's timeouts, so leaveMembers waits that long at most.
-func (e *Engine) announceOnce(ctx context.Context, handlers []string) (sent bool, err error) {
-	owned := e.ownedCounts(handlers) // takes e.mu: not under announceMu
-	e.announceMu.Lock()
-	defer e.announceMu.Unlock()
-	if e.leaving.Load() {
-		return false, nil
-	}
-	if e.announceHook != nil {
-		e.announceHook()
-	}
-	return true, rdb.AnnounceAll(ctx, e.c, handlers, owned, e.o.OwnerID, e.memberTTL())
 }
 
 // ownedCounts is how many partitions this instance owns per handler, not
 // counting those it is losing or handing over (the unowned check trusts
-// the sum).
+// the sum): the instance record's Owned, for its announcements.
 func (e *Engine) ownedCounts(handlers []string) []int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -175,7 +124,7 @@ func (e *Engine) renewAll(ctx context.Context) {
 				// Renewing cannot succeed (an ACL rule, a key holding
 				// something else): after PermanentRedisErrors, hand over at
 				// the next boundary and bench the partition, rather than
-				// lose the lease each TTL and claim it again (fault.go).
+				// lose the lease each TTL and claim it again (retryable).
 				parts[i].renewErrs++
 				e.log.Warn("seqby: lease renew refused", "handler", parts[i].reg.Name, "stream", parts[i].lanes[0], "errors", parts[i].renewErrs, "err", err)
 				if parts[i].renewErrs >= PermanentRedisErrors && !parts[i].releasing() {

@@ -857,7 +857,7 @@ func (p *partition) ackedFirst(n int) {
 	for _, en := range p.unacked[:n] {
 		p.acked(en)
 		p.trims.acked()
-		p.e.worked(p.reg.Name)
+		p.e.members.Worked(p.reg.Name)
 	}
 	rest := copy(p.unacked, p.unacked[n:])
 	clear(p.unacked[rest:])

@@ -31,9 +31,6 @@ type Registry struct {
 	regs   []Registration
 	keys   map[string]keyOwner // category -> partition field
 	types  map[string]bool     // category \x00 type of every route
-	// deploy is the Redis engine's view of the other builds of these
-	// handlers in a rolling deploy, read at each Run (deploy.go).
-	deploy deploys
 }
 
 type keyOwner struct{ field, handler string }
@@ -88,7 +85,7 @@ func (r *Registry) Add(regs ...Registration) error {
 // KnownType reports whether any registration routes the type on category
 // or lists it in its Catalog. A handler skips a known type it does not
 // handle (another handler's message), unless another live build of the same
-// handler routes it (deploy.go), but an entry of a type this build does
+// handler routes it (a rolling deploy), but an entry of a type this build does
 // not know at all halts its partition.
 func (r *Registry) KnownType(category, typ string) bool {
 	r.mu.Lock()

@@ -105,10 +105,10 @@ const (
 // reads, so retention keeps what a group has not read even on streams
 // where it does not exist yet, and returns each group's start id (for
 // the executor). A group registered before keeps its start. First it
-// records each handler's kind and build for rolling deploys (deploy.go),
+// records each handler's kind and build for rolling deploys (package membership),
 // refusing a handler whose kind changed while the other kind runs.
 func (e *Engine) registerGroups(ctx context.Context, cs []consumer) (map[executor.Group]string, error) {
-	if err := e.registerDeploy(ctx, cs); err != nil {
+	if err := e.members.RegisterDeploy(ctx, deployBuilds(cs)); err != nil {
 		return nil, err
 	}
 	starts := map[executor.Group]string{}

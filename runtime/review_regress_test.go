@@ -283,21 +283,3 @@ func TestStatusReturnsHaltCopies(t *testing.T) {
 		t.Fatalf("the engine's halt changed through Status: reason %q", got)
 	}
 }
-
-// The member announcement pipeline recovers from a flushed script cache
-// (EVALSHA in a pipeline does not fall back to EVAL).
-func TestAnnounceReloadsFlushedScripts(t *testing.T) {
-	c, ctx := newRedis(t), ctxT(t)
-	e, err := NewEngine(c, fastOptions("p1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.handlers = []string{"orders"}
-	if err := c.ScriptFlush(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
-	e.announce(ctx)
-	if err := c.ZScore(ctx, rdb.MembersKey("orders"), "p1").Err(); err != nil {
-		t.Fatalf("not announced after SCRIPT FLUSH: %v", err)
-	}
-}

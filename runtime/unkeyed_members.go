@@ -96,7 +96,7 @@ func (e *Engine) announceUnkeyedLoop(base context.Context, handler string, st *u
 func (e *Engine) announceUnkeyed(base context.Context, handler string, join bool) {
 	ctx, cancel := context.WithTimeout(base, max(e.o.HeartbeatInterval, time.Second))
 	defer cancel()
-	if _, err := rdb.Announce(ctx, e.c, handler, e.o.OwnerID, e.memberTTL(), join); err != nil {
+	if _, err := rdb.Announce(ctx, e.c, handler, e.o.OwnerID, e.members.MemberTTL(), join); err != nil {
 		e.log.Warn("seqby: member announcement failed", "handler", handler, "err", err)
 	}
 }
@@ -114,7 +114,7 @@ func (e *Engine) liveMembersCached(ctx context.Context, st *unkeyedState, handle
 	}
 	st.mu.Unlock()
 	at := time.Now()
-	live, err := rdb.LiveMembers(ctx, e.c, handler, e.memberTTL())
+	live, err := rdb.LiveMembers(ctx, e.c, handler, e.members.MemberTTL())
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seqby/seqby/runtime/internal/membership"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -30,7 +31,7 @@ import (
 // script per partition. complete is false on any doubt (an instance
 // without a record, an error).
 func (e *Engine) ownedByOthers(ctx context.Context, handler string) (sum int64, complete bool) {
-	live, err := rdb.LiveMembers(ctx, e.c, handler, e.memberTTL())
+	live, err := rdb.LiveMembers(ctx, e.c, handler, e.members.MemberTTL())
 	if err != nil {
 		return 0, false
 	}
@@ -130,8 +131,7 @@ func (e *Engine) checkUnowned(base context.Context, handler string, units []unit
 			e.unowned[u.id] = unownedMark{handler: handler, since: now}
 			continue
 		}
-		fid := faultID(FaultUnowned, u.id)
-		if _, reported := e.faults[fid]; reported || growing || now.Sub(m.since) < e.UnownedAfter() {
+		if reported := e.members.HasFault(membership.FaultUnowned, u.id); reported || growing || now.Sub(m.since) < e.UnownedAfter() {
 			continue
 		}
 		if short[u.id] {
@@ -143,7 +143,7 @@ func (e *Engine) checkUnowned(base context.Context, handler string, units []unit
 		}
 		f := Fault{Kind: FaultUnowned, Handler: handler, Category: strings.Join(u.cats, ","), Key: u.key,
 			Stream: u.lanes[0], Since: m.since}
-		e.faults[fid] = f
+		e.members.AddFault(u.id, memberFault(f))
 		report = append(report, f)
 	}
 	for id, m := range e.unowned {
@@ -157,10 +157,8 @@ func (e *Engine) checkUnowned(base context.Context, handler string, units []unit
 			continue
 		}
 		delete(e.unowned, id)
-		fid := faultID(FaultUnowned, id)
-		if f, ok := e.faults[fid]; ok {
-			recovered = append(recovered, f)
-			delete(e.faults, fid)
+		if f, ok := e.members.RemoveFault(membership.FaultUnowned, id); ok {
+			recovered = append(recovered, faultOf(f))
 		}
 	}
 	e.mu.Unlock()

@@ -94,7 +94,7 @@ func DeleteIdleConsumer(ctx context.Context, c redis.UniversalClient, stream, gr
 }
 
 // Deploy records: how each engine instance runs a handler, for rolling
-// deploys (the runtime's deploy.go). They live in one hash per handler,
+// deploys (package membership). They live in one hash per handler,
 // DeployKey, one field per OwnerID; an instance's record counts while its
 // incarnation holds its OwnerKey (from the start of Run to its end), and
 // a dead one is removed by the next instance that records itself.

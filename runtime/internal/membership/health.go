@@ -1,4 +1,4 @@
-package runtime
+package membership
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ import (
 // two different partitions failed in one way since that way last
 // succeeded: two acquires failing with a permanent Redis error since the
 // last successful acquire, or two partitions released for permanent Redis
-// errors (fault.go) since the last successful ack. A stalled instance
+// errors (Release) since the last successful ack. A stalled instance
 // leaves the member set at its next cycle (the heartbeat stops refreshing
 // it), claims only what a share counting it would give it, and skips the
 // partitions that failed. A success of the failing kind ends the stall at
@@ -72,79 +72,78 @@ type health struct {
 	acquire, work strikes
 }
 
-// healthOf returns handler's health; e.mu must be held.
-func (e *Engine) healthOf(handler string) *health {
-	h := e.health[handler]
+// healthOf returns handler's health; in.mu must be held.
+func (in *Instance) healthOf(handler string) *health {
+	h := in.health[handler]
 	if h == nil {
 		h = &health{}
-		e.health[handler] = h
+		in.health[handler] = h
 	}
 	return h
 }
 
-// progressing reports whether this instance counts as live for handler.
-func (e *Engine) progressing(handler string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	h, now := e.healthOf(handler), time.Now()
+// Progressing reports whether this instance counts as live for handler.
+func (in *Instance) Progressing(handler string) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	h, now := in.healthOf(handler), time.Now()
 	return !h.acquire.stalled(now) && !h.work.stalled(now)
 }
 
-// struck reports whether a stalled instance skips partition id of handler.
-func (e *Engine) struck(handler, id string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	h, now := e.healthOf(handler), time.Now()
+// Struck reports whether a stalled instance skips partition id of handler.
+func (in *Instance) Struck(handler, id string) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	h, now := in.healthOf(handler), time.Now()
 	return (h.acquire.stalled(now) && h.acquire.failed[id]) || (h.work.stalled(now) && h.work.failed[id])
 }
 
-// acquireStrike counts an acquire of id that failed with a permanent
+// AcquireStrike counts an acquire of id that failed with a permanent
 // Redis error; other failures do not count.
-func (e *Engine) acquireStrike(handler, id string, err error) {
+func (in *Instance) AcquireStrike(handler, id string, err error) {
 	if !rdb.Permanent(err) || errors.Is(err, rdb.ErrLeaseHeld) {
 		return
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.healthOf(handler).acquire.fail(id, time.Now())
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.healthOf(handler).acquire.fail(id, time.Now())
 }
 
-// acquired records a successful acquire for handler.
-func (e *Engine) acquired(handler string) {
-	e.telemetry.LeaseAcquired(handler)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.healthOf(handler).acquire.ok()
+// Acquired records a successful acquire for handler.
+func (in *Instance) Acquired(handler string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.healthOf(handler).acquire.ok()
 }
 
 // workStrike counts partition id of handler released for permanent Redis
 // errors.
-func (e *Engine) workStrike(handler, id string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.healthOf(handler).work.fail(id, time.Now())
-	e.workStruck.Store(true)
+func (in *Instance) workStrike(handler, id string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.healthOf(handler).work.fail(id, time.Now())
+	in.workStruck.Store(true)
 }
 
-// worked records a successful ack for handler. It runs for every entry,
-// so it takes the engine's lock only once some partition was struck.
-func (e *Engine) worked(handler string) {
-	if !e.workStruck.Load() {
+// Worked records a successful ack for handler. It runs for every entry,
+// so it takes the lock only once some partition was struck.
+func (in *Instance) Worked(handler string) {
+	if !in.workStruck.Load() {
 		return
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	h := e.healthOf(handler)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	h := in.healthOf(handler)
 	if h.work.failed != nil || !h.work.until.IsZero() || h.work.hold != 0 {
 		h.work.ok()
 	}
 }
 
-// liveHandlers returns the keyed handlers to announce as live.
-func (e *Engine) liveHandlers() []string {
+// liveHandlers returns those of handlers to announce as live.
+func (in *Instance) liveHandlers(handlers []string) []string {
 	var out []string
-	for _, h := range e.handlers {
-		if e.progressing(h) {
+	for _, h := range handlers {
+		if in.Progressing(h) {
 			out = append(out, h)
 		}
 	}

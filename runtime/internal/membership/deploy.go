@@ -1,4 +1,4 @@
-package runtime
+package membership
 
 import (
 	"context"
@@ -11,13 +11,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // Rolling deploys. While a deploy rolls, instances of two builds of one
 // handler share its consumer groups, and the builds may differ in two ways
-// this file guards:
+// the deploy records guard:
 //
 //   - Routes. A handler acks unrun an entry of a type it does not route
 //     when another handler of its build knows the type (the executor's
@@ -53,38 +52,26 @@ import (
 //     owned count, which keyed handlers and sequential pms write with
 //     every heartbeat and unkeyed ones never do.
 
-// ErrKindChanged is Run's error when a handler runs as another kind
-// (keyed, unkeyed, sequential pm) than a live instance of it does: the two
-// kinds would share the handler's consumer groups with no serialization.
-// Stop (drain) every instance of the old kind first, or give the changed
-// handler a new name.
+// ErrKindChanged is RegisterDeploy's error when a handler runs as another
+// kind than a live instance of it does; runtime re-exports it.
 var ErrKindChanged = errors.New("handler kind changed under its name while the other kind runs")
-
-// ErrRoutedByAnotherBuild is the error of a halt on an entry whose type
-// this build of the handler does not route but another live build of it
-// does (a rolling deploy): the entry is left for that build, which runs it
-// once it takes the partition over (or the entry, for an unkeyed
-// handler). Finish the deploy (or the rollback); do not skip the entry:
-// once no live build routes the type, this build decides again at its
-// next retry (every HaltedRetryInterval).
-var ErrRoutedByAnotherBuild = contract.ErrRoutedByAnotherBuild
 
 // Kinds, as recorded.
 const (
-	kindKeyed      = "keyed"      // one owner per partition stream
-	kindSequential = "sequential" // a sequential pm: one owner per correlation value
-	kindUnkeyed    = "unkeyed"    // instances share the groups by message
+	KindKeyed      = "keyed"      // one owner per partition stream
+	KindSequential = "sequential" // a sequential pm: one owner per correlation value
+	KindUnkeyed    = "unkeyed"    // instances share the groups by message
 )
 
 // describeKind says what a recorded kind (or a class judged from an
 // earlier build's traces) means.
 func describeKind(k string) string {
 	switch k {
-	case kindKeyed:
+	case KindKeyed:
 		return "keyed (one owner per partition)"
-	case kindSequential:
+	case KindSequential:
 		return "as a sequential process manager (one owner per correlation value)"
-	case kindUnkeyed:
+	case KindUnkeyed:
 		return "unkeyed (its instances share its consumer groups by message)"
 	case "leased":
 		return "keyed or as a sequential process manager (an earlier build: it records an owned count)"
@@ -94,11 +81,20 @@ func describeKind(k string) string {
 	return k
 }
 
-// deploys is the engine's view of the other builds of its handlers, reset
-// by each Run (registerDeploy). It lives in the Registry (Registry.deploy).
-type deploys struct {
-	mu       sync.Mutex
-	handlers map[string]*buildView
+// Build is one handler as this instance runs it: what its deploy record
+// says.
+type Build struct {
+	// Name is Registration.Name.
+	Name string
+	// Kind is KindKeyed, KindSequential or KindUnkeyed.
+	Kind string
+	// Routes are the registration's routes, in its order.
+	Routes []Route
+}
+
+// Route is one route of a Build.
+type Route struct {
+	Category, Type string
 }
 
 // buildView is this instance's build of one handler and the live records
@@ -123,77 +119,55 @@ type deployData struct {
 	Routes      map[string][]string `json:"routes"` // category -> types, sorted
 }
 
-// deployKind is the kind a handler's consumers make it.
-func deployKind(cs []consumer) string {
-	kind := kindUnkeyed
-	for _, c := range cs {
-		switch c.mode {
-		case modePM:
-			return kindSequential
-		case modeLeased:
-			kind = kindKeyed
-		}
-	}
-	return kind
-}
-
-// buildOf returns a registration's routes and its build: a digest of its
-// kind and routes.
-func buildOf(reg Registration, kind string) (map[string][]string, string) {
+// buildOf returns a handler's routes and its build: a digest of its kind
+// and routes.
+func buildOf(b Build) (map[string][]string, string) {
 	routes := map[string][]string{}
-	for _, rt := range reg.Routes {
+	for _, rt := range b.Routes {
 		routes[rt.Category] = append(routes[rt.Category], rt.Type)
 	}
 	for _, ts := range routes {
 		sort.Strings(ts)
 	}
-	b, _ := json.Marshal(routes) // map keys are sorted
-	sum := sha256.Sum256(append([]byte(kind+"\n"), b...))
+	data, _ := json.Marshal(routes) // map keys are sorted
+	sum := sha256.Sum256(append([]byte(b.Kind+"\n"), data...))
 	return routes, hex.EncodeToString(sum[:12])
 }
 
-// registerDeploy records, for every handler, this instance's kind, build
+// RegisterDeploy records, for every handler, this instance's kind, build
 // and routes (rdb.RecordDeploy), refusing with ErrKindChanged a handler
 // that a live instance runs as another kind, and reads the other builds'
-// records into the view the executor consults (buildsRouting).
-func (e *Engine) registerDeploy(ctx context.Context, cs []consumer) error {
-	byName := map[string][]consumer{}
-	var names []string
-	for _, c := range cs {
-		if byName[c.reg.Name] == nil {
-			names = append(names, c.reg.Name)
-		}
-		byName[c.reg.Name] = append(byName[c.reg.Name], c)
-	}
-	sort.Strings(names)
+// records into the view the executor consults (BuildsRouting). The view
+// is per Run: each call replaces it.
+func (in *Instance) RegisterDeploy(ctx context.Context, builds []Build) error {
 	views := map[string]*buildView{}
-	for _, name := range names {
-		v, err := e.registerBuild(ctx, byName[name][0].reg, deployKind(byName[name]))
+	for _, b := range builds {
+		v, err := in.registerBuild(ctx, b)
 		if err != nil {
 			return err
 		}
-		views[name] = v
+		views[b.Name] = v
 	}
-	e.reg.deploy.mu.Lock()
-	e.reg.deploy.handlers = views
-	e.reg.deploy.mu.Unlock()
-	e.deployed = cs
+	in.mu.Lock()
+	in.views = views
+	in.mu.Unlock()
+	in.deployed = builds
 	return nil
 }
 
 // registerBuild records this instance's build of one handler.
-func (e *Engine) registerBuild(ctx context.Context, reg Registration, kind string) (*buildView, error) {
-	name, self := reg.Name, e.o.OwnerID
-	routes, build := buildOf(reg, kind)
-	data, err := json.Marshal(deployData{Incarnation: e.incarnation, Routes: routes})
+func (in *Instance) registerBuild(ctx context.Context, b Build) (*buildView, error) {
+	c, name, self, kind := in.cfg.Client, b.Name, in.cfg.Owner, b.Kind
+	routes, build := buildOf(b)
+	data, err := json.Marshal(deployData{Incarnation: in.cfg.Incarnation, Routes: routes})
 	if err != nil {
 		return nil, fmt.Errorf("record %s's routes: %w", name, err)
 	}
-	recs, err := rdb.DeployRecords(ctx, e.c, name, "")
+	recs, err := rdb.DeployRecords(ctx, c, name, "")
 	if err != nil {
 		return nil, err
 	}
-	live, dead, err := e.liveRecords(ctx, recs)
+	live, dead, err := in.liveRecords(ctx, recs)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +175,7 @@ func (e *Engine) registerBuild(ctx context.Context, reg Registration, kind strin
 	// their owned count. (One that died with a record may linger in the
 	// member set, with its owned count, up to LeaseTTL: as long as its
 	// leases and pending entries do.)
-	members, err := rdb.LiveMembers(ctx, e.c, name, e.memberTTL())
+	members, err := rdb.LiveMembers(ctx, c, name, in.MemberTTL())
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +201,7 @@ func (e *Engine) registerBuild(ctx context.Context, reg Registration, kind strin
 			bareOwners = append(bareOwners, m)
 		}
 	}
-	owned, err := rdb.OwnedRecorded(ctx, e.c, name, bareOwners)
+	owned, err := rdb.OwnedRecorded(ctx, c, name, bareOwners)
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +212,7 @@ func (e *Engine) registerBuild(ctx context.Context, reg Registration, kind strin
 			bare[o] = "leased"
 		}
 	}
-	_, conflict, err := rdb.RecordDeploy(ctx, e.c, name, self, kind, build, string(data), dead, bare)
+	_, conflict, err := rdb.RecordDeploy(ctx, c, name, self, kind, build, string(data), dead, bare)
 	if err != nil {
 		return nil, err
 	}
@@ -253,12 +227,12 @@ func (e *Engine) registerBuild(ctx context.Context, reg Registration, kind strin
 
 // liveRecords splits recs into the live ones (their incarnation holds
 // their OwnerKey) and the dead ones.
-func (e *Engine) liveRecords(ctx context.Context, recs []rdb.DeployRecord) (live, dead []rdb.DeployRecord, err error) {
+func (in *Instance) liveRecords(ctx context.Context, recs []rdb.DeployRecord) (live, dead []rdb.DeployRecord, err error) {
 	owners := make([]string, 0, len(recs))
 	for _, r := range recs {
 		owners = append(owners, r.Owner)
 	}
-	incs, err := rdb.Incarnations(ctx, e.c, owners)
+	incs, err := rdb.Incarnations(ctx, in.cfg.Client, owners)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -296,25 +270,25 @@ func otherBuilds(live []rdb.DeployRecord, build, self string) []otherBuild {
 	return out
 }
 
-// buildsRouting returns the live instances of other builds of handler
+// BuildsRouting returns the live instances of other builds of handler
 // that route typ on category (none when this Run recorded no build: a
 // test calling the executor directly). The executor asks it of an entry
 // whose type this build does not route, and leaves such an entry to them
-// (a halt that is not permanent). The view is
-// read again when it is older than DiscoveryInterval; a failed read keeps
-// the last one (and is logged).
-func (e *Engine) buildsRouting(handler, category, typ string) []string {
-	e.reg.deploy.mu.Lock()
-	v := e.reg.deploy.handlers[handler]
-	e.reg.deploy.mu.Unlock()
+// (a halt that is not permanent). The view is read again when it is
+// older than DiscoveryInterval; a failed read keeps the last one (and is
+// logged).
+func (in *Instance) BuildsRouting(handler, category, typ string) []string {
+	in.mu.Lock()
+	v := in.views[handler]
+	in.mu.Unlock()
 	if v == nil {
 		return nil
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if time.Since(v.readAt) >= e.o.DiscoveryInterval {
-		if err := e.refreshBuilds(handler, v); err != nil {
-			e.log.Warn("seqby: reading the other builds of a handler failed; deciding on the last read", "handler", handler,
+	if time.Since(v.readAt) >= in.cfg.DiscoveryInterval {
+		if err := in.refreshBuilds(handler, v); err != nil {
+			in.cfg.Log.Warn("seqby: reading the other builds of a handler failed; deciding on the last read", "handler", handler,
 				"read_at", v.readAt, "err", err)
 		}
 		v.readAt = time.Now() // a failure is retried one interval later, not per entry
@@ -329,30 +303,30 @@ func (e *Engine) buildsRouting(handler, category, typ string) []string {
 }
 
 // refreshBuilds reads the live records of the other builds into v.
-func (e *Engine) refreshBuilds(handler string, v *buildView) error {
-	ctx, cancel := context.WithTimeout(context.Background(), e.o.DiscoveryInterval)
+func (in *Instance) refreshBuilds(handler string, v *buildView) error {
+	ctx, cancel := context.WithTimeout(context.Background(), in.cfg.DiscoveryInterval)
 	defer cancel()
-	recs, err := rdb.DeployRecords(ctx, e.c, handler, v.build)
+	recs, err := rdb.DeployRecords(ctx, in.cfg.Client, handler, v.build)
 	if err != nil {
 		return err
 	}
-	live, _, err := e.liveRecords(ctx, recs)
+	live, _, err := in.liveRecords(ctx, recs)
 	if err != nil {
 		return err
 	}
-	v.others = otherBuilds(live, v.build, e.o.OwnerID)
+	v.others = otherBuilds(live, v.build, in.cfg.Owner)
 	return nil
 }
 
-// rerecordDeploy records this instance's builds again (registerDeploy)
+// rerecordDeploy records this instance's builds again (RegisterDeploy)
 // after the heartbeat had to take its OwnerID key back: meanwhile another
 // instance may have judged its records dead and removed them.
-func (e *Engine) rerecordDeploy(ctx context.Context) {
-	cs := e.deployed
-	if len(cs) == 0 {
+func (in *Instance) rerecordDeploy(ctx context.Context) {
+	builds := in.deployed
+	if len(builds) == 0 {
 		return
 	}
-	if err := e.registerDeploy(ctx, cs); err != nil {
-		e.log.Error("seqby: recording this instance's builds again failed; other builds may not see its routes until it restarts", "err", err)
+	if err := in.RegisterDeploy(ctx, builds); err != nil {
+		in.cfg.Log.Error("seqby: recording this instance's builds again failed; other builds may not see its routes until it restarts", "err", err)
 	}
 }

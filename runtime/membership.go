@@ -1,0 +1,82 @@
+package runtime
+
+import (
+	"sort"
+
+	"github.com/seqby/seqby/runtime/internal/contract"
+	"github.com/seqby/seqby/runtime/internal/membership"
+)
+
+// The engine's record among the other instances (its OwnerID key, its
+// announcements, health strikes, faults and deploy records) is a
+// membership.Instance; this file holds what runtime exports of it and
+// what it passes in.
+
+// ErrOwnerInUse is Run's error when another live engine instance holds
+// the same Options.OwnerID.
+var ErrOwnerInUse = membership.ErrOwnerInUse
+
+// ErrKindChanged is Run's error when a handler runs as another kind
+// (keyed, unkeyed, sequential pm) than a live instance of it does: the two
+// kinds would share the handler's consumer groups with no serialization.
+// Stop (drain) every instance of the old kind first, or give the changed
+// handler a new name.
+var ErrKindChanged = membership.ErrKindChanged
+
+// ErrRoutedByAnotherBuild is the error of a halt on an entry whose type
+// this build of the handler does not route but another live build of it
+// does (a rolling deploy): the entry is left for that build, which runs it
+// once it takes the partition over (or the entry, for an unkeyed
+// handler). Finish the deploy (or the rollback); do not skip the entry:
+// once no live build routes the type, this build decides again at its
+// next retry (every HaltedRetryInterval).
+var ErrRoutedByAnotherBuild = contract.ErrRoutedByAnotherBuild
+
+// deployBuilds groups cs by handler, in name order, into the builds Run
+// records in the deploy records: each handler's kind, from its
+// consumers' modes, and its routes.
+func deployBuilds(cs []consumer) []membership.Build {
+	byName := map[string][]consumer{}
+	var names []string
+	for _, c := range cs {
+		if byName[c.reg.Name] == nil {
+			names = append(names, c.reg.Name)
+		}
+		byName[c.reg.Name] = append(byName[c.reg.Name], c)
+	}
+	sort.Strings(names)
+	builds := make([]membership.Build, 0, len(names))
+	for _, name := range names {
+		reg := byName[name][0].reg
+		b := membership.Build{Name: name, Kind: deployKind(byName[name])}
+		for _, rt := range reg.Routes {
+			b.Routes = append(b.Routes, membership.Route{Category: rt.Category, Type: rt.Type})
+		}
+		builds = append(builds, b)
+	}
+	return builds
+}
+
+// deployKind is the kind a handler's consumers make it.
+func deployKind(cs []consumer) string {
+	kind := membership.KindUnkeyed
+	for _, c := range cs {
+		switch c.mode {
+		case modePM:
+			return membership.KindSequential
+		case modeLeased:
+			kind = membership.KindKeyed
+		}
+	}
+	return kind
+}
+
+// leaseHandlers is the handler of each of leased, as LeaveMembers takes
+// them.
+func leaseHandlers(leased []consumer) []string {
+	out := make([]string, len(leased))
+	for i, c := range leased {
+		out[i] = c.reg.Name
+	}
+	return out
+}
