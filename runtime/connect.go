@@ -10,13 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrConnect matches every error Connect returns.
-var ErrConnect = errors.New("cannot connect to Redis")
-
-// ErrEmptyURL is returned, with ErrConnect, by Connect given an empty (or
-// blank) URL: most often an environment variable that is not set.
-var ErrEmptyURL = errors.New("empty Redis URL: set it to redis://host:port (or rediss:// for TLS)")
-
 // Connect returns a client for url, redis://[user:password@]host:port[/db]
 // or rediss://... for TLS (server certificates are checked against the
 // system's roots; SSL_CERT_FILE names another CA file). When the server is

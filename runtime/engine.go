@@ -167,13 +167,6 @@ func (e *Engine) Name() string { return "redis" }
 // Capabilities advertises StreamPartitioning and ConsumerGroups.
 func (e *Engine) Capabilities() Capabilities { return StreamPartitioning | ConsumerGroups }
 
-// ErrUnsupportedClient is NewEngine's refusal of a client type the engine
-// cannot route its calls through (a *redis.Ring).
-var ErrUnsupportedClient = errors.New("unsupported Redis client")
-
-// ErrRunning is returned by Register after Run started, and by a second Run.
-var ErrRunning = errors.New("engine already running; register every handler before Run")
-
 // Register validates and adds handlers (see Registry.Add). A sequential
 // process manager gets one owner per correlation value; one that is not
 // sequential shares plain consumer groups like an unkeyed handler, and its

@@ -299,9 +299,6 @@ func (b *InlineBroker) UseRedis(c redis.UniversalClient) {
 // short-lived, and nothing renews them.
 const inlineLeaseTTL = time.Hour
 
-// ErrNotHalted means Skip or Retry named a partition that is not halted.
-var ErrNotHalted = errors.New("partition is not halted")
-
 // Halts returns the halted partitions, sorted by handler and key.
 func (b *InlineBroker) Halts() []Halt {
 	b.mu.Lock()

@@ -16,14 +16,13 @@ import (
 // publisher checks again against the suffix it is configured with.
 const DefaultBackfillSuffix = "backfill"
 
-// ErrInvalidKey matches every key-rule violation. Branch on it to tell a bad
-// key (the caller's data is wrong; retrying will not help) from a Redis
-// failure.
-var ErrInvalidKey = errors.New("invalid partition key")
-
-// The individual key rules. Each *KeyError matches ErrInvalidKey and exactly
-// one of these.
+// The key rules' errors. Each *KeyError matches ErrInvalidKey and exactly
+// one of the others.
 var (
+	// ErrInvalidKey matches every key-rule violation. Branch on it to tell
+	// a bad key (the caller's data is wrong; retrying will not help) from a
+	// Redis failure.
+	ErrInvalidKey = errors.New("invalid partition key")
 	// ErrNullKey: the key field is a nil pointer.
 	ErrNullKey = errors.New("key is null (nil pointer)")
 	// ErrEmptyKey: the key is the empty string.

@@ -3,7 +3,6 @@ package runtime
 import (
 	"sort"
 
-	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/membership"
 )
 
@@ -11,26 +10,6 @@ import (
 // announcements, health strikes, faults and deploy records) is a
 // membership.Instance; this file holds what runtime exports of it and
 // what it passes in.
-
-// ErrOwnerInUse is Run's error when another live engine instance holds
-// the same Options.OwnerID.
-var ErrOwnerInUse = membership.ErrOwnerInUse
-
-// ErrKindChanged is Run's error when a handler runs as another kind
-// (keyed, unkeyed, sequential pm) than a live instance of it does: the two
-// kinds would share the handler's consumer groups with no serialization.
-// Stop (drain) every instance of the old kind first, or give the changed
-// handler a new name.
-var ErrKindChanged = membership.ErrKindChanged
-
-// ErrRoutedByAnotherBuild is the error of a halt on an entry whose type
-// this build of the handler does not route but another live build of it
-// does (a rolling deploy): the entry is left for that build, which runs it
-// once it takes the partition over (or the entry, for an unkeyed
-// handler). Finish the deploy (or the rollback); do not skip the entry:
-// once no live build routes the type, this build decides again at its
-// next retry (every HaltedRetryInterval).
-var ErrRoutedByAnotherBuild = contract.ErrRoutedByAnotherBuild
 
 // deployBuilds groups cs by handler, in name order, into the builds Run
 // records in the deploy records: each handler's kind, from its

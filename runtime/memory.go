@@ -2,19 +2,11 @@ package runtime
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
-
-// ErrEvictionPolicy is returned by Run when a server's maxmemory-policy is
-// not noeviction: under any other policy Redis may evict seqby's keys when
-// it fills up (a lease, and two owners process one key; a stream, and its
-// entries are gone). Set maxmemory-policy noeviction (or, for a Redis that
-// never reaches maxmemory, Options.AllowEviction).
-var ErrEvictionPolicy = errors.New("redis may evict seqby's keys: set maxmemory-policy to noeviction")
 
 // checkMemoryPolicy refuses to start (or warns, with AllowEviction) when a
 // server may evict keys. A server that does not let the engine read its

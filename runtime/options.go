@@ -3,7 +3,6 @@ package runtime
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -189,9 +188,6 @@ type Options struct {
 	// the pm lease.
 	StateStore StateStore
 }
-
-// ErrOptions matches every error NewEngine returns for invalid Options.
-var ErrOptions = errors.New("invalid engine options")
 
 // checkDurations rejects a duration set above zero but under a
 // millisecond. Redis counts lease TTLs and BLOCK in milliseconds, so such

@@ -36,10 +36,6 @@ import (
 // every handler run one after the other), and a read that failed once
 // must not stop a handler that the next cycle reads fine.
 
-// ErrPaused is what a confirmation returns for a partition an operator
-// paused: no attempt may start under it.
-var ErrPaused = rdb.ErrPaused
-
 // handlerPause is a whole handler's pause as this engine last read it.
 type handlerPause struct {
 	ctx    context.Context // ends when a discovery cycle finds the pause gone

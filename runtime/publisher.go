@@ -177,10 +177,6 @@ func WaitForReplicas(n int, timeout time.Duration) PublishOption {
 	return func(c *publishConfig) { c.Replicas, c.Timeout = n, timeout }
 }
 
-// ErrNotDurable matches a publish (WaitForReplicas) whose message was
-// stored but not acknowledged by the replicas asked for in time.
-var ErrNotDurable = rdb.ErrNotReplicated
-
 // WithMessageID publishes the message with the caller's id, an idempotency
 // key: a message whose id was already published to its partition (or, for
 // an unpartitioned category, to the category's stream) within
@@ -194,18 +190,10 @@ func WithMessageID(id string) PublishOption {
 	return func(c *publishConfig) { c.ID, c.IDSet = id, true }
 }
 
-// ErrInvalidMessageID matches a WithMessageID id that breaks the text
-// rules of keys.
-var ErrInvalidMessageID = publish.ErrInvalidMessageID
-
 // AsBackfill publishes to the partition's backfill lane
 // (category:{key}:suffix), which its owner reads after the primary
 // stream is drained. It is ignored for unpartitioned categories.
 func AsBackfill() PublishOption { return func(c *publishConfig) { c.Backfill = true } }
-
-// ErrPublish matches failures to publish other than a bad key
-// (ErrInvalidKey) or a bad message.
-var ErrPublish = publish.ErrPublish
 
 // Publish validates msg's partition key, encodes it and writes it. A
 // Partitioned message goes to its partition's stream, category:{key} (or

@@ -62,11 +62,6 @@ func (o PublisherOptions) NewRecord(ctx context.Context, msg Message, opts ...Pu
 	return Record(r), err
 }
 
-// ErrInvalidRecord matches a Record that PublishRecord can never publish
-// for a reason other than its key (which is ErrInvalidKey): an empty or
-// malformed category, type name or message id. Retrying will not help.
-var ErrInvalidRecord = publish.ErrInvalidRecord
-
 // PublishRecord publishes a record made by NewRecord, as Publish would
 // have published its message, with r.MessageID as the idempotency key
 // (WithMessageID): a record published again within DedupWindow, say by a

@@ -8,19 +8,6 @@ import (
 	"sync"
 )
 
-// ErrRegistration matches every registration failure.
-var ErrRegistration = errors.New("registration failed")
-
-// ErrCapability means a handler needs a capability its broker does not
-// advertise: run it on a broker that has it (the Redis engine, or the
-// inline broker in unit tests).
-var ErrCapability = errors.New("broker lacks a required capability")
-
-// ErrKeyConflict means two registrations partition one category by
-// different fields. A category has at most one partition key: make every
-// keyed handler of the category use the same key, or drop the key.
-var ErrKeyConflict = errors.New("conflicting partition keys for one category")
-
 // Registry holds the validated registrations of one broker. Brokers embed
 // it; handlers come from many packages, so every Add re-checks the
 // one-key-per-category rule across everything added before.

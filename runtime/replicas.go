@@ -8,14 +8,6 @@ import (
 	"github.com/seqby/seqby/runtime/internal/replicas"
 )
 
-// ErrReplicas is returned by Run in the strict replication mode
-// (Options.ReplicaAcks) when Redis cannot keep its promise: the server is
-// not a primary, fewer replicas are connected than ReplicaAcks, or a
-// first barrier (a write and WAIT) failed. Attach the missing replicas
-// (the promise needs every replica a failover may promote), or leave the
-// strict mode.
-var ErrReplicas = replicas.ErrReplicas
-
 // awaitReplicas holds p's next attempt until its writes so far are on
 // Options.ReplicaAcks replicas (a no-op in the default mode). A change of
 // primary in between ends the partition (lost): it is claimed afresh.

@@ -17,17 +17,6 @@ import (
 // for good. A permanent failure (Permanent, or an entry that cannot be
 // decoded or routed) halts at once and waits for the operator.
 
-// ErrPermanent matches an error wrapped by Permanent.
-var ErrPermanent = contract.ErrPermanent
-
-// ErrHandlerPanic matches a handler panic, recovered and treated as a
-// handler failure.
-var ErrHandlerPanic = contract.ErrHandlerPanic
-
-// ErrHandlerTimeout is the failure of an attempt that outlived its
-// handler's timeout.
-var ErrHandlerTimeout = contract.ErrHandlerTimeout
-
 // Permanent marks a handler error that no retry can fix (the message is
 // invalid for the handler): the partition halts at once, without retries,
 // and its head waits for an operator. errors.Is(err, ErrPermanent) and

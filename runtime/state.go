@@ -10,12 +10,6 @@ import (
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
-// ErrStateConflict means a pm state save expected a version that is no
-// longer the stored one: someone saved in between. Load again, re-apply the
-// message to the fresh state and save again (the engine does this by
-// retrying the message).
-var ErrStateConflict = contract.ErrStateConflict
-
 // StateStore keeps process manager state, one value per (pm, correlation
 // value), with a version number for optimistic concurrency. The engine
 // loads the state before a pm's handle method and saves it after, through
