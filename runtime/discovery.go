@@ -28,7 +28,7 @@ func (e *Engine) discoveryLoop(base context.Context, stop <-chan struct{}, all, 
 		}
 		byHandler[c.reg.Name] = append(byHandler[c.reg.Name], c)
 	}
-	fanRunning := map[string]*fanWorker{}
+	fanRunning := e.unkeyed.Fans()
 	t := time.NewTicker(e.o.DiscoveryInterval)
 	defer t.Stop()
 	// Announce first and claim one cycle later, so instances started
@@ -50,7 +50,7 @@ func (e *Engine) discoveryLoop(base context.Context, stop <-chan struct{}, all, 
 		e.pruneCold()
 		e.members.PruneFaults()
 		for _, c := range fans {
-			e.startFans(base, stop, c, fanRunning, wg)
+			fanRunning.Sync(base, stop, c.reg.Name, c.category, wg)
 		}
 		select {
 		case <-stop:

@@ -18,6 +18,7 @@ import (
 	"github.com/seqby/seqby/runtime/internal/rdb"
 	"github.com/seqby/seqby/runtime/internal/replicas"
 	"github.com/seqby/seqby/runtime/internal/telemetry"
+	"github.com/seqby/seqby/runtime/internal/unkeyed"
 	"github.com/seqby/seqby/runtime/internal/wake"
 )
 
@@ -73,7 +74,6 @@ type Engine struct {
 	// consuming: Run finished starting (Status.Consuming).
 	consuming bool
 	parts     map[string]*partition    // owned partitions by id
-	halts     []Halt                   // unpartitioned halts
 	large     map[string]largeCategory // categories above PartitionWarnThreshold
 	handlers  []string                 // keyed handlers, announced as members
 	// heldConfirmHook, nil but in tests, runs in a gate right after the
@@ -98,11 +98,9 @@ type Engine struct {
 	// held holds, per handler, the units found held lately (held.go).
 	held map[string]*heldMemo
 
-	// unkeyed holds, per unkeyed handler with running workers, the member
-	// announcer and the entries halted on (unkeyed_members.go); its own
-	// lock, since workers join and leave outside e.mu.
-	unkeyedMu sync.Mutex
-	unkeyed   map[string]*unkeyedState
+	// unkeyed runs the unkeyed handlers' workers, and keeps their member
+	// announcers and halts behind its own locks (package unkeyed).
+	unkeyed *unkeyed.Runner
 
 	// Health (health.go): when Run started, when each handler last
 	// discovered its units (under mu), and, as Unix nanoseconds, when the
@@ -158,6 +156,7 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	e.replicas = replicas.New(replicas.Config{Client: c, Acks: o.ReplicaAcks, Timeout: o.ReplicaTimeout, Backoff: o.RetryBackoff,
 		Log: o.Logger.With("owner", o.OwnerID), OnShort: e.telemetry.ReplicaShort})
 	e.wake = wake.New(wake.Config{Client: c, Block: o.BlockTimeout, OnSignal: e.index.signalled, OnGap: e.index.invalidate})
+	e.unkeyed = e.newUnkeyed(o)
 	return e, nil
 }
 
@@ -348,7 +347,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			leased = append(leased, c)
 		case modePlain:
 			wg.Add(1)
-			go func() { defer wg.Done(); e.runPlain(base, stop, c) }()
+			go func() { defer wg.Done(); e.unkeyed.RunPlain(base, stop, c.reg.Name, c.category) }()
 		}
 	}
 	e.mu.Lock() // the gauges' snapshot reads e.handlers
@@ -399,7 +398,7 @@ func (e *Engine) Run(ctx context.Context) error {
 func (e *Engine) Status() Status {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := Status{OwnerID: e.o.OwnerID, Running: e.running, Consuming: e.consuming, Halts: append([]Halt(nil), e.halts...),
+	s := Status{OwnerID: e.o.OwnerID, Running: e.running, Consuming: e.consuming, Halts: haltsOf(e.unkeyed.Halts()),
 		Faults: e.faultList()}
 	for c, l := range e.large {
 		if s.LargeCategories == nil {

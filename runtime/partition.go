@@ -388,7 +388,7 @@ func (p *partition) work() (asleep bool) {
 			}
 			return p.sleepPaused([]uint64{seq}, g.hp)
 		}
-		e.countSettled(p.reg, p.category, out)
+		e.countSettled(p.reg.Name, p.category, out)
 		if !p.settle(en, out, (*Halt)(h)) {
 			return false
 		}

@@ -114,7 +114,7 @@ func (p *partition) workPM() (asleep bool) {
 			}
 			return p.sleepPaused(marks, g.hp)
 		}
-		e.countSettled(p.reg, category, out)
+		e.countSettled(p.reg.Name, category, out)
 		if !p.settle(en, out, (*Halt)(h)) {
 			return false
 		}

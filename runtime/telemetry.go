@@ -69,14 +69,14 @@ func (p *partition) observeWork(en rdb.Entry, ok, more bool) {
 }
 
 // countSettled counts the outcome of an entry an owner settled.
-func (e *Engine) countSettled(reg Registration, category string, out executor.Outcome) {
+func (e *Engine) countSettled(handler, category string, out executor.Outcome) {
 	switch out {
 	case executor.OutDone:
-		e.telemetry.Event(context.Background(), reg.Name, category, telemetry.OutcomeHandled)
+		e.telemetry.Event(context.Background(), handler, category, telemetry.OutcomeHandled)
 	case executor.OutSkip:
-		e.telemetry.Event(context.Background(), reg.Name, category, telemetry.OutcomeSkipped)
+		e.telemetry.Event(context.Background(), handler, category, telemetry.OutcomeSkipped)
 	case executor.OutHalt:
-		e.telemetry.Event(context.Background(), reg.Name, category, telemetry.OutcomeFailed)
+		e.telemetry.Event(context.Background(), handler, category, telemetry.OutcomeFailed)
 	}
 }
 

@@ -1,4 +1,4 @@
-package runtime
+package unkeyed
 
 import (
 	"context"
@@ -16,10 +16,10 @@ import (
 // set keyed handlers use for fair share: from its own goroutine, so a slow
 // handler never makes its instance look dead.
 
-// unkeyedState is one engine's shared state for one unkeyed handler: the
+// state is one engine's shared state for one unkeyed handler: the
 // member announcer and the entries it halted on. It lives while any of the
 // handler's workers in that engine runs.
-type unkeyedState struct {
+type state struct {
 	refs   int
 	done   chan struct{} // closed when the last worker leaves
 	exited chan struct{} // closed when the announcer has left the set
@@ -35,86 +35,85 @@ type unkeyedState struct {
 // handler; one evicted is re-run (and alerted) once more if met again.
 const maxHaltedIDs = 10000
 
-// joinUnkeyed registers a worker of handler and returns the shared state;
-// the first worker announces the instance synchronously (so it counts as
-// live before it reads anything) and starts the announcer. Call
-// leaveUnkeyed when the worker ends.
-func (e *Engine) joinUnkeyed(base context.Context, handler string) *unkeyedState {
-	e.unkeyedMu.Lock()
-	st := e.unkeyed[handler]
+// join registers a worker of handler and returns the shared state; the
+// first worker announces the instance synchronously (so it counts as live
+// before it reads anything) and starts the announcer. Call leave when the
+// worker ends.
+func (r *Runner) join(base context.Context, handler string) *state {
+	r.membersMu.Lock()
+	st := r.members[handler]
 	if st != nil {
 		st.refs++
-		e.unkeyedMu.Unlock()
+		r.membersMu.Unlock()
 		return st
 	}
-	st = &unkeyedState{refs: 1, done: make(chan struct{}), exited: make(chan struct{}), halted: map[string]struct{}{}}
-	if e.unkeyed == nil {
-		e.unkeyed = map[string]*unkeyedState{}
-	}
-	e.unkeyed[handler] = st
-	e.unkeyedMu.Unlock()
-	e.announceUnkeyed(base, handler, true)
-	go e.announceUnkeyedLoop(base, handler, st)
+	st = &state{refs: 1, done: make(chan struct{}), exited: make(chan struct{}), halted: map[string]struct{}{}}
+	r.members[handler] = st
+	r.membersMu.Unlock()
+	r.announce(base, handler, true)
+	go r.announceLoop(base, handler, st)
 	return st
 }
 
-// leaveUnkeyed ends a worker; the last one of the handler stops the
-// announcer, which leaves the member set, so another instance may take
-// over this consumer's pending entries (its halted ones) at once, and
-// delete the consumer.
-func (e *Engine) leaveUnkeyed(handler string) {
-	e.unkeyedMu.Lock()
-	st := e.unkeyed[handler]
+// leave ends a worker; the last one of the handler stops the announcer,
+// which leaves the member set, so another instance may take over this
+// consumer's pending entries (its halted ones) at once, and delete the
+// consumer.
+func (r *Runner) leave(handler string) {
+	r.membersMu.Lock()
+	st := r.members[handler]
 	st.refs--
 	last := st.refs == 0
 	if last {
-		delete(e.unkeyed, handler)
+		delete(r.members, handler)
 	}
-	e.unkeyedMu.Unlock()
+	r.membersMu.Unlock()
 	if last {
 		close(st.done)
 		<-st.exited
 	}
 }
 
-func (e *Engine) announceUnkeyedLoop(base context.Context, handler string, st *unkeyedState) {
+// announceLoop keeps the instance in handler's member set until the last
+// worker leaves, then takes it out.
+func (r *Runner) announceLoop(base context.Context, handler string, st *state) {
 	defer close(st.exited)
-	t := time.NewTicker(e.o.HeartbeatInterval)
+	t := time.NewTicker(r.cfg.HeartbeatInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-st.done:
-			e.announceUnkeyed(base, handler, false)
+			r.announce(base, handler, false)
 			return
 		case <-t.C:
-			e.announceUnkeyed(base, handler, true)
+			r.announce(base, handler, true)
 		}
 	}
 }
 
-// announceUnkeyed joins (or leaves) the handler's member set.
-func (e *Engine) announceUnkeyed(base context.Context, handler string, join bool) {
-	ctx, cancel := context.WithTimeout(base, max(e.o.HeartbeatInterval, time.Second))
+// announce joins (or leaves) the handler's member set.
+func (r *Runner) announce(base context.Context, handler string, join bool) {
+	ctx, cancel := context.WithTimeout(base, max(r.cfg.HeartbeatInterval, time.Second))
 	defer cancel()
-	if _, err := rdb.Announce(ctx, e.c, handler, e.o.OwnerID, e.members.MemberTTL(), join); err != nil {
-		e.log.Warn("seqby: member announcement failed", "handler", handler, "err", err)
+	if _, err := rdb.Announce(ctx, r.cfg.Client, handler, r.cfg.Owner, r.cfg.MemberTTL, join); err != nil {
+		r.cfg.Log.Warn("seqby: member announcement failed", "handler", handler, "err", err)
 	}
 }
 
-// liveMembersCached is rdb.LiveMembers shared by the handler's workers for up
+// liveMembers is rdb.LiveMembers shared by the handler's workers for up
 // to a HeartbeatInterval, so many partitions cost one read. Safe: an
 // instance joins before its first read, so one whose entry has been idle
 // LeaseTTL (> HeartbeatInterval) had joined before the cached read.
-func (e *Engine) liveMembersCached(ctx context.Context, st *unkeyedState, handler string) (map[string]bool, error) {
+func (r *Runner) liveMembers(ctx context.Context, st *state, handler string) (map[string]bool, error) {
 	st.mu.Lock()
-	if st.live != nil && time.Since(st.liveAt) < e.o.HeartbeatInterval {
+	if st.live != nil && time.Since(st.liveAt) < r.cfg.HeartbeatInterval {
 		live := st.live
 		st.mu.Unlock()
 		return live, nil
 	}
 	st.mu.Unlock()
 	at := time.Now()
-	live, err := rdb.LiveMembers(ctx, e.c, handler, e.members.MemberTTL())
+	live, err := rdb.LiveMembers(ctx, r.cfg.Client, handler, r.cfg.MemberTTL)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +126,7 @@ func (e *Engine) liveMembersCached(ctx context.Context, st *unkeyedState, handle
 func haltedKey(stream, id string) string { return stream + "\x00" + id }
 
 // isHalted reports whether this instance already halted on the entry.
-func (s *unkeyedState) isHalted(stream, id string) bool {
+func (s *state) isHalted(stream, id string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, ok := s.halted[haltedKey(stream, id)]
@@ -135,7 +134,7 @@ func (s *unkeyedState) isHalted(stream, id string) bool {
 }
 
 // markHalted remembers a halted entry, evicting the oldest beyond the bound.
-func (s *unkeyedState) markHalted(stream, id string) {
+func (s *state) markHalted(stream, id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := haltedKey(stream, id)
