@@ -171,10 +171,11 @@ func (e *Engine) Capabilities() Capabilities { return StreamPartitioning | Consu
 // sequential shares plain consumer groups like an unkeyed handler, and its
 // state saves are optimistic (reload and re-run on a version conflict).
 func (e *Engine) Register(regs ...Registration) error {
+	// Held throughout: Run, which sets running under it, then finds the
+	// registry and the executor agreeing on every handler.
 	e.mu.Lock()
-	running := e.running
-	e.mu.Unlock()
-	if running {
+	defer e.mu.Unlock()
+	if e.running {
 		return fmt.Errorf("%w: %w", ErrRegistration, ErrRunning)
 	}
 	if err := e.reg.Add(regs...); err != nil {

@@ -77,7 +77,7 @@ type Registration struct {
 	Catalog map[string][]string
 	// Retry overrides the engine's retry options for this handler (nil:
 	// the engine's). Set it on the registration seqgen wrote before
-	// registering it.
+	// registering it: the engine reads it when the handler is registered.
 	Retry *RetryPolicy
 	// Timeout overrides the engine's HandlerTimeout for this handler (0:
 	// the engine's; negative: none).

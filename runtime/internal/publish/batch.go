@@ -54,7 +54,11 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message, call Call)
 		return nil, nil
 	}
 	if err != nil {
-		// rdb.PublishBatch returns a flag per entry, so stored is not nil.
+		if stored == nil {
+			// A failed write says which messages it stored, even none:
+			// runtime tells a write failure by a non-nil stored.
+			stored = make([]bool, len(entries))
+		}
 		return stored, fmt.Errorf("%w: %w", ErrPublish, err)
 	}
 	return nil, nil

@@ -111,6 +111,9 @@ func New(cfg Config) *Barrier {
 	if cfg.Acks <= 0 {
 		return nil
 	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
 	cluster, _ := cfg.Client.(*redis.ClusterClient)
 	onShort := cfg.OnShort
 	if onShort == nil {

@@ -38,6 +38,9 @@ type CheckConfig struct {
 // (renewals, acks, commits) that a failover discards, while another
 // instance may claim the same partitions on the new primary.
 func Check(ctx context.Context, b *Barrier, cfg CheckConfig) error {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
 	if cc, cluster := cfg.Client.(*redis.ClusterClient); cluster {
 		if b == nil {
 			return nil

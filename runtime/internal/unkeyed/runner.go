@@ -94,6 +94,9 @@ type Runner struct {
 
 // New returns a Runner with no workers.
 func New(cfg Config) *Runner {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
 	return &Runner{cfg: cfg, members: map[string]*state{}}
 }
 

@@ -57,6 +57,9 @@ type KeeperConfig struct {
 
 // NewKeeper returns a Keeper for one Run; its first Keep is Run's.
 func NewKeeper(cfg KeeperConfig) *Keeper {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
 	return &Keeper{c: cfg.Client, w: cfg.Waiter, incarnation: cfg.Incarnation, log: cfg.Log,
 		interval: cfg.Interval, leaseTTL: cfg.LeaseTTL,
 		fanout: cfg.Fanout, fanoutSeen: make([]string, len(cfg.Fanout))}
