@@ -7,6 +7,7 @@ import (
 
 	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/rdb"
+	"github.com/seqby/seqby/runtime/internal/sleep"
 )
 
 // The fence rule, the one every path that runs a handler goes through.
@@ -250,7 +251,7 @@ func (g *gate) enter(ctx context.Context) bool {
 			g.e.log.Warn("seqby: cannot verify the lease before a handler attempt; waiting", "handler", g.p.reg.Name, "stream", g.p.lanes[0], "err", err, "backoff", backoff)
 		}
 		late = false
-		if !sleepCtx(ctx, backoff) {
+		if !sleep.For(ctx, backoff) {
 			return g.refuse()
 		}
 		backoff = min(2*backoff, g.e.o.MaxBackoff)

@@ -12,6 +12,7 @@ import (
 	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/rdb"
+	"github.com/seqby/seqby/runtime/internal/sleep"
 	"github.com/seqby/seqby/runtime/internal/telemetry"
 )
 
@@ -889,23 +890,11 @@ func (p *partition) flushAck() {
 			p.ackedPrevious()
 			return
 		}
-		if errors.Is(err, ErrFenced) || rdb.Permanent(err) || !sleepCtx(ctx, backoff) {
+		if errors.Is(err, ErrFenced) || rdb.Permanent(err) || !sleep.For(ctx, backoff) {
 			last := p.unacked[len(p.unacked)-1]
 			e.log.Warn("seqby: processed entries were not acked; their next owner runs them again", "handler", p.reg.Name, "stream", last.Stream, "entries", len(p.unacked), "last_entry", last.ID, "err", err)
 			return
 		}
-	}
-}
-
-// sleepCtx waits d; false when ctx ends first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seqby/seqby/runtime/internal/rdb"
+	"github.com/seqby/seqby/runtime/internal/sleep"
 )
 
 // ErrNotPaused means Resume found nothing to resume: the partition (or
@@ -307,8 +308,8 @@ func (i *Inspector) pause(ctx context.Context, handler, partition, by string, ch
 		// Read until ctx ended: no time is left to wait.
 		return p, fmt.Errorf("pause %s: %w: the engines' admitted confirmation age could not be read (an attempt confirmed over a slow link may start up to half their LeaseTTL after the store): %w", partition, ErrUnsettled, aerr)
 	}
-	if err := sleep(ctx, time.Until(stored.Add(pauseWait(i.bound(), admitted)))); err != nil {
-		return p, fmt.Errorf("pause %s: %w: the wait for attempts confirmed before it was cut short: %w", partition, ErrUnsettled, err)
+	if !sleep.For(ctx, time.Until(stored.Add(pauseWait(i.bound(), admitted)))) {
+		return p, fmt.Errorf("pause %s: %w: the wait for attempts confirmed before it was cut short: %w", partition, ErrUnsettled, ctx.Err())
 	}
 	if woke != nil {
 		return p, fmt.Errorf("pause %s: paused (no event starts), but its owner's Status shows the pause only from its next read: %w: %w", partition, ErrNotWoken, woke)
@@ -487,7 +488,7 @@ func (i *Inspector) admitAge(ctx context.Context, handler string) (time.Duration
 		if err == nil {
 			return a, nil
 		}
-		if sleep(ctx, backoff) != nil {
+		if !sleep.For(ctx, backoff) {
 			return 0, err
 		}
 		backoff = min(2*backoff, time.Second)
@@ -509,16 +510,4 @@ func (i *Inspector) admitAge(ctx context.Context, handler string) (time.Duration
 func pauseWait(bound, admitted time.Duration) time.Duration {
 	w := max(bound, admitted)
 	return w + w/512 + time.Millisecond
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seqby/seqby/runtime/internal/rdb"
+	"github.com/seqby/seqby/runtime/internal/sleep"
 )
 
 // ErrOwnerInUse is ClaimOwner's error when another live engine instance
@@ -55,7 +56,7 @@ func (in *Instance) ClaimOwner(ctx context.Context) error {
 				"incarnation", held, "expires_in", left)
 		}
 		last, lastReply = left, time.Now()
-		if !sleepCtx(ctx, min(in.cfg.HeartbeatInterval, max(left, time.Millisecond))) {
+		if !sleep.For(ctx, min(in.cfg.HeartbeatInterval, max(left, time.Millisecond))) {
 			return ctx.Err()
 		}
 	}
@@ -94,17 +95,5 @@ func (in *Instance) ReleaseOwner(ctx context.Context) {
 	}
 	if err := rdb.DropOwnerSignals(ctx, in.cfg.Client, in.cfg.Incarnation); err != nil {
 		in.cfg.Log.Debug("seqby: deleting this instance's signal stream failed; it expires by itself", "err", err, "ttl", rdb.OwnerSignalTTL)
-	}
-}
-
-// sleepCtx waits d; false when ctx ends first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
