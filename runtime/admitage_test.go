@@ -10,61 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seqby/seqby/runtime/internal/rdb"
+	"github.com/seqby/seqby/runtime/internal/lease"
 )
-
-// A spike raises the admitted age to the cap; once its record has ended
-// (LeaseTTL - LeaseMargin after the store, on the engine's clock), the
-// next raise stores twice the confirmation's age, not the cap again, so
-// Pause no longer waits the spike out (seen before: the second raise
-// stored the 500ms cap again, and every Pause waited half the lease).
-// While the record lasts a smaller raise lowers nothing.
-func TestAdmitAgeComesDownOnceItsRecordEnded(t *testing.T) {
-	c, ctx := newRedis(t), ctxT(t)
-	opts := fastOptions("d")
-	opts.LeaseTTL, opts.LeaseMargin = time.Second, 100*time.Millisecond
-	e, err := NewEngine(c, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	members := func() []string {
-		t.Helper()
-		ms, err := c.ZRange(ctx, rdb.AdmitAgeKey("h"), 0, -1).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		slices.Sort(ms)
-		return ms
-	}
-	if err := e.raiseAdmitAge(ctx, "h", 400*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	if l := e.admitAge("h").limit(); l.age != 500*time.Millisecond {
-		t.Fatalf("after a 400ms confirmation the admitted age is %v; want the cap, 500ms (LeaseTTL/2)", l.age)
-	}
-	if err := e.raiseAdmitAge(ctx, "h", 40*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	if l := e.admitAge("h").limit(); l.age != 500*time.Millisecond {
-		t.Fatalf("a smaller raise while the record lasts left %v; want 500ms", l.age)
-	}
-	until := e.admitAge("h").limit().until
-	time.Sleep(time.Until(until) + 10*time.Millisecond)
-	if err := e.raiseAdmitAge(ctx, "h", 40*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	if l := e.admitAge("h").limit(); l.age != 80*time.Millisecond {
-		t.Fatalf("a raise after the record ended left %v; want 80ms, twice the confirmation's", l.age)
-	}
-	inc := e.incarnation
-	if got, want := members(), []string{"500|" + inc, "80|" + inc}; !slices.Equal(got, want) {
-		t.Fatalf("stored %v; want %v (the 500ms member until its end in Redis)", got, want)
-	}
-	time.Sleep(300 * time.Millisecond) // the 500ms member has ended in Redis too
-	if a, err := rdb.AdmitAge(ctx, c, "h"); err != nil || a != 80*time.Millisecond {
-		t.Fatalf("Pause reads %v (%v); want 80ms", a, err)
-	}
-}
 
 // A confirmation sent holding the only concurrency slot that keeps coming
 // back later than any admitted age may be (LeaseTTL/2) starts nothing,
@@ -85,15 +32,15 @@ func TestConfirmationLaterThanTheCapBacksOffWithoutTheSlot(t *testing.T) {
 	var armed atomic.Bool
 	caught := make(chan struct{}, 1)
 	startEngineWith(t, c, opts, func(e *Engine) {
-		e.heldConfirmHook = func(p *partition) {
-			if p.key == "a" && armed.Load() {
+		e.leases.SetHeldConfirmHook(func(h *lease.Held) {
+			if h.Key() == "a" && armed.Load() {
 				select {
 				case caught <- struct{}{}:
 				default:
 				}
 				time.Sleep(opts.LeaseTTL/2 + 100*time.Millisecond) // later than the cap
 			}
-		}
+		})
 	}, h)
 	p := NewPublisher(c)
 	for i := 1; i <= 200; i++ {

@@ -113,7 +113,7 @@ func (e *Engine) cycle(base context.Context, stop <-chan struct{}, handler strin
 	}()
 	// The handler's pause first: a cycle whose heartbeat fails still
 	// honours a pause it can read.
-	e.readHandlerPause(ctx, handler)
+	e.pauses.Read(ctx, handler)
 	join := e.members.Progressing(handler)
 	live, err := rdb.Announce(ctx, e.c, handler, e.o.OwnerID, e.members.MemberTTL(), join)
 	if err != nil {
@@ -184,7 +184,7 @@ func (e *Engine) claimable(handler string, u unit) bool {
 // claim leases the units of batch that are free, in one pipeline, and
 // starts a worker for each; it returns how many it claimed. A unit found
 // held is remembered (held.go), unless its lease is this instance's own
-// from an acquire whose reply was lost (adopt.go); a cold one is left for
+// from an acquire whose reply was lost (lease.Leases.Adopt); a cold one is left for
 // the reaper.
 func (e *Engine) claim(ctx context.Context, wg *sync.WaitGroup, handler string, batch []unit,
 	build func(unit, rdb.Lease, time.Time) *partition, work func(*partition)) int {
@@ -211,7 +211,7 @@ func (e *Engine) claim(ctx context.Context, wg *sync.WaitGroup, handler string, 
 			continue
 		}
 		if errors.Is(err, rdb.ErrLeaseHeld) {
-			adopted, ok := e.adopt(ctx, u.ref, err, &at)
+			adopted, ok := e.leases.Adopt(ctx, u.ref, err, &at)
 			if !ok {
 				e.markHeld(handler, u.id)
 				continue
@@ -327,7 +327,7 @@ func (e *Engine) share(handler string, target int) int {
 	e.mu.Lock()
 	var mine []*partition
 	for _, p := range e.parts {
-		if p.reg.Name == handler && !p.releasing() && p.ctx.Err() == nil {
+		if p.reg.Name == handler && !p.releasing() && p.held.Context().Err() == nil {
 			mine = append(mine, p)
 		}
 	}

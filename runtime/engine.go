@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/executor"
+	"github.com/seqby/seqby/runtime/internal/lease"
 	"github.com/seqby/seqby/runtime/internal/membership"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 	"github.com/seqby/seqby/runtime/internal/replicas"
@@ -36,16 +37,7 @@ type Engine struct {
 	// NewEngine. Its Runs follow one another in one process, so a later
 	// Run may adopt what an earlier one left.
 	incarnation string
-	// epoch is when NewEngine ran, the base of monotonic times kept in
-	// atomics (partition.deadlineAt).
-	epoch time.Time
-	// slowConfirmAt is when a slow lease confirmation was last reported
-	// (unix nanoseconds; attempt.go).
-	slowConfirmAt atomic.Int64
-	// lateConfirmAt is when a confirmation that started no attempt, for
-	// its age, was last reported (UnixNano; admitage.go).
-	lateConfirmAt atomic.Int64
-	log           *slog.Logger
+	log         *slog.Logger
 	// exec runs the handlers on entries (package executor), and holds
 	// the concurrency slots every attempt takes.
 	exec *executor.Executor
@@ -63,11 +55,12 @@ type Engine struct {
 	// telemetry); no-ops unless Options gave providers.
 	telemetry *telemetry.Telemetry
 
-	// pauses are the whole-handler pauses discovery found (pause.go).
-	pauses pauses
-	// admitAges are the admitted confirmation ages, per handler, that
-	// the gate judges slot-held confirmations by (admitage.go).
-	admitAges admitAges
+	// leases holds the partitions' leases and their gates' shared state
+	// (package lease); renewer renews them each heartbeat.
+	leases  *lease.Leases
+	renewer *lease.Renewer
+	// pauses are the whole-handler pauses discovery found.
+	pauses *lease.Pauses
 
 	mu      sync.Mutex
 	running bool
@@ -76,10 +69,6 @@ type Engine struct {
 	parts     map[string]*partition    // owned partitions by id
 	large     map[string]largeCategory // categories above PartitionWarnThreshold
 	handlers  []string                 // keyed handlers, announced as members
-	// heldConfirmHook, nil but in tests, runs in a gate right after the
-	// reply of a confirmation sent holding a concurrency slot (attempt.go)
-	// came, to make that reply late after Redis ran the call.
-	heldConfirmHook func(p *partition)
 	// acquireLogs rate-limits the failed-acquire warning per handler.
 	acquireLogs map[string]*acquireLog
 	// cold holds the partitions an acquire found cold lately (reaper.go).
@@ -104,11 +93,10 @@ type Engine struct {
 
 	// Health (health.go): when Run started, when each handler last
 	// discovered its units (under mu), and, as Unix nanoseconds, when the
-	// heartbeat last ticked and the last renewal that succeeded was sent.
+	// heartbeat last ticked.
 	startedAt    time.Time
 	discoveredAt map[string]time.Time
 	beatAt       atomic.Int64
-	renewOK      atomic.Int64
 
 	// replicas confirms writes on replicas in the strict mode
 	// (Options.ReplicaAcks; nil otherwise).
@@ -137,7 +125,7 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	}
 	e := &Engine{
 		reg: NewRegistry("redis", StreamPartitioning|ConsumerGroups),
-		c:   c, o: o, incarnation: membership.NewIncarnation(o.OwnerID), epoch: time.Now(),
+		c:   c, o: o, incarnation: membership.NewIncarnation(o.OwnerID),
 		log:     o.Logger.With("owner", o.OwnerID),
 		batch:   rdb.NewBatcher(c),
 		index:   newIndexCache(),
@@ -156,6 +144,9 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	e.replicas = replicas.New(replicas.Config{Client: c, Acks: o.ReplicaAcks, Timeout: o.ReplicaTimeout, Backoff: o.RetryBackoff,
 		Log: o.Logger.With("owner", o.OwnerID), OnShort: e.telemetry.ReplicaShort})
 	e.wake = wake.New(wake.Config{Client: c, Block: o.BlockTimeout, OnSignal: e.index.signalled, OnGap: e.index.invalidate})
+	e.pauses = lease.NewPauses(lease.PausesConfig{Client: c, Log: e.log, DiscoveryInterval: o.DiscoveryInterval})
+	e.leases = e.newLeases(o)
+	e.renewer = lease.NewRenewer(e.leases, lease.RenewerConfig{List: e.helds, PermanentErrors: PermanentRedisErrors})
 	e.unkeyed = e.newUnkeyed(o)
 	return e, nil
 }
@@ -274,7 +265,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.startedAt, e.discoveredAt = time.Now(), map[string]time.Time{}
 	e.mu.Unlock()
 	defer func() { e.mu.Lock(); e.running, e.consuming = false, false; e.mu.Unlock() }()
-	defer e.endPauses()
+	defer e.pauses.End()
 	observing, err := e.telemetry.Observe()
 	if err != nil {
 		return fmt.Errorf("seqby engine: register the metrics callback: %w", err)
@@ -410,11 +401,7 @@ func (e *Engine) Status() Status {
 	for _, p := range e.parts {
 		s.Partitions = append(s.Partitions, p.status())
 	}
-	e.pauses.mu.Lock()
-	for h := range e.pauses.m {
-		s.PausedHandlers = append(s.PausedHandlers, h)
-	}
-	e.pauses.mu.Unlock()
+	s.PausedHandlers = e.pauses.Handlers()
 	sort.Strings(s.PausedHandlers)
 	sort.Slice(s.Partitions, func(i, j int) bool {
 		a, b := s.Partitions[i], s.Partitions[j]

@@ -76,10 +76,10 @@ func (e *Engine) releaseGrace() time.Duration { return e.o.LeaseTTL }
 func (p *partition) retryable(err error) bool {
 	e := p.e
 	if errors.Is(err, ErrFenced) {
-		p.lost(err)
+		p.held.Lost(err)
 		return false
 	}
-	if p.ctx.Err() != nil {
+	if p.held.Context().Err() != nil {
 		return false
 	}
 	permanent := rdb.Permanent(err)
@@ -115,7 +115,7 @@ func (p *partition) backoff(d time.Duration) bool {
 		select {
 		case <-t.C:
 			return true
-		case <-p.ctx.Done():
+		case <-p.held.Context().Done():
 			t.Stop()
 			return false
 		case <-release:

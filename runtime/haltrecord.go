@@ -41,13 +41,13 @@ func (p *partition) recordHalt(h *Halt) bool {
 	e := p.e
 	r := rdb.HaltRecord{Handler: p.reg.Name, PM: p.cats != nil, Partition: p.haltField(), Category: h.Category,
 		Key: p.key, Stream: h.Stream, Streams: p.lanes, EntryID: h.EntryID, MessageType: h.MessageType,
-		MessageID: h.MessageID, Reason: h.Reason, Owner: e.o.OwnerID, Token: p.lease.Token(),
-		LeaseKey: p.lease.Ref.Key, At: h.At.UTC()}
+		MessageID: h.MessageID, Reason: h.Reason, Owner: e.o.OwnerID, Token: p.held.Lease().Token(),
+		LeaseKey: p.held.Lease().Ref.Key, At: h.At.UTC()}
 	if h.Err != nil {
 		r.Error = h.Err.Error()
 	}
 	for {
-		raw, err := rdb.RecordHalt(p.ctx, e.c, p.lease, r)
+		raw, err := rdb.RecordHalt(p.held.Context(), e.c, p.held.Lease(), r)
 		if err == nil {
 			p.redisOK()
 			// Cleared like a predecessor's record once the head is acked:
@@ -78,7 +78,7 @@ type priorHalt struct {
 // Redis error is retried like any of the partition's calls (false: the
 // partition must end): until the record is known, the owner could not
 // tell that its first attempts of that head must be marked, and an
-// operator's skip would not see them (attempt.go).
+// operator's skip would not see them (the fence rule).
 func (p *partition) checkHaltRecord() bool {
 	e := p.e
 	for {
@@ -98,13 +98,13 @@ func (p *partition) checkHaltRecord() bool {
 		case !found:
 		case pending:
 			p.prior = &priorHalt{stream: r.Stream, id: r.EntryID, raw: raw}
-			ctx, cancel := context.WithTimeout(p.ctx, e.o.LeaseTTL)
+			ctx, cancel := context.WithTimeout(p.held.Context(), e.o.LeaseTTL)
 			if err := rdb.Index(ctx, e.c, p.reg.Name, p.haltKey()); err != nil {
 				e.log.Warn("seqby: indexing a halt record failed; seqbyctl may not list it until the partition halts again", "handler", p.reg.Name, "partition", p.haltField(), "err", err)
 			}
 			cancel()
 		default:
-			ctx, cancel := context.WithTimeout(p.ctx, e.o.LeaseTTL)
+			ctx, cancel := context.WithTimeout(p.held.Context(), e.o.LeaseTTL)
 			p.clearHalt(ctx, raw)
 			cancel()
 		}
@@ -114,7 +114,7 @@ func (p *partition) checkHaltRecord() bool {
 
 // readHaltRecord reads p's halt record and whether its head is pending.
 func (p *partition) readHaltRecord() (r rdb.HaltRecord, raw string, found, pending bool, err error) {
-	ctx, cancel := context.WithTimeout(p.ctx, p.e.o.LeaseTTL)
+	ctx, cancel := context.WithTimeout(p.held.Context(), p.e.o.LeaseTTL)
 	defer cancel()
 	r, raw, found, err = rdb.GetHalt(ctx, p.e.c, p.haltKey())
 	if err != nil || !found {
@@ -130,7 +130,7 @@ func (p *partition) acked(en rdb.Entry) {
 	if p.prior == nil || en.Stream != p.prior.stream || en.ID != p.prior.id {
 		return
 	}
-	ctx, cancel := context.WithTimeout(p.ctx, p.e.o.LeaseTTL)
+	ctx, cancel := context.WithTimeout(p.held.Context(), p.e.o.LeaseTTL)
 	defer cancel()
 	p.clearHalt(ctx, p.prior.raw)
 	p.prior = nil
@@ -141,4 +141,13 @@ func (p *partition) clearHalt(ctx context.Context, raw string) {
 	if _, err := rdb.ClearHalt(ctx, p.e.c, p.reg.Name, p.haltKey(), raw); err != nil {
 		p.e.log.Warn("seqby: removing a stale halt record failed; seqbyctl halted removes it later", "handler", p.reg.Name, "partition", p.haltField(), "err", err)
 	}
+}
+
+// hasHaltRecord reports whether en is a head with a halt record: the
+// head p halted on, or the one a predecessor's record names.
+func (p *partition) hasHaltRecord(en rdb.Entry) bool {
+	if p.head != nil && p.head.Stream == en.Stream && p.head.ID == en.ID {
+		return true
+	}
+	return p.prior != nil && p.prior.stream == en.Stream && p.prior.id == en.ID
 }

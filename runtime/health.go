@@ -3,7 +3,6 @@ package runtime
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync/atomic"
@@ -64,7 +63,7 @@ func (e *Engine) report(ctx context.Context, ping bool) Health {
 		}
 	}
 	e.mu.Unlock()
-	h := Health{Reasons: []string{}, LastRenew: loadTime(&e.renewOK), LastDiscovery: oldest, Redis: "ok"}
+	h := Health{Reasons: []string{}, LastRenew: e.renewer.RenewedAt(), LastDiscovery: oldest, Redis: "ok"}
 	beat := loadTime(&e.beatAt)
 	ttl := e.o.LeaseTTL
 	switch {
@@ -157,18 +156,6 @@ func (e *Engine) discovered(handler string) {
 	e.mu.Lock()
 	e.discoveredAt[handler] = time.Now()
 	e.mu.Unlock()
-}
-
-// renewedAt records a renewal sent at sent whose results are errs: a
-// success unless some lease failed for another reason than being lost (a
-// lost lease is the partition's fate, not the instance's health).
-func (e *Engine) renewedAt(sent time.Time, errs []error) {
-	for _, err := range errs {
-		if err != nil && !errors.Is(err, ErrLeaseLost) {
-			return
-		}
-	}
-	storeTime(&e.renewOK, sent)
 }
 
 // storeTime and loadTime keep a time in an atomic as Unix nanoseconds

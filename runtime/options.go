@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/seqby/seqby/runtime/internal/lease"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -230,7 +231,7 @@ func (o Options) withDefaults() (Options, error) {
 	def(&o.LeaseTTL, 15*time.Second)
 	def(&o.HeartbeatInterval, o.LeaseTTL/5)
 	def(&o.LeaseMargin, o.LeaseTTL/10)
-	def(&o.VerifyBound, defaultVerifyBound)
+	def(&o.VerifyBound, lease.DefaultVerifyBound)
 	def(&o.DiscoveryInterval, time.Second)
 	def(&o.RetryBackoff, 100*time.Millisecond)
 	def(&o.MaxBackoff, 5*time.Second)

@@ -3,14 +3,13 @@ package runtime
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/executor"
+	"github.com/seqby/seqby/runtime/internal/lease"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 	"github.com/seqby/seqby/runtime/internal/sleep"
 	"github.com/seqby/seqby/runtime/internal/telemetry"
@@ -27,7 +26,8 @@ type partition struct {
 	category string
 	key      string
 	lanes    []string // primary, then backfill
-	lease    rdb.Lease
+	// held is the lease the partition runs under (package lease).
+	held *lease.Held
 
 	// A pm's correlation value (key) covers a stream per category: cats
 	// are the pm's categories, laneCats the category of each lane, and the
@@ -35,10 +35,6 @@ type partition struct {
 	cats      []string
 	laneCats  []string
 	primaries int
-
-	ctx    context.Context // cancelled when the lease is lost
-	cancel context.CancelCauseFunc
-	timer  *time.Timer // fires at last renew + TTL - margin
 
 	releaseOnce sync.Once
 	release     chan struct{} // closed: hand over at the next boundary
@@ -56,13 +52,6 @@ type partition struct {
 	halt *Halt
 	// alertedAt is when the halt was last reported (realert).
 	alertedAt time.Time
-	lostAt    bool
-	// gone: Redis said the lease is no longer this token (a fenced script
-	// or a renew that found it gone), so finish need not release it.
-	gone bool
-	// done: finish has begun; a heartbeat racing it neither re-arms the
-	// stopped timer nor reports the lease it is releasing as lost.
-	done bool
 
 	trims trimmer // acks since the lanes were last trimmed (retention.go)
 	// unacked are the entries processed and not acked yet, in order, all
@@ -75,16 +64,6 @@ type partition struct {
 	// the next entry runs (batched: see next). Only the partition's own
 	// goroutine touches it.
 	unacked []rdb.Entry
-	// confirmedAt is when the last fenced call of the worker that
-	// succeeded was sent: what a batched entry that runs without an ack
-	// of its own counts from (the fence rule, attempt.go). Only the
-	// partition's own goroutine touches it.
-	confirmedAt time.Time
-	// durableAt, in the strict mode (Options.ReplicaAcks), is when the
-	// last replica barrier that confirmed the partition's writes was
-	// sent, or its acquire (package replicas). Only the partition's own
-	// goroutine touches it.
-	durableAt time.Time
 	// prefetch is a batched partition's read of new entries sent before
 	// the entries it holds ran out (nil: none in flight), carrying the
 	// acks of the first prefetchAcks entries of unacked; prefetchSent and
@@ -134,36 +113,18 @@ type partition struct {
 
 	// redisErrs counts Redis errors since the last success (fault.go).
 	redisErrs redisErrs
-	// renewErrs counts permanent errors renewing the lease since the last
-	// renew that succeeded; only the heartbeat goroutine touches it.
-	renewErrs int
 	// releaseAt is when a handover was asked for (unix nanoseconds; 0:
 	// not asked), which bounds how long a failing Redis call is retried.
 	releaseAt atomic.Int64
-	// deadlineAt is the lease's local deadline, as nanoseconds since the
-	// engine's epoch (so it is read on the monotonic clock): the last
-	// renew sent + LeaseTTL - LeaseMargin, when the timer fires. No
-	// attempt starts after it (attempt.go).
-	deadlineAt atomic.Int64
 	// paused: the last confirmation found the partition paused by an
-	// operator, or its handler is (pause.go); it sleeps until resumed.
+	// operator, or its handler is (package lease, Pauses); it sleeps until resumed.
 	// pausedHandler: by its handler's pause.
 	paused        atomic.Bool
 	pausedHandler atomic.Bool
-	// marked: an attempt of the halted head is marked in Redis
-	// (attempt.go), so the heartbeat renews the mark with the lease.
-	marked atomic.Bool
 	// stopped is the entry whose retries a handover interrupted: not in
 	// flight, so its delivery is given back at release. Only the
 	// partition's own goroutine touches it.
 	stopped *rdb.Entry
-	// lossCause is a loss of a halted partition's lease, reported by
-	// finish: an operator's resolve deletes the lease, and that is a
-	// resolution, not a loss (resolved.go). Guarded by mu.
-	lossCause error
-	// named says, per stream of lease.Ref.Wake, whether its wake hash is
-	// known to name this owner (named.go). Guarded by mu.
-	named []bool
 }
 
 func partitionID(group, stream string) string { return group + "\x00" + stream }
@@ -175,93 +136,22 @@ func (e *Engine) newPartition(base context.Context, c consumer, key string, l rd
 	p := &partition{
 		e: e, id: partitionID(c.reg.Name, stream), reg: c.reg, category: c.category, key: key,
 		lanes:   []string{stream, rdb.BackfillStream(c.category, key, e.o.BackfillSuffix)},
-		lease:   l,
 		release: make(chan struct{}),
 		active:  time.Now(),
 	}
-	p.initNamed()
-	info := LeaseInfo{Handler: c.reg.Name, Category: c.category, Key: key, Token: l.Token(), Generation: l.Generation, LeaseKey: l.Ref.Key}
-	p.arm(base, info, acquiredAt)
+	p.held = e.leases.Hold(base, lease.Ident{Handler: c.reg.Name, Key: key, Cats: []string{c.category}, Stream: stream}, l, acquiredAt, p.hooks())
 	return p
 }
 
-// arm gives p its context, carrying the lease for the handler, and the
-// timer that counts the lease lost at acquiredAt + TTL - margin.
-func (p *partition) arm(base context.Context, info LeaseInfo, acquiredAt time.Time) {
-	e := p.e
-	p.ctx, p.cancel = context.WithCancelCause(contract.WithLease(base, contract.LeaseInfo(info)))
-	p.durableAt = acquiredAt
-	deadline := acquiredAt.Add(e.o.LeaseTTL - e.o.LeaseMargin)
-	p.deadlineAt.Store(int64(deadline.Sub(e.epoch)))
-	p.timer = time.AfterFunc(time.Until(deadline), func() {
-		p.lost(errors.New("lease not renewed before its deadline"))
-	})
-}
-
-// renewed moves the loss deadline after a renew sent at sentAt succeeded.
-// p.mu orders it with finish, so a renew answered after finish stopped
-// the timer never re-arms it.
-func (p *partition) renewed(sentAt time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.done && p.ctx.Err() == nil {
-		deadline := sentAt.Add(p.e.o.LeaseTTL - p.e.o.LeaseMargin)
-		if d := int64(deadline.Sub(p.e.epoch)); d > p.deadlineAt.Load() {
-			p.deadlineAt.Store(d)
-		}
-		p.timer.Reset(time.Until(deadline))
-	}
-}
-
-// deadline is the lease's local deadline: no attempt starts after it.
-func (p *partition) deadline() time.Time {
-	return p.e.epoch.Add(time.Duration(p.deadlineAt.Load()))
-}
-
-// lost cancels the handler's context: the lease is gone or about to be.
-// After finish began it is a heartbeat racing a normal release, not a
-// loss worth a warning.
-func (p *partition) lost(cause error) {
-	p.mu.Lock()
-	// After releaseCold deleted the lease (gone), a heartbeat finding it
-	// missing is no loss either.
-	first := !p.lostAt && !p.done && !p.gone
-	p.lostAt = true
-	gone := errors.Is(cause, ErrFenced) || errors.Is(cause, ErrLeaseLost)
-	if gone {
-		p.gone = true
-	}
-	// A halted partition's lease gone from Redis may be an operator's
-	// resolve: finish tells which (resolved.go), off the heartbeat.
-	deferred := first && gone && p.halt != nil
-	if deferred {
-		p.lossCause = cause
-	}
-	p.mu.Unlock()
-	if first && !deferred {
-		p.reportLoss(cause)
-	}
-	if deferred {
-		p.e.log.Debug("seqby: a halted partition's lease is gone; an operator's resolve, or a loss, is reported as the partition ends", "handler", p.reg.Name, "stream", p.lanes[0], "cause", cause)
-	}
-	p.cancel(errors.Join(ErrLeaseLost, cause))
-}
-
-// reportLoss counts and logs the loss of p's lease.
-func (p *partition) reportLoss(cause error) {
-	p.e.telemetry.LeaseLost(p.reg.Name)
-	if errors.Is(cause, ErrFenced) {
-		p.e.telemetry.LeaseFenced(p.reg.Name)
-	}
-	level := slog.LevelWarn
-	if b := p.e.replicas; b != nil && b.ShortFor(b.SlotOf(p.lease.Ref.Key), p.e.o.LeaseTTL) {
-		// The strict mode waits for replicas, and its renewals went
-		// unconfirmed: every partition of the slot loses its lease each
-		// LeaseTTL until they are back, which the barrier's own warning
-		// says once.
-		level = slog.LevelDebug
-	}
-	p.e.log.Log(context.Background(), level, "seqby: lease lost; abandoning the partition", "handler", p.reg.Name, "stream", p.lanes[0], "token", p.lease.Token(), "cause", cause)
+// hooks are what p's lease asks of it.
+func (p *partition) hooks() lease.Hooks {
+	return lease.Hooks{Halted: p.isHalted, Await: p.awaitReplicas, Unpaused: p.unpaused,
+		OnRefused: func(err error) {
+			if !p.releasing() {
+				p.e.releaseFaulted(p, err)
+				p.requestRelease()
+			}
+		}}
 }
 
 func (p *partition) requestRelease() {
@@ -288,7 +178,7 @@ func (p *partition) releasedAt() time.Time {
 
 // holding reports whether p counts as owned: its lease not lost and no
 // handover asked for (the owned counts of the unowned check).
-func (p *partition) holding() bool { return p.ctx.Err() == nil && !p.releasing() }
+func (p *partition) holding() bool { return p.held.Context().Err() == nil && !p.releasing() }
 
 func (p *partition) releasing() bool {
 	select {
@@ -307,7 +197,7 @@ func (p *partition) status() PartitionStatus {
 		category = strings.Join(p.cats, ",")
 	}
 	st := PartitionStatus{Handler: p.reg.Name, Category: category, Key: p.key, Stream: p.lanes[0],
-		Token: p.lease.Token(), Generation: p.lease.Generation, Halted: p.halt != nil, Paused: p.paused.Load()}
+		Token: p.held.Lease().Token(), Generation: p.held.Lease().Generation, Halted: p.halt != nil, Paused: p.paused.Load()}
 	if p.halt != nil {
 		h := *p.halt // a copy: the caller may keep or change it
 		st.Halt = &h
@@ -346,11 +236,11 @@ func (p *partition) work() (asleep bool) {
 	e := p.e
 	for !p.parked() {
 		seq := e.wake.Mark(p.category, p.key)
-		if hp := e.handlerPaused(p.reg.Name); hp != nil {
+		if hp := e.pauses.Paused(p.reg.Name); hp != nil {
 			return p.sleepPaused([]uint64{seq}, hp)
 		}
 		p.handlerResumed()
-		var confirmed time.Time // when the fenced call that returned en was sent (attempt.go)
+		var confirmed time.Time // when the fenced call that returned en was sent (the fence rule)
 		en, ok, err := p.heldHead()
 		if !ok {
 			en, ok, confirmed, err = p.next(seq)
@@ -374,12 +264,12 @@ func (p *partition) work() (asleep bool) {
 			p.sleep(p.idleWait(), []string{p.category}, []uint64{p.readMark})
 			return true
 		}
-		p.nameIf(en)
+		p.held.NameIf(en)
 		out, h := executor.OutHalt, e.exec.OverDelivered(p.reg.Name, p.category, en)
-		var g *gate
+		var g *lease.Gate
 		if h == nil {
-			g = p.gate(en, confirmed)
-			out, h = e.exec.Handle(p.ctx, p.release, g, p.reg.Name, p.category, en, p.isHalted())
+			g = p.held.Gate(confirmed, p.hasHaltRecord(en))
+			out, h = e.exec.Handle(p.held.Context(), p.release, g, p.reg.Name, p.category, en, p.isHalted())
 		}
 		if out == executor.OutPause {
 			// No attempt started: the entry runs first once resumed (a
@@ -387,7 +277,7 @@ func (p *partition) work() (asleep bool) {
 			if p.head == nil {
 				p.ahead = append([]rdb.Entry{en}, p.ahead...)
 			}
-			return p.sleepPaused([]uint64{seq}, g.hp)
+			return p.sleepPaused([]uint64{seq}, g.Pause())
 		}
 		e.countSettled(p.reg.Name, p.category, out)
 		if !p.settle(en, out, (*Halt)(h)) {
@@ -407,7 +297,7 @@ func (p *partition) work() (asleep bool) {
 // counted after that read (an entry published since has one). confirmed
 // is when the fenced call that confirmed the lease for the entry was sent
 // (zero: none was, the entry came from memory), for the fence rule
-// (attempt.go).
+// (package lease).
 //
 // Batched (Registration.AckBatch N > 1): an entry read ahead runs without
 // waiting for the acks of those before it while fewer than N are
@@ -420,8 +310,8 @@ func (p *partition) next(seq uint64) (en rdb.Entry, ok bool, confirmed time.Time
 	e := p.e
 	batch := max(p.reg.AckBatch, 1)
 	if p.prefetch != nil && (len(p.ahead) == 0 || len(p.unacked) >= batch || p.prefetch.Ready() ||
-		time.Since(p.confirmedAt) > e.o.VerifyBound) {
-		if err := p.collect(p.ctx); err != nil {
+		time.Since(p.held.ConfirmedAt) > e.o.VerifyBound) {
+		if err := p.collect(p.held.Context()); err != nil {
 			return rdb.Entry{}, false, time.Time{}, err
 		}
 	}
@@ -430,12 +320,12 @@ func (p *partition) next(seq uint64) (en rdb.Entry, ok bool, confirmed time.Time
 		if err := p.ackUnacked(); err != nil {
 			return rdb.Entry{}, false, time.Time{}, err
 		}
-		p.confirmedAt = sent
+		p.held.ConfirmedAt = sent
 		return rdb.Entry{}, false, time.Time{}, nil
 	}
 	if len(p.ahead) == 0 {
 		sent := time.Now()
-		es, more, err := e.batch.ReadAhead(p.ctx, p.lease, p.reg.Name, p.lanes, p.readCount(), p.unacked, p.deep)
+		es, more, err := e.batch.ReadAhead(p.held.Context(), p.held.Lease(), p.reg.Name, p.lanes, p.readCount(), p.unacked, p.deep)
 		if pausedBy(err) {
 			p.ackedPrevious() // the acks it carried were done
 		}
@@ -443,7 +333,7 @@ func (p *partition) next(seq uint64) (en rdb.Entry, ok bool, confirmed time.Time
 			return rdb.Entry{}, false, time.Time{}, err
 		}
 		p.unpaused()
-		p.confirmedAt = sent
+		p.held.ConfirmedAt = sent
 		p.ackedPrevious()
 		p.readMark, p.drained = seq, !more
 		p.deep = more && len(es) >= p.readCount()
@@ -453,15 +343,15 @@ func (p *partition) next(seq uint64) (en rdb.Entry, ok bool, confirmed time.Time
 		p.ahead = es[1:]
 		return es[0], true, sent, nil
 	}
-	confirmed = p.confirmedAt
+	confirmed = p.held.ConfirmedAt
 	// (A prefetch in flight was collected above in both cases, so the
 	// acks below are the only call in flight, sent now.)
-	if len(p.unacked) > 0 && (len(p.unacked) >= batch || time.Since(p.confirmedAt) > e.o.VerifyBound) {
+	if len(p.unacked) > 0 && (len(p.unacked) >= batch || time.Since(p.held.ConfirmedAt) > e.o.VerifyBound) {
 		confirmed = time.Now()
 		if err := p.ackUnacked(); err != nil {
 			return rdb.Entry{}, false, time.Time{}, err
 		}
-		p.confirmedAt = confirmed
+		p.held.ConfirmedAt = confirmed
 	}
 	p.prefetchIf(seq)
 	en = p.ahead[0]
@@ -475,14 +365,14 @@ func (p *partition) next(seq uint64) (en rdb.Entry, ok bool, confirmed time.Time
 func (p *partition) ackUnacked() error {
 	// A prefetch that found the partition paused did its acks: the rest
 	// still go.
-	paused := p.collect(p.ctx)
+	paused := p.collect(p.held.Context())
 	if paused != nil && !pausedBy(paused) {
 		return paused
 	}
 	if len(p.unacked) == 0 {
 		return paused
 	}
-	err := p.e.batch.AckEntries(p.ctx, p.lease, p.reg.Name, p.unacked, p.deep)
+	err := p.e.batch.AckEntries(p.held.Context(), p.held.Lease(), p.reg.Name, p.unacked, p.deep)
 	if err != nil && !pausedBy(err) {
 		return err
 	}
@@ -517,7 +407,7 @@ func (p *partition) prefetchIf(seq uint64) {
 			held = append(held[:len(held):len(held)], *e)
 		}
 	}
-	p.prefetch = p.e.batch.ReadNew(p.lease, p.reg.Name, p.lanes, n, p.unacked, held)
+	p.prefetch = p.e.batch.ReadNew(p.held.Lease(), p.reg.Name, p.lanes, n, p.unacked, held)
 }
 
 // collect takes the reply of the prefetch in flight (none: nothing to
@@ -547,7 +437,7 @@ func (p *partition) collect(ctx context.Context) error {
 		return err
 	}
 	p.ackedFirst(k)
-	p.confirmedAt = sent
+	p.held.ConfirmedAt = sent
 	if len(es) == 0 {
 		p.deep, p.drained = false, false
 		return nil
@@ -601,7 +491,7 @@ func (p *partition) trimIf(drained bool) {
 	if cats == nil {
 		cats = []string{p.category, p.category}
 	}
-	p.e.trim(p.ctx, p.reg.Name, &p.trims, cats, p.lanes)
+	p.e.trim(p.held.Context(), p.reg.Name, &p.trims, cats, p.lanes)
 }
 
 // begin reclaims the past owners' pending entries, so they are applied
@@ -622,7 +512,7 @@ func (p *partition) begin() bool {
 // head, for one more attempt), or, when its failure is permanent or
 // retries are off, until it is released or its lease ends.
 func (p *partition) parked() bool {
-	if p.ctx.Err() != nil || p.releasing() {
+	if p.held.Context().Err() != nil || p.releasing() {
 		return true
 	}
 	p.mu.Lock()
@@ -647,7 +537,7 @@ func (p *partition) parked() bool {
 			realert = rt.C
 		}
 		select {
-		case <-p.ctx.Done():
+		case <-p.held.Context().Done():
 			return true
 		case <-p.release:
 			return true
@@ -709,7 +599,7 @@ func (p *partition) settle(en rdb.Entry, out executor.Outcome, h *Halt) bool {
 		if !p.ackBeforeHalt() {
 			return false
 		}
-		h.Key, h.Generation = p.key, p.lease.Generation
+		h.Key, h.Generation = p.key, p.held.Lease().Generation
 		p.mu.Lock()
 		prev := p.halt
 		if prev != nil {
@@ -739,7 +629,7 @@ func (p *partition) settle(en rdb.Entry, out executor.Outcome, h *Halt) bool {
 	// new primary for a commit the old one took with it would lose the
 	// event. A new primary meanwhile ends the partition unacked, and the
 	// next owner runs the entry again (the event in flight).
-	if p.awaitReplicas(p.ctx) != nil {
+	if p.awaitReplicas(p.held.Context()) != nil {
 		// It ran, and runs again at the next owner: no poison, so its
 		// delivery goes back with it (MaxDeliveries) where the lease is
 		// still this owner's.
@@ -788,25 +678,20 @@ func (p *partition) ackBeforeHalt() bool {
 // gone is left alone.
 func (p *partition) finish() {
 	e := p.e
-	if p.prefetch != nil && p.ctx.Err() == nil {
+	if p.prefetch != nil && p.held.Context().Err() == nil {
 		// A graceful end: take the prefetch's entries, so the release
 		// hands them on with the others held (handing). On an error they
 		// stay pending here, and the next owner reclaims them.
-		ctx, cancel := context.WithTimeout(p.ctx, e.releaseGrace())
+		ctx, cancel := context.WithTimeout(p.held.Context(), e.releaseGrace())
 		if err := p.collect(ctx); errors.Is(err, ErrFenced) {
-			p.lost(err)
+			p.held.Lost(err)
 		}
 		cancel()
 	}
 	p.flushAck()
-	p.mu.Lock()
-	p.done = true
-	gone := p.gone
-	p.timer.Stop()
-	p.mu.Unlock()
-	if !gone {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), e.o.LeaseTTL)
-		if err := p.lease.ReleaseHanding(ctx, e.c, p.reg.Name, p.handing()); err != nil {
+	if !p.held.End() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(p.held.Context()), e.o.LeaseTTL)
+		if err := p.held.Lease().ReleaseHanding(ctx, e.c, p.reg.Name, p.handing()); err != nil {
 			e.log.Warn("seqby: release failed; the lease will expire after its TTL, and the partition's next owner waits for that", "handler", p.reg.Name, "stream", p.lanes[0], "err", err)
 		} else {
 			e.log.Debug("seqby: released", "handler", p.reg.Name, "partition", p.key, "stream", p.lanes[0])
@@ -814,7 +699,7 @@ func (p *partition) finish() {
 		cancel()
 	}
 	p.reportLossOrResolution()
-	p.cancel(errors.New("partition stopped"))
+	p.held.Cancel(errors.New("partition stopped"))
 	if p.cats != nil {
 		for _, c := range p.cats {
 			e.wake.Forget(c, p.key)
@@ -865,27 +750,24 @@ func (p *partition) ackedFirst(n int) {
 	p.unacked = p.unacked[:rest]
 	// The marked head, if one ran, is acked: a retried head is the first
 	// entry a partition runs after its halt.
-	p.endAttempt()
+	p.held.EndAttempt()
 }
 
 // flushAck sends the acks of p.unacked on their own as the worker ends,
 // unless Redis already said the lease is gone: fenced, so it is safe even
-// after the local deadline cancelled p.ctx. It retries for at most
+// after the local deadline cancelled p.held.Context(). It retries for at most
 // releaseGrace; if it fails, the entries run again on the next owner
 // (at-least-once), never out of order: the next owner reclaims them
 // first.
 func (p *partition) flushAck() {
-	p.mu.Lock()
-	gone := p.gone
-	p.mu.Unlock()
-	if len(p.unacked) == 0 || gone {
+	if len(p.unacked) == 0 || p.held.Gone() {
 		return
 	}
 	e := p.e
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), e.releaseGrace())
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.held.Context()), e.releaseGrace())
 	defer cancel()
 	for backoff := e.o.RetryBackoff; ; backoff = min(2*backoff, e.o.MaxBackoff) {
-		err := rdb.FencedAckEntries(ctx, e.c, p.lease, p.reg.Name, p.unacked)
+		err := rdb.FencedAckEntries(ctx, e.c, p.held.Lease(), p.reg.Name, p.unacked)
 		if err == nil || pausedBy(err) { // paused: acked all the same
 			p.ackedPrevious()
 			return
@@ -903,12 +785,12 @@ func (p *partition) flushAck() {
 func (p *partition) reclaim() bool {
 	e := p.e
 	for {
-		n, err := rdb.Reclaim(p.ctx, e.c, p.lease, p.reg.Name, p.lanes)
+		n, err := rdb.Reclaim(p.held.Context(), e.c, p.held.Lease(), p.reg.Name, p.lanes)
 		if err == nil {
 			p.redisOK()
 			if n > 0 {
 				e.telemetry.EntriesReclaimed(p.reg.Name, n)
-				e.log.Info("seqby: reclaimed pending entries of past owners", "handler", p.reg.Name, "partition", p.key, "stream", p.lanes[0], "entries", n, "token", p.lease.Token())
+				e.log.Info("seqby: reclaimed pending entries of past owners", "handler", p.reg.Name, "partition", p.key, "stream", p.lanes[0], "entries", n, "token", p.held.Lease().Token())
 			}
 			return true
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/internal/redistest"
 	"github.com/seqby/seqby/runtime/inspect"
+	"github.com/seqby/seqby/runtime/internal/lease"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -581,12 +582,12 @@ func TestPauseHoldsAgainstAConfirmationAnsweredLate(t *testing.T) {
 	var armed atomic.Bool
 	caught := make(chan struct{}, 1)
 	startEngineWith(t, c, opts, func(e *Engine) {
-		e.heldConfirmHook = func(p *partition) {
-			if p.key == "a" && armed.CompareAndSwap(true, false) {
+		e.leases.SetHeldConfirmHook(func(h *lease.Held) {
+			if h.Key() == "a" && armed.CompareAndSwap(true, false) {
 				caught <- struct{}{}
 				time.Sleep(late) // Redis ran it; its reply comes late
 			}
-		}
+		})
 	}, h)
 	p := NewPublisher(c)
 	for i := 1; i <= 60; i++ {
@@ -613,7 +614,7 @@ func TestPauseHoldsAgainstAConfirmationAnsweredLate(t *testing.T) {
 		for _, at := range started("a") {
 			if at.After(returned) {
 				t.Errorf("round %d: an attempt of a started %v after Pause returned (it took %v; a confirmation answered %v late, VerifyBound %v)",
-					round, at.Sub(returned).Round(time.Millisecond), returned.Sub(called).Round(time.Millisecond), late, defaultVerifyBound)
+					round, at.Sub(returned).Round(time.Millisecond), returned.Sub(called).Round(time.Millisecond), late, lease.DefaultVerifyBound)
 			}
 		}
 		if round == 2 && returned.Sub(called) < late {

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/executor"
+	"github.com/seqby/seqby/runtime/internal/lease"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 	"github.com/seqby/seqby/runtime/internal/telemetry"
 )
@@ -31,7 +31,7 @@ func pmPartitionID(pm, correlation string) string { return pm + "\x00\x00" + cor
 func (e *Engine) newPMPartition(base context.Context, reg Registration, cats []string, correlation string, l rdb.Lease, acquiredAt time.Time) *partition {
 	p := &partition{
 		e: e, id: pmPartitionID(reg.Name, correlation), reg: reg, key: correlation,
-		cats: cats, primaries: len(cats), lease: l, release: make(chan struct{}), active: time.Now(),
+		cats: cats, primaries: len(cats), release: make(chan struct{}), active: time.Now(),
 	}
 	for _, c := range cats {
 		p.lanes = append(p.lanes, rdb.PartitionStream(c, correlation))
@@ -41,10 +41,7 @@ func (e *Engine) newPMPartition(base context.Context, reg Registration, cats []s
 		p.lanes = append(p.lanes, rdb.BackfillStream(c, correlation, e.o.BackfillSuffix))
 		p.laneCats = append(p.laneCats, c)
 	}
-	p.initNamed()
-	info := LeaseInfo{Handler: reg.Name, Category: strings.Join(cats, ","), Key: correlation,
-		Token: l.Token(), Generation: l.Generation, LeaseKey: l.Ref.Key}
-	p.arm(base, info, acquiredAt)
+	p.held = e.leases.Hold(base, lease.Ident{Handler: reg.Name, Key: correlation, Cats: cats, Stream: p.lanes[0]}, l, acquiredAt, p.hooks())
 	return p
 }
 
@@ -61,11 +58,11 @@ func (p *partition) workPM() (asleep bool) {
 		for i, c := range p.cats {
 			marks[i] = e.wake.Mark(c, p.key)
 		}
-		if hp := e.handlerPaused(p.reg.Name); hp != nil {
+		if hp := e.pauses.Paused(p.reg.Name); hp != nil {
 			return p.sleepPaused(marks, hp)
 		}
 		p.handlerResumed()
-		var confirmed time.Time // when the fenced read was sent (attempt.go)
+		var confirmed time.Time // when the fenced read was sent (the fence rule)
 		en, ok, err := p.heldHead()
 		if !ok && len(p.ahead) > 0 {
 			// The entry a pause stopped before its attempt: still
@@ -74,7 +71,7 @@ func (p *partition) workPM() (asleep bool) {
 			p.ahead = p.ahead[1:]
 		} else if !ok {
 			confirmed = time.Now()
-			en, ok, err = e.batch.ReadOldest(p.ctx, p.lease, p.reg.Name, p.lanes, p.primaries, p.unacked)
+			en, ok, err = e.batch.ReadOldest(p.held.Context(), p.held.Lease(), p.reg.Name, p.lanes, p.primaries, p.unacked)
 			if err == nil {
 				p.unpaused()
 			}
@@ -100,19 +97,19 @@ func (p *partition) workPM() (asleep bool) {
 			p.sleep(p.idleWait(), p.cats, marks)
 			return true
 		}
-		p.nameIf(en)
+		p.held.NameIf(en)
 		category := p.laneCats[max(slices.Index(p.lanes, en.Stream), 0)]
 		out, h := executor.OutHalt, e.exec.OverDelivered(p.reg.Name, category, en)
-		var g *gate
+		var g *lease.Gate
 		if h == nil {
-			g = p.gate(en, confirmed)
+			g = p.held.Gate(confirmed, p.hasHaltRecord(en))
 			out, h = e.handlePM(p, g, category, en)
 		}
 		if out == executor.OutPause {
 			if p.head == nil {
 				p.ahead = append([]rdb.Entry{en}, p.ahead...)
 			}
-			return p.sleepPaused(marks, g.hp)
+			return p.sleepPaused(marks, g.Pause())
 		}
 		e.countSettled(p.reg.Name, category, out)
 		if !p.settle(en, out, (*Halt)(h)) {
@@ -133,7 +130,7 @@ func (p *partition) workPM() (asleep bool) {
 // lease holds and never halt. It stays apart from executor.Handle for
 // what it shares with its partition: the lease lost to a fenced save, the
 // halted head, the release that stops a backoff.
-func (e *Engine) handlePM(p *partition, g *gate, category string, en rdb.Entry) (executor.Outcome, *contract.Halt) {
+func (e *Engine) handlePM(p *partition, g *lease.Gate, category string, en rdb.Entry) (executor.Outcome, *contract.Halt) {
 	reg := p.reg
 	halt := func(reason string, err error) (executor.Outcome, *contract.Halt) {
 		return executor.OutHalt, e.exec.Halt(reg.Name, category, en, reason, err)
@@ -153,7 +150,7 @@ func (e *Engine) handlePM(p *partition, g *gate, category string, en rdb.Entry) 
 		return halt("correlation value differs from the partition key",
 			Permanent(fmt.Errorf("entry on %s correlates to %q, not %q: the route's Correlate and PartitionKey must read the same field; regenerate with seqgen", en.Stream, corr, p.key)))
 	}
-	ctx := WithCorrelation(p.ctx, corr)
+	ctx := WithCorrelation(p.held.Context(), corr)
 	policy := e.exec.Policy(reg.Name)
 	if p.isHalted() {
 		policy.MaxRetries = 0 // a halted head: one attempt
@@ -162,7 +159,7 @@ func (e *Engine) handlePM(p *partition, g *gate, category string, en rdb.Entry) 
 	failures := 0
 	for attempt := 1; ; attempt++ {
 		var infra bool
-		switch g.Enter(p.ctx) {
+		switch g.Enter(p.held.Context()) {
 		case executor.Paused:
 			return executor.OutPause, nil
 		case executor.Stopped:
@@ -181,10 +178,10 @@ func (e *Engine) handlePM(p *partition, g *gate, category string, en rdb.Entry) 
 			return executor.OutDone, nil
 		}
 		if errors.Is(err, ErrFenced) {
-			p.lost(err)
+			p.held.Lost(err)
 			return executor.OutLost, nil
 		}
-		if p.ctx.Err() != nil {
+		if p.held.Context().Err() != nil {
 			return executor.OutLost, nil
 		}
 		if errors.Is(err, ErrPermanent) {
@@ -206,7 +203,7 @@ func (e *Engine) handlePM(p *partition, g *gate, category string, en rdb.Entry) 
 		t := time.NewTimer(backoff)
 		select {
 		case <-t.C:
-		case <-p.ctx.Done():
+		case <-p.held.Context().Done():
 			t.Stop()
 			return executor.OutLost, nil
 		case <-p.release:

@@ -124,19 +124,17 @@ func (p *partition) releaseCold() bool {
 	if !e.reaping() || time.Since(p.active) < e.o.ReapAfter {
 		return false
 	}
-	ok, err := p.lease.ReleaseCold(p.ctx, e.c, e.o.ReapAfter, p.lanes)
+	ok, err := p.held.Lease().ReleaseCold(p.held.Context(), e.c, e.o.ReapAfter, p.lanes)
 	switch {
 	case errors.Is(err, ErrFenced):
-		p.lost(err)
+		p.held.Lost(err)
 		return true
 	case err != nil:
-		if p.ctx.Err() == nil {
+		if p.held.Context().Err() == nil {
 			e.log.Warn("seqby: releasing a cold partition failed; keeping it for now", "handler", p.reg.Name, "stream", p.lanes[0], "err", err)
 		}
 	case ok:
-		p.mu.Lock()
-		p.gone = true
-		p.mu.Unlock()
+		p.held.SetGone()
 		// Debug: partitions idle since the same burst go cold together;
 		// the reaper's pass logs how many it reaped.
 		e.log.Debug("seqby: released a cold partition for the reaper", "handler", p.reg.Name, "partition", p.key, "idle_for", e.o.ReapAfter)
@@ -190,7 +188,7 @@ func (e *Engine) reapCategory(base context.Context, stop <-chan struct{}, cat st
 		// release it. Only this loop takes the reaper lease, so it is
 		// this pass's to use rather than a block for LeaseTTL.
 		var sent time.Time
-		if own, ok := e.adopt(ctx, ref, err, &sent); ok {
+		if own, ok := e.leases.Adopt(ctx, ref, err, &sent); ok {
 			l, err, renewed = own, nil, sent
 		}
 	}

@@ -339,34 +339,3 @@ func TestSameOwnerIDIsRefused(t *testing.T) {
 		}
 	}
 }
-
-// Finding 4: adoption takes back only this incarnation's leases, never one
-// of another process with the same OwnerID (whose token names that OwnerID
-// too), even when the OwnerID's key was lost and both run.
-func TestAdoptOnlyThisIncarnation(t *testing.T) {
-	c, ctx := newRedis(t), ctxT(t)
-	other, err := NewEngine(c, fastOptions("w1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := NewEngine(c, fastOptions("w1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, owner := range []*Engine{other, e} {
-		ref := rdb.PartitionLease(rdb.PartitionStream("order", fmt.Sprintf("k-%p", owner)), "h")
-		l, err := rdb.Acquire(ctx, c, ref, other.incarnation, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held := &rdb.HeldError{Key: ref.Key, Token: l.Token()}
-		var sent time.Time
-		_, adopted := owner.adopt(ctx, ref, held, &sent)
-		if want := owner == other; adopted != want {
-			t.Errorf("adopt of %s by incarnation %s: %v, want %v", l.Token(), owner.incarnation, adopted, want)
-		}
-	}
-	if !strings.HasPrefix(e.incarnation, "w1~") || e.incarnation == other.incarnation {
-		t.Fatalf("incarnations %q and %q: want distinct, each w1~<random>", e.incarnation, other.incarnation)
-	}
-}

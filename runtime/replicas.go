@@ -18,9 +18,9 @@ func (p *partition) awaitReplicas(ctx context.Context) error {
 		return nil
 	}
 	left := func() time.Duration { return time.Until(p.releasedAt().Add(p.e.releaseGrace())) }
-	at, err := b.Await(ctx, b.SlotOf(p.lease.Ref.Key), p.durableAt, time.Now(), p.release, left)
+	at, err := b.Await(ctx, b.SlotOf(p.held.Lease().Ref.Key), p.held.DurableAt, time.Now(), p.release, left)
 	if errors.Is(err, replicas.ErrPrimaryChanged) {
-		p.lost(err)
+		p.held.Lost(err)
 		return err
 	}
 	if errors.Is(err, replicas.ErrGaveUp) {
@@ -31,6 +31,6 @@ func (p *partition) awaitReplicas(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.durableAt = at
+	p.held.DurableAt = at
 	return nil
 }

@@ -22,19 +22,16 @@ const auditScan = 100
 // as finish ends it: a resolution when the operator's note names this
 // lease's token and its halted head, else a loss.
 func (p *partition) reportLossOrResolution() {
-	p.mu.Lock()
-	cause := p.lossCause
-	p.lossCause = nil
-	p.mu.Unlock()
+	cause := p.held.TakeLossCause()
 	if cause == nil {
 		return
 	}
 	e := p.e
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), e.o.HeartbeatInterval)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.held.Context()), e.o.HeartbeatInterval)
 	defer cancel()
-	res, found, err := rdb.Resolved(ctx, e.c, p.lease.Ref.Key)
-	if err != nil || !found || res.Token != p.lease.Token() || p.head == nil || res.EntryID != p.head.ID {
-		p.reportLoss(cause)
+	res, found, err := rdb.Resolved(ctx, e.c, p.held.Lease().Ref.Key)
+	if err != nil || !found || res.Token != p.held.Lease().Token() || p.head == nil || res.EntryID != p.head.ID {
+		p.held.ReportLoss(cause)
 		return
 	}
 	e.telemetry.PartitionResolved(p.reg.Name)
@@ -48,5 +45,5 @@ func (p *partition) reportLossOrResolution() {
 		}
 	}
 	e.log.Info("seqby: halt resolved by operator; this instance leaves the partition and its next owner continues after the head",
-		"handler", p.reg.Name, "stream", p.lanes[0], "entry", res.EntryID, "command", command, "who", who, "token", p.lease.Token())
+		"handler", p.reg.Name, "stream", p.lanes[0], "entry", res.EntryID, "command", command, "who", who, "token", p.held.Lease().Token())
 }

@@ -14,7 +14,7 @@ import (
 // first. The worker goroutine that called sleep returns right after it.
 
 // sleep leaves the partition idle until a signal for its key in one of
-// cats counted after the matching mark, a release, the end of p.ctx, or d
+// cats counted after the matching mark, a release, the end of p.held.Context(), or d
 // passes.
 func (p *partition) sleep(d time.Duration, cats []string, marks []uint64) {
 	p.sleepUntil(d, cats, marks, nil)
@@ -59,7 +59,7 @@ func (p *partition) sleepUntil(d time.Duration, cats []string, marks []uint64, u
 	if d > 0 {
 		timer = time.AfterFunc(d, wake)
 	}
-	stop = context.AfterFunc(p.ctx, wake)
+	stop = context.AfterFunc(p.held.Context(), wake)
 	if until != nil {
 		stop2 = context.AfterFunc(until, wake)
 	}

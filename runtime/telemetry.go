@@ -39,7 +39,7 @@ func (e *Engine) snapshot() telemetry.Snapshot {
 			continue
 		}
 		s.Owned[p.reg.Name]++
-		if p.paused.Load() || e.handlerPaused(p.reg.Name) != nil {
+		if p.paused.Load() || e.pauses.Paused(p.reg.Name) != nil {
 			s.Paused[p.reg.Name]++
 		}
 		if oldest, local, more := p.lag.Load(); oldest != 0 {

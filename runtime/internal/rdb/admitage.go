@@ -14,7 +14,7 @@ import (
 // An engine admits a handler attempt whose lease confirmation was sent
 // holding a concurrency slot only while that confirmation is younger than
 // its admitted confirmation age, which it stores here before relying on
-// it (runtime/attempt.go); Pause reads the largest and waits that long
+// it (package lease, the gate); Pause reads the largest and waits that long
 // after storing its mark (inspect.Inspector.Pause). One sorted set per
 // handler, AdmitAgeKey, members "<age ms>|<incarnation>" scored by when
 // they end (Redis ms): only engines that raised their age above

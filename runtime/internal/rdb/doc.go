@@ -102,7 +102,7 @@
 // and answers its second run as the first. Why each is safe:
 //
 //	ack.lua                XACK is idempotent; the fence and pause checks only read
-//	acquire.lua            a second run finds its own lease and says held by this incarnation, which the engine adopts (adopt.go; the reaper too)
+//	acquire.lua            a second run finds its own lease and says held by this incarnation, which the engine adopts (lease.Leases.Adopt; the reaper too)
 //	admit_age.lua          adds the same member again, its end no earlier: the age read is the same
 //	admit_age_read.lua     reads only
 //	append_once.lua        the second run finds the message id and appends nothing

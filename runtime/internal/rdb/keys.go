@@ -190,7 +190,7 @@ func MembersKey(group string) string { return "seqby:__members__:" + group }
 func OwnedKey(group, owner string) string { return "seqby:__owned__:" + group + ":" + owner }
 
 // AdmitAgeKey is the sorted set of the admitted confirmation ages of
-// group's engines (admitage.go): "seqby:__admitage__:group".
+// group's engines (package lease): "seqby:__admitage__:group".
 func AdmitAgeKey(group string) string { return "seqby:__admitage__:" + group }
 
 // A process manager's keys are per (pm, correlation value), never per

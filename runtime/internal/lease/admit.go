@@ -1,4 +1,4 @@
-package runtime
+package lease
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // that Redis ran before the mark (a later one finds it and refuses), and
 // Pause must outwait the oldest such confirmation an engine still uses.
 // The fence rule uses one sent at most VerifyBound earlier, but for a
-// confirmation sent holding a concurrency slot (attempt.go): that one is
+// confirmation sent holding a concurrency slot (the fence rule): that one is
 // the newest there can be, and on a link slower than the bound it comes
 // back older. Refusing it would stop such a link for good; using it
 // however old would start an attempt after Pause returned.
@@ -83,16 +83,16 @@ func (l admitLimit) admits(age, bound time.Duration, now time.Time) bool {
 }
 
 // admitAge returns handler's admitted age, made on first use.
-func (e *Engine) admitAge(handler string) *admitAge {
-	e.admitAges.mu.Lock()
-	defer e.admitAges.mu.Unlock()
-	a := e.admitAges.m[handler]
+func (ls *Leases) admitAge(handler string) *admitAge {
+	ls.ages.mu.Lock()
+	defer ls.ages.mu.Unlock()
+	a := ls.ages.m[handler]
 	if a == nil {
-		if e.admitAges.m == nil {
-			e.admitAges.m = map[string]*admitAge{}
+		if ls.ages.m == nil {
+			ls.ages.m = map[string]*admitAge{}
 		}
 		a = &admitAge{storing: make(chan struct{}, 1)}
-		e.admitAges.m[handler] = a
+		ls.ages.m[handler] = a
 	}
 	return a
 }
@@ -107,8 +107,8 @@ func (a *admitAge) limit() admitLimit {
 // admitAgeCap caps the admitted age at half the lease: a link that
 // answers slower than that renews leases too late to keep them, and Pause
 // should not wait longer for it. A confirmation sent holding a slot that
-// is older than both the cap and VerifyBound starts nothing (attempt.go).
-func (e *Engine) admitAgeCap() time.Duration { return e.o.LeaseTTL / 2 }
+// is older than both the cap and VerifyBound starts nothing (the fence rule).
+func (ls *Leases) admitAgeCap() time.Duration { return ls.cfg.LeaseTTL / 2 }
 
 // raiseAdmitAge makes handler's admitted age at least twice age (capped,
 // whole milliseconds; no lower than it was while the record of that one
@@ -118,8 +118,8 @@ func (e *Engine) admitAgeCap() time.Duration { return e.o.LeaseTTL / 2 }
 // by it. A record stored since the caller's confirmation was sent that
 // already covers it is not stored again. An error means the age was not
 // raised: the caller must not start an attempt on that confirmation.
-func (e *Engine) raiseAdmitAge(ctx context.Context, handler string, age time.Duration) error {
-	a := e.admitAge(handler)
+func (ls *Leases) raiseAdmitAge(ctx context.Context, handler string, age time.Duration) error {
+	a := ls.admitAge(handler)
 	select {
 	case a.storing <- struct{}{}:
 	case <-ctx.Done():
@@ -132,7 +132,7 @@ func (e *Engine) raiseAdmitAge(ctx context.Context, handler string, age time.Dur
 	if lasts {
 		want = max(want, was.age)
 	}
-	want = min(want, e.admitAgeCap())
+	want = min(want, ls.admitAgeCap())
 	want = (want + time.Millisecond - 1).Truncate(time.Millisecond)
 	if lasts && was.age >= want {
 		return nil
@@ -142,19 +142,19 @@ func (e *Engine) raiseAdmitAge(ctx context.Context, handler string, age time.Dur
 	// the engine relies on it, as every other write an attempt starts
 	// after: a failover that lost it would let a Pause on the new primary
 	// wait too little.
-	if err := rdb.StoreAdmitAgeAcked(ctx, e.c, handler, e.incarnation, want, e.o.LeaseTTL, e.o.ReplicaAcks, e.o.ReplicaTimeout); err != nil {
+	if err := rdb.StoreAdmitAgeAcked(ctx, ls.cfg.Client, handler, ls.cfg.Incarnation, want, ls.cfg.LeaseTTL, ls.cfg.ReplicaAcks, ls.cfg.ReplicaTimeout); err != nil {
 		return err
 	}
 	a.mu.Lock()
-	a.age, a.until = want, sent.Add(e.o.LeaseTTL-e.o.LeaseMargin)
+	a.age, a.until = want, sent.Add(ls.cfg.LeaseTTL-ls.cfg.LeaseMargin)
 	a.mu.Unlock()
 	if want < was.age {
-		e.log.Info("seqby: lowered the admitted confirmation age after its record ended (an operator's Pause waits the higher one out until its end in Redis)",
+		ls.cfg.Log.Info("seqby: lowered the admitted confirmation age after its record ended (an operator's Pause waits the higher one out until its end in Redis)",
 			"handler", handler, "confirmation_age", age.Round(time.Millisecond), "admitted_age", want, "was", was.age)
 	}
 	if want > was.age {
-		e.log.Warn("seqby: a lease confirmation sent holding a concurrency slot was answered later than this engine admits; raised the admitted confirmation age (an operator's Pause waits it out)",
-			"handler", handler, "confirmation_age", age.Round(time.Millisecond), "admitted_age", want, "verify_bound", e.o.VerifyBound)
+		ls.cfg.Log.Warn("seqby: a lease confirmation sent holding a concurrency slot was answered later than this engine admits; raised the admitted confirmation age (an operator's Pause waits it out)",
+			"handler", handler, "confirmation_age", age.Round(time.Millisecond), "admitted_age", want, "verify_bound", ls.cfg.VerifyBound)
 	}
 	return nil
 }
@@ -167,17 +167,17 @@ const lateConfirmEvery = 30 * time.Second
 // confirmation sent holding a slot that started no attempt: answered
 // later than any admitted age may be (err nil), or the raise of the age
 // failed (err).
-func (e *Engine) warnLateConfirm(handler string, age time.Duration, err error) {
+func (ls *Leases) warnLateConfirm(handler string, age time.Duration, err error) {
 	now := time.Now().UnixNano()
-	last := e.lateConfirmAt.Load()
-	if now-last < int64(lateConfirmEvery) || !e.lateConfirmAt.CompareAndSwap(last, now) {
+	last := ls.lateConfirmAt.Load()
+	if now-last < int64(lateConfirmEvery) || !ls.lateConfirmAt.CompareAndSwap(last, now) {
 		return
 	}
 	if err != nil {
-		e.log.Warn("seqby: storing a raised admitted confirmation age failed; no attempt starts on a confirmation that late, the gate confirms again after a backoff without its concurrency slot",
-			"handler", handler, "confirmation_age", age.Round(time.Millisecond), "verify_bound", e.o.VerifyBound, "err", err)
+		ls.cfg.Log.Warn("seqby: storing a raised admitted confirmation age failed; no attempt starts on a confirmation that late, the gate confirms again after a backoff without its concurrency slot",
+			"handler", handler, "confirmation_age", age.Round(time.Millisecond), "verify_bound", ls.cfg.VerifyBound, "err", err)
 		return
 	}
-	e.log.Warn("seqby: a lease confirmation sent holding a concurrency slot was answered later than any admitted confirmation age (LeaseTTL/2); no attempt starts on it, the gate confirms again after a backoff without its slot: Redis answers slower than the leases can be kept",
-		"handler", handler, "confirmation_age", age.Round(time.Millisecond), "max_admitted_age", e.admitAgeCap(), "verify_bound", e.o.VerifyBound)
+	ls.cfg.Log.Warn("seqby: a lease confirmation sent holding a concurrency slot was answered later than any admitted confirmation age (LeaseTTL/2); no attempt starts on it, the gate confirms again after a backoff without its slot: Redis answers slower than the leases can be kept",
+		"handler", handler, "confirmation_age", age.Round(time.Millisecond), "max_admitted_age", ls.admitAgeCap(), "verify_bound", ls.cfg.VerifyBound)
 }

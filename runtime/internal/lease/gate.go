@@ -1,4 +1,4 @@
-package runtime
+package lease
 
 import (
 	"context"
@@ -38,7 +38,7 @@ import (
 // right after its reply rather than never, provided the reply came within
 // the engine's admitted confirmation age, which Pause waits out; one
 // answered later raises that age, stores it in Redis and confirms again
-// (admitage.go), and one later than any admitted age may be (LeaseTTL/2)
+// (raiseAdmitAge), and one later than any admitted age may be (LeaseTTL/2)
 // starts nothing: the gate backs off without the slot and confirms
 // again. The engine warns to raise VerifyBound.
 //
@@ -56,19 +56,19 @@ import (
 // context is cancelled then, and its commits are fenced if it uses
 // LeaseFromContext).
 
-// defaultVerifyBound is Options.VerifyBound's default (rule 2 above).
-const defaultVerifyBound = 25 * time.Millisecond
+// DefaultVerifyBound is Options.VerifyBound's default (rule 2 above).
+const DefaultVerifyBound = 25 * time.Millisecond
 
 // slowConfirmEvery spaces the warnings of confirmations slower than the
 // bound.
 const slowConfirmEvery = time.Minute
 
-// gate admits the attempts of one entry of a leased partition (an
+// Gate admits the attempts of one entry of a leased partition (an
 // executor.Gate): a concurrency slot, a live context, and the fence rule.
 // A handler without a lease takes only a slot (executor.Slots).
-type gate struct {
-	e *Engine
-	p *partition
+type Gate struct {
+	ls *Leases
+	h  *Held
 	// confirmed is when the last call that confirmed the lease was sent
 	// (zero: none).
 	confirmed time.Time
@@ -81,21 +81,27 @@ type gate struct {
 	// its delivery with it.
 	stopped bool
 	// paused: enter refused because an operator paused the partition or
-	// its handler (pause.go); no attempt started (OutPause). hp is the
-	// handler's pause that did, nil for the partition's own.
+	// its handler; no attempt started (OutPause). hp is the handler's
+	// pause that did, nil for the partition's own.
 	paused bool
-	hp     *handlerPause
+	hp     *HandlerPause
 }
 
-// gate is the gate of en, an entry of p returned by a fenced call sent at
-// confirmed (zero: it comes from memory).
-func (p *partition) gate(en rdb.Entry, confirmed time.Time) *gate {
-	return &gate{e: p.e, p: p, confirmed: confirmed, head: p.hasHaltRecord(en)}
+// Gate is the gate of an entry of h returned by a fenced call sent at
+// confirmed (zero: it comes from memory); head: the entry is a head with
+// a halt record (the head the worker halted on, or the one a
+// predecessor's record names).
+func (h *Held) Gate(confirmed time.Time, head bool) *Gate {
+	return &Gate{ls: h.ls, h: h, confirmed: confirmed, head: head}
 }
+
+// Pause is the handler's pause that refused the attempt (OutPause), nil
+// when it was the partition's own.
+func (g *Gate) Pause() *HandlerPause { return g.hp }
 
 // Enter admits an attempt (executor.Gate): enter's answer, and why it
 // refused.
-func (g *gate) Enter(ctx context.Context) executor.Admission {
+func (g *Gate) Enter(ctx context.Context) executor.Admission {
 	switch {
 	case g.enter(ctx):
 		return executor.Admitted
@@ -125,36 +131,36 @@ func (g *gate) Enter(ctx context.Context) executor.Admission {
 // chase a confirmation that every slot wait makes stale again. That one
 // is used if it is within the bound, or within the admitted age stored
 // before it was sent; one answered later raises the age and is sent
-// again, still holding the slot (admitage.go). One answered later than
+// again, still holding the slot (raiseAdmitAge). One answered later than
 // any admitted age may be, or whose raise failed, starts nothing: the
 // gate backs off as after a Redis error, without the slot.
-func (g *gate) enter(ctx context.Context) bool {
-	backoff := g.e.o.RetryBackoff
-	bound := g.e.o.VerifyBound
+func (g *Gate) enter(ctx context.Context) bool {
+	backoff := g.ls.cfg.RetryBackoff
+	bound := g.ls.cfg.VerifyBound
 	// begun: a confirmation was sent for this attempt (a head's
 	// begin_attempt marks it). holdToConfirm: the next confirmation is
 	// sent holding the slot. An attempt that needs a confirmation before
 	// it even waits for a slot (an entry from memory, a head, a retry
 	// after its backoff) sends it first.
 	begun, holdToConfirm := false, false
-	if hp := g.e.handlerPaused(g.p.reg.Name); hp != nil {
+	if hp := g.ls.cfg.Paused(g.h.id.Handler); hp != nil {
 		g.paused, g.hp = true, hp
 		return g.refuse()
 	}
-	if g.e.replicas != nil {
+	if g.ls.cfg.Replicas != nil {
 		if g.head {
 			// The attempt mark is a write an operator's skip relies on:
 			// made before the barrier, so the barrier covers it.
-			if err := g.p.confirm(ctx, true); pausedBy(err) {
+			if err := g.h.confirm(ctx, true); errors.Is(err, rdb.ErrPaused) {
 				g.paused = true
 				return g.refuse()
-			} else if errors.Is(err, ErrFenced) || ctx.Err() != nil {
+			} else if errors.Is(err, rdb.ErrFenced) || ctx.Err() != nil {
 				return g.refuse()
 			} else if err == nil {
 				begun = true
 			}
 		}
-		if err := g.p.awaitReplicas(ctx); err != nil {
+		if err := g.h.await(ctx); err != nil {
 			// No attempt started: a partition let go (a new primary, a
 			// lease whose renewals replicas did not confirm in time) or
 			// handed over gives the entry back with its delivery
@@ -170,13 +176,13 @@ func (g *gate) enter(ctx context.Context) bool {
 	late := false
 	for {
 		if !held && (!needs() || holdToConfirm) {
-			if !g.e.exec.Slots().Acquire(ctx) {
+			if !g.ls.cfg.Slots.Acquire(ctx) {
 				return g.refuse()
 			}
 			held = true
-			if !time.Now().Before(g.p.deadline()) {
+			if !time.Now().Before(g.h.deadline()) {
 				g.release()
-				g.p.lost(errors.New("lease not renewed before its deadline"))
+				g.h.Lost(errors.New("lease not renewed before its deadline"))
 				return g.refuse()
 			}
 			if !needs() {
@@ -190,21 +196,21 @@ func (g *gate) enter(ctx context.Context) bool {
 			}
 		}
 		// The admitted age a confirmation sent holding the slot is judged
-		// by is the one stored before it was sent (admitage.go).
+		// by is the one stored before it was sent (raiseAdmitAge).
 		var limit admitLimit
 		if held {
-			limit = g.e.admitAge(g.p.reg.Name).limit()
+			limit = g.ls.admitAge(g.h.id.Handler).limit()
 		}
 		sent := time.Now()
-		err := g.p.confirm(ctx, g.head && !begun)
+		err := g.h.confirm(ctx, g.head && !begun)
 		if err == nil {
-			g.p.unpaused()
+			g.h.unpaused()
 			g.confirmed, begun = sent, true
-			if held && g.e.heldConfirmHook != nil {
-				g.e.heldConfirmHook(g.p)
+			if held && g.ls.heldConfirmHook != nil {
+				g.ls.heldConfirmHook(g.h)
 			}
 			if rtt := time.Since(sent); rtt > bound {
-				g.e.warnSlowConfirm(rtt)
+				g.ls.warnSlowConfirm(rtt)
 			}
 			if !held {
 				// Wait for the slot now; if that wait outlasts the bound,
@@ -212,9 +218,9 @@ func (g *gate) enter(ctx context.Context) bool {
 				holdToConfirm = true
 				continue
 			}
-			if !time.Now().Before(g.p.deadline()) {
+			if !time.Now().Before(g.h.deadline()) {
 				g.release()
-				g.p.lost(errors.New("lease not renewed before its deadline"))
+				g.h.Lost(errors.New("lease not renewed before its deadline"))
 				return g.refuse()
 			}
 			age := time.Since(sent)
@@ -226,13 +232,13 @@ func (g *gate) enter(ctx context.Context) bool {
 			// than any age may be, or the raise failed: no attempt starts
 			// on it; back off without the slot (holding it would starve
 			// the other partitions) and confirm again.
-			if age > g.e.admitAgeCap() {
-				g.e.warnLateConfirm(g.p.reg.Name, age, nil)
+			if age > g.ls.admitAgeCap() {
+				g.ls.warnLateConfirm(g.h.id.Handler, age, nil)
 				late = true
-			} else if rerr := g.e.raiseAdmitAge(ctx, g.p.reg.Name, age); rerr == nil {
+			} else if rerr := g.ls.raiseAdmitAge(ctx, g.h.id.Handler, age); rerr == nil {
 				continue
 			} else if ctx.Err() == nil {
-				g.e.warnLateConfirm(g.p.reg.Name, age, rerr)
+				g.ls.warnLateConfirm(g.h.id.Handler, age, rerr)
 				late = true
 			}
 		}
@@ -240,21 +246,21 @@ func (g *gate) enter(ctx context.Context) bool {
 			g.release()
 			held = false
 		}
-		if pausedBy(err) {
+		if errors.Is(err, rdb.ErrPaused) {
 			g.paused = true
 			return g.refuse()
 		}
-		if errors.Is(err, ErrFenced) || ctx.Err() != nil {
+		if errors.Is(err, rdb.ErrFenced) || ctx.Err() != nil {
 			return g.refuse()
 		}
 		if !late {
-			g.e.log.Warn("seqby: cannot verify the lease before a handler attempt; waiting", "handler", g.p.reg.Name, "stream", g.p.lanes[0], "err", err, "backoff", backoff)
+			g.ls.cfg.Log.Warn("seqby: cannot verify the lease before a handler attempt; waiting", "handler", g.h.id.Handler, "stream", g.h.id.Stream, "err", err, "backoff", backoff)
 		}
 		late = false
 		if !sleep.For(ctx, backoff) {
 			return g.refuse()
 		}
-		backoff = min(2*backoff, g.e.o.MaxBackoff)
+		backoff = min(2*backoff, g.ls.cfg.MaxBackoff)
 	}
 }
 
@@ -262,8 +268,8 @@ func (g *gate) enter(ctx context.Context) bool {
 // found the handler paused while the attempt waited for its slot or its
 // confirmation (the handler's pause is not in the scripts, so this is its
 // last check), which frees the slot and refuses it.
-func (g *gate) admit() bool {
-	if hp := g.e.handlerPaused(g.p.reg.Name); hp != nil {
+func (g *Gate) admit() bool {
+	if hp := g.ls.cfg.Paused(g.h.id.Handler); hp != nil {
 		g.release()
 		g.paused, g.hp = true, hp
 		return g.refuse()
@@ -274,9 +280,9 @@ func (g *gate) admit() bool {
 // refuse ends an attempt enter does not admit: a head's attempt mark, if
 // a begin_attempt set it (one whose reply was lost may have), is removed,
 // since no attempt runs; and false.
-func (g *gate) refuse() bool {
+func (g *Gate) refuse() bool {
 	if g.head {
-		g.p.endAttempt() // a no-op when nothing is marked
+		g.h.EndAttempt() // a no-op when nothing is marked
 	}
 	return false
 }
@@ -284,65 +290,24 @@ func (g *gate) refuse() bool {
 // Leave ends an attempt enter admitted (executor.Gate): it frees the slot
 // and, after a failed attempt of a marked head, removes the mark (a
 // successful one keeps it until the head is acked: ackedPrevious).
-func (g *gate) Leave(ok bool) {
+func (g *Gate) Leave(ok bool) {
 	g.release()
 	if g.head && !ok {
-		g.p.endAttempt()
+		g.h.EndAttempt()
 	}
 }
 
 // release frees the concurrency slot.
-func (g *gate) release() { g.e.exec.Slots().Release() }
-
-// confirm checks p's lease in Redis before an attempt, in the Batcher's
-// next round, or marking the attempt when head (begin_attempt.lua, a
-// call of its own: a halted head's attempts are rare); a lost lease ends
-// the partition.
-func (p *partition) confirm(ctx context.Context, head bool) error {
-	var err error
-	if head {
-		p.marked.Store(true)
-		err = p.lease.BeginAttempt(ctx, p.e.c, p.e.o.LeaseTTL)
-	} else {
-		err = p.e.batch.Verify(ctx, p.lease)
-	}
-	if errors.Is(err, ErrFenced) {
-		p.lost(err)
-	}
-	return err
-}
-
-// endAttempt removes p's attempt mark, if it set one. A failure leaves it
-// to its TTL: renewals stop once it is no longer marked here, and a mark
-// whose lease has moved on refuses nothing.
-func (p *partition) endAttempt() {
-	if !p.marked.Swap(false) {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), p.e.o.HeartbeatInterval)
-	defer cancel()
-	if err := p.lease.EndAttempt(ctx, p.e.c); err != nil {
-		p.e.log.Debug("seqby: removing an attempt mark failed; it expires with the lease", "handler", p.reg.Name, "stream", p.lanes[0], "err", err)
-	}
-}
-
-// hasHaltRecord reports whether en is a head with a halt record: the
-// head p halted on, or the one a predecessor's record names.
-func (p *partition) hasHaltRecord(en rdb.Entry) bool {
-	if p.head != nil && p.head.Stream == en.Stream && p.head.ID == en.ID {
-		return true
-	}
-	return p.prior != nil && p.prior.stream == en.Stream && p.prior.id == en.ID
-}
+func (g *Gate) release() { g.ls.cfg.Slots.Release() }
 
 // warnSlowConfirm reports, at most once per slowConfirmEvery, a lease
 // confirmation whose round trip outlasted Options.VerifyBound.
-func (e *Engine) warnSlowConfirm(rtt time.Duration) {
+func (ls *Leases) warnSlowConfirm(rtt time.Duration) {
 	now := time.Now().UnixNano()
-	last := e.slowConfirmAt.Load()
-	if now-last < int64(slowConfirmEvery) || !e.slowConfirmAt.CompareAndSwap(last, now) {
+	last := ls.slowConfirmAt.Load()
+	if now-last < int64(slowConfirmEvery) || !ls.slowConfirmAt.CompareAndSwap(last, now) {
 		return
 	}
-	e.log.Warn("seqby: confirming a lease before a handler attempt took longer than Options.VerifyBound; attempts start right after the confirmation (within the admitted confirmation age, which an operator's Pause waits out), but raise VerifyBound above Redis's round trip",
-		"round_trip", rtt.Round(time.Millisecond), "verify_bound", e.o.VerifyBound)
+	ls.cfg.Log.Warn("seqby: confirming a lease before a handler attempt took longer than Options.VerifyBound; attempts start right after the confirmation (within the admitted confirmation age, which an operator's Pause waits out), but raise VerifyBound above Redis's round trip",
+		"round_trip", rtt.Round(time.Millisecond), "verify_bound", ls.cfg.VerifyBound)
 }
