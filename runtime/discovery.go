@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seqby/seqby/runtime/internal/rdb"
+	"github.com/seqby/seqby/runtime/internal/worker"
 )
 
 // discoveryLoop runs a discovery cycle each DiscoveryInterval until stop.
@@ -87,15 +88,53 @@ func (e *Engine) balance(base context.Context, stop <-chan struct{}, handler str
 					continue
 				}
 				stream := rdb.PartitionStream(c.category, k)
-				units = append(units, unit{id: partitionID(handler, stream), ref: rdb.PartitionLease(stream, handler), key: k,
+				units = append(units, unit{id: worker.PartitionID(handler, stream), ref: rdb.PartitionLease(stream, handler), key: k,
 					cats: []string{c.category}, lanes: []string{stream, rdb.BackfillStream(c.category, k, e.o.BackfillSuffix)}, c: c})
 			}
 		}
 		return units, nil
 	}
-	e.cycle(base, stop, handler, wg, list, func(u unit, l rdb.Lease, sent time.Time) *partition {
-		return e.newPartition(base, u.c, u.key, l, sent)
-	}, (*partition).run)
+	e.cycle(base, stop, handler, wg, list, func(u unit, l rdb.Lease, sent time.Time) *worker.Worker {
+		return e.workers.Keyed(base, worker.Handler{Name: u.c.reg.Name, AckBatch: u.c.reg.AckBatch}, u.c.category, u.key, l, sent)
+	})
+}
+
+// balancePM is one discovery cycle for a sequential pm: its correlation
+// values are the union of its categories' indexes (a value appears as soon
+// as any category has a stream for it). Like balance for a keyed handler,
+// it moves this instance's share toward ceil(values / live members).
+func (e *Engine) balancePM(base context.Context, stop <-chan struct{}, name string, cs []consumer, wg *sync.WaitGroup) {
+	reg := cs[0].reg
+	cats := categories(reg)
+	list := func(ctx context.Context) ([]unit, error) {
+		seen := map[string]bool{}
+		var units []unit
+		for _, cat := range cats {
+			keys, err := e.partitions(ctx, cat)
+			if err != nil {
+				return nil, fmt.Errorf("reading the partition index of %s: %w", cat, err)
+			}
+			e.warnSize(cat, len(keys))
+			for _, k := range keys {
+				if seen[k] || checkKeySuffix(cat, "", k, e.o.BackfillSuffix) != nil {
+					continue
+				}
+				seen[k] = true
+				var lanes []string
+				for _, c := range cats {
+					lanes = append(lanes, rdb.PartitionStream(c, k))
+				}
+				for _, c := range cats {
+					lanes = append(lanes, rdb.BackfillStream(c, k, e.o.BackfillSuffix))
+				}
+				units = append(units, unit{id: worker.PMPartitionID(name, k), ref: rdb.PMLease(name, k, lanes[:len(cats)]), key: k, cats: cats, lanes: lanes})
+			}
+		}
+		return units, nil
+	}
+	e.cycle(base, stop, name, wg, list, func(u unit, l rdb.Lease, sent time.Time) *worker.Worker {
+		return e.workers.PM(base, worker.Handler{Name: reg.Name, AckBatch: reg.AckBatch}, cats, u.key, l, sent)
+	})
 }
 
 // cycle is one discovery cycle of a keyed handler or sequential pm:
@@ -104,7 +143,7 @@ func (e *Engine) balance(base context.Context, stop <-chan struct{}, handler str
 // and move this instance's share toward ceil(units / live members):
 // release the excess at a message boundary, or claim free units.
 func (e *Engine) cycle(base context.Context, stop <-chan struct{}, handler string, wg *sync.WaitGroup,
-	list func(context.Context) ([]unit, error), build func(unit, rdb.Lease, time.Time) *partition, work func(*partition)) {
+	list func(context.Context) ([]unit, error), build func(unit, rdb.Lease, time.Time) *worker.Worker) {
 	ctx, cancel := context.WithTimeout(base, max(e.o.DiscoveryInterval, time.Second))
 	defer cancel()
 	start := time.Now()
@@ -141,7 +180,7 @@ func (e *Engine) cycle(base context.Context, stop <-chan struct{}, handler strin
 	defer func() {
 		if acquired > 0 {
 			e.log.Info("seqby: partitions acquired", "handler", handler, "acquired", acquired,
-				"owned", e.ownedCounts([]string{handler})[0], "target", target)
+				"owned", e.workers.Owned([]string{handler})[0], "target", target)
 		}
 	}()
 	rand.Shuffle(len(units), func(i, j int) { units[i], units[j] = units[j], units[i] })
@@ -162,7 +201,7 @@ func (e *Engine) cycle(base context.Context, stop <-chan struct{}, handler strin
 				batch = append(batch, u)
 			}
 		}
-		n := e.claim(ctx, wg, handler, batch, build, work)
+		n := e.claim(ctx, wg, handler, batch, build)
 		acquired += n
 		need -= n
 	}
@@ -175,10 +214,7 @@ const claimBatch = 256
 // own it, and u is not cold (reaper.go), benched or struck (package
 // membership).
 func (e *Engine) claimable(handler string, u unit) bool {
-	e.mu.Lock()
-	_, have := e.parts[u.id]
-	e.mu.Unlock()
-	return !have && e.warm(u.id) && !e.members.Benched(u.id) && !e.members.Struck(handler, u.id)
+	return !e.workers.Has(u.id) && e.warm(u.id) && !e.members.Benched(u.id) && !e.members.Struck(handler, u.id)
 }
 
 // claim leases the units of batch that are free, in one pipeline, and
@@ -187,7 +223,7 @@ func (e *Engine) claimable(handler string, u unit) bool {
 // from an acquire whose reply was lost (lease.Leases.Adopt); a cold one is left for
 // the reaper.
 func (e *Engine) claim(ctx context.Context, wg *sync.WaitGroup, handler string, batch []unit,
-	build func(unit, rdb.Lease, time.Time) *partition, work func(*partition)) int {
+	build func(unit, rdb.Lease, time.Time) *worker.Worker) int {
 	if len(batch) == 0 {
 		return 0
 	}
@@ -228,14 +264,11 @@ func (e *Engine) claim(ctx context.Context, wg *sync.WaitGroup, handler string, 
 		e.telemetry.LeaseAcquired(handler)
 		e.members.Acquired(handler)
 		e.claimedHeld(handler, u.id)
-		p := build(u, l, at)
-		e.mu.Lock()
-		e.parts[u.id] = p
-		e.mu.Unlock()
+		w := build(u, l, at)
+		e.workers.Add(w)
 		e.log.Debug("seqby: acquired", "handler", handler, "partition", u.key, "stream", u.lanes[0], "token", l.Token())
 		wg.Add(1)
-		p.onFinish = wg.Done // finish calls it: a sleeping partition has no goroutine
-		go work(p)
+		w.Start(wg.Done) // called as it ends: a sleeping worker has no goroutine
 		claimed++
 	}
 	return claimed
@@ -324,30 +357,23 @@ func (e *Engine) acquireFailed(handler, partition string, err error) {
 // no flow, and their next owner retries the head once more). It returns
 // how many more to claim (zero or less: none).
 func (e *Engine) share(handler string, target int) int {
-	e.mu.Lock()
-	var mine []*partition
-	for _, p := range e.parts {
-		if p.reg.Name == handler && !p.releasing() && p.held.Context().Err() == nil {
-			mine = append(mine, p)
-		}
-	}
-	e.mu.Unlock()
+	mine := e.workers.Mine(handler)
 	excess := len(mine) - target
 	if excess <= 0 {
 		return -excess
 	}
 	sort.Slice(mine, func(i, j int) bool {
-		if mine[i].isHalted() != mine[j].isHalted() {
-			return !mine[i].isHalted()
+		if mine[i].Halted() != mine[j].Halted() {
+			return !mine[i].Halted()
 		}
-		return mine[i].id < mine[j].id
+		return mine[i].ID() < mine[j].ID()
 	})
 	// One line per cycle, as for acquires; the per-partition lines are at
 	// debug.
 	e.log.Info("seqby: handing partitions over above fair share", "handler", handler, "handing_over", excess, "owned", len(mine), "target", target)
-	for _, p := range mine[len(mine)-excess:] {
-		e.log.Debug("seqby: handing over above fair share", "handler", handler, "partition", p.key, "stream", p.lanes[0])
-		p.requestRelease()
+	for _, w := range mine[len(mine)-excess:] {
+		e.log.Debug("seqby: handing over above fair share", "handler", handler, "partition", w.Key(), "stream", w.Stream())
+		w.RequestRelease()
 	}
 	return 0
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/seqby/seqby/runtime/internal/telemetry"
 	"github.com/seqby/seqby/runtime/internal/unkeyed"
 	"github.com/seqby/seqby/runtime/internal/wake"
+	"github.com/seqby/seqby/runtime/internal/worker"
 )
 
 // Engine consumes Redis streams for registered handlers. It is the Redis
@@ -45,10 +46,6 @@ type Engine struct {
 	// signals keeps this incarnation's signal stream and the fanout
 	// markers; set by Run, then the heartbeat's.
 	signals *wake.Keeper
-	// batch carries the partitions' fenced reads, acks and lease
-	// verifications in rounds, many partitions per script call
-	// (rdb.Batcher).
-	batch *rdb.Batcher
 	// index keeps the partition indexes between discovery cycles.
 	index *indexCache
 	// telemetry records the engine's metrics and attempt spans (package
@@ -59,6 +56,9 @@ type Engine struct {
 	// (package lease); renewer renews them each heartbeat.
 	leases  *lease.Leases
 	renewer *lease.Renewer
+	// workers are the owned partitions, each run by its worker (package
+	// worker), with their own lock.
+	workers *worker.Set
 	// pauses are the whole-handler pauses discovery found.
 	pauses *lease.Pauses
 
@@ -66,7 +66,6 @@ type Engine struct {
 	running bool
 	// consuming: Run finished starting (Status.Consuming).
 	consuming bool
-	parts     map[string]*partition    // owned partitions by id
 	large     map[string]largeCategory // categories above PartitionWarnThreshold
 	handlers  []string                 // keyed handlers, announced as members
 	// acquireLogs rate-limits the failed-acquire warning per handler.
@@ -127,9 +126,7 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 		reg: NewRegistry("redis", StreamPartitioning|ConsumerGroups),
 		c:   c, o: o, incarnation: membership.NewIncarnation(o.OwnerID),
 		log:     o.Logger.With("owner", o.OwnerID),
-		batch:   rdb.NewBatcher(c),
 		index:   newIndexCache(),
-		parts:   map[string]*partition{},
 		unowned: map[string]unownedMark{}, unownedAt: map[string]time.Time{}, ownedTotal: map[string]int64{}, held: map[string]*heldMemo{},
 
 		large: map[string]largeCategory{},
@@ -139,14 +136,18 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	}
 	e.members = membership.New(membership.Config{Client: c, Owner: o.OwnerID, Incarnation: e.incarnation,
 		LeaseTTL: o.LeaseTTL, HeartbeatInterval: o.HeartbeatInterval, DiscoveryInterval: o.DiscoveryInterval,
-		Log: e.log, Owned: e.ownedCounts, OnFault: func(f membership.Fault) { e.alertFault(faultOf(f)) }})
+		Log: e.log, Owned: func(hs []string) []int { return e.workers.Owned(hs) }, OnFault: func(f membership.Fault) { e.alertFault(faultOf(f)) }})
 	e.exec = e.newExecutor(o)
 	e.replicas = replicas.New(replicas.Config{Client: c, Acks: o.ReplicaAcks, Timeout: o.ReplicaTimeout, Backoff: o.RetryBackoff,
 		Log: o.Logger.With("owner", o.OwnerID), OnShort: e.telemetry.ReplicaShort})
 	e.wake = wake.New(wake.Config{Client: c, Block: o.BlockTimeout, OnSignal: e.index.signalled, OnGap: e.index.invalidate})
 	e.pauses = lease.NewPauses(lease.PausesConfig{Client: c, Log: e.log, DiscoveryInterval: o.DiscoveryInterval})
-	e.leases = e.newLeases(o)
-	e.renewer = lease.NewRenewer(e.leases, lease.RenewerConfig{List: e.helds, PermanentErrors: PermanentRedisErrors})
+	// One Batcher carries the workers' fenced reads and acks and their
+	// gates' confirmations, in shared rounds.
+	batch := rdb.NewBatcher(c)
+	e.leases = e.newLeases(o, batch)
+	e.workers = e.newWorkers(o, batch)
+	e.renewer = lease.NewRenewer(e.leases, lease.RenewerConfig{List: e.workers.Helds, PermanentErrors: PermanentRedisErrors})
 	e.unkeyed = e.newUnkeyed(o)
 	return e, nil
 }
@@ -367,11 +368,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	// grows at once, then every partition finishes, acks and releases
 	// (the heartbeat keeps renewing their leases meanwhile).
 	e.members.LeaveMembers(base, leaseHandlers(leased))
-	e.mu.Lock()
-	for _, p := range e.parts {
-		p.requestRelease()
-	}
-	e.mu.Unlock()
+	e.workers.ReleaseAll()
 	partsWG.Wait()
 	stopHeartbeat()
 	stopWaiter()
@@ -398,8 +395,8 @@ func (e *Engine) Status() Status {
 		}
 		s.LargeCategories[c] = l.partitions
 	}
-	for _, p := range e.parts {
-		s.Partitions = append(s.Partitions, p.status())
+	for _, w := range e.workers.Status() {
+		s.Partitions = append(s.Partitions, partitionStatus(w))
 	}
 	s.PausedHandlers = e.pauses.Handlers()
 	sort.Strings(s.PausedHandlers)
@@ -411,14 +408,6 @@ func (e *Engine) Status() Status {
 		return a.Stream < b.Stream
 	})
 	return s
-}
-
-// reportHalt logs a partition's halt and alerts OnHalt.
-func (e *Engine) reportHalt(h Halt) {
-	e.log.Error("seqby: partition halted; its head stays pending and nothing later for the key is applied until an operator resolves it (seqbyctl halted, inspect, skip, dlq)",
-		"handler", h.Handler, "category", h.Category, "key", h.Key, "stream", h.Stream,
-		"entry", h.EntryID, "type", h.MessageType, "reason", h.Reason, "err", h.Err, "generation", h.Generation)
-	e.alert(h)
 }
 
 // alert calls OnHalt.
@@ -440,3 +429,14 @@ func (e *Engine) callback(name string, f func()) {
 
 // Registrations returns what was registered, in order.
 func (e *Engine) Registrations() []Registration { return e.reg.Registrations() }
+
+// partitionStatus converts a worker's status for Status.
+func partitionStatus(w worker.Status) PartitionStatus {
+	ps := PartitionStatus{Handler: w.Handler, Category: w.Category, Key: w.Key, Stream: w.Stream, Token: w.Token,
+		Generation: w.Generation, Halted: w.Halted, Paused: w.Paused}
+	if w.Halt != nil {
+		h := Halt(*w.Halt)
+		ps.Halt = &h
+	}
+	return ps
+}

@@ -1,12 +1,9 @@
 package runtime
 
 import (
-	"errors"
-	"strings"
 	"time"
 
 	"github.com/seqby/seqby/runtime/internal/membership"
-	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // FaultKind says what an engine Fault is.
@@ -59,92 +56,6 @@ type Fault struct {
 	// Until is when this instance may claim the partition again
 	// (FaultReleased; zero for FaultUnowned).
 	Until time.Time
-}
-
-// releaseGrace bounds how long a worker asked to hand over (or to stop
-// with Run) keeps retrying a failing Redis call before it gives up and
-// leaves the entry to the next owner: Run returns within a bounded time
-// whatever Redis does.
-func (e *Engine) releaseGrace() time.Duration { return e.o.LeaseTTL }
-
-// retryable handles a Redis error of a partition worker. Fenced (or a
-// lost lease) ends the partition. A permanent error counts toward
-// PermanentRedisErrors, after which the partition is released (Fault).
-// Otherwise it waits a backoff that doubles from RetryBackoff to MaxBackoff
-// and returns true to retry, while the lease lasts and, once a handover or
-// shutdown was asked for, for at most releaseGrace.
-func (p *partition) retryable(err error) bool {
-	e := p.e
-	if errors.Is(err, ErrFenced) {
-		p.held.Lost(err)
-		return false
-	}
-	if p.held.Context().Err() != nil {
-		return false
-	}
-	permanent := rdb.Permanent(err)
-	if permanent {
-		p.redisErrs.permanent++
-		if p.redisErrs.permanent >= PermanentRedisErrors {
-			e.releaseFaulted(p, err)
-			return false
-		}
-	}
-	p.redisErrs.backoff = min(max(2*p.redisErrs.backoff, e.o.RetryBackoff), e.o.MaxBackoff)
-	e.log.Warn("seqby: redis error; retrying", "handler", p.reg.Name, "stream", p.lanes[0], "permanent", permanent,
-		"retry_in", p.redisErrs.backoff, "err", err)
-	return p.backoff(p.redisErrs.backoff)
-}
-
-// backoff waits d; false when the partition must end meanwhile: its lease
-// ended, or it was asked to hand over longer than releaseGrace ago.
-func (p *partition) backoff(d time.Duration) bool {
-	for {
-		release := p.release
-		if p.releasing() {
-			release = nil
-			left := time.Until(p.releasedAt().Add(p.e.releaseGrace()))
-			if left <= 0 {
-				p.e.log.Warn("seqby: giving up on redis while handing over; the entry in hand, if any, is processed again by the next owner",
-					"handler", p.reg.Name, "stream", p.lanes[0])
-				return false
-			}
-			d = min(d, left)
-		}
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-			return true
-		case <-p.held.Context().Done():
-			t.Stop()
-			return false
-		case <-release:
-			t.Stop()
-		}
-	}
-}
-
-// redisOK resets the Redis error counts after a call succeeded.
-func (p *partition) redisOK() { p.redisErrs = redisErrs{} }
-
-// redisErrs counts a worker's Redis errors since its last success. Only
-// the partition's own goroutine touches it.
-type redisErrs struct {
-	permanent int
-	backoff   time.Duration
-}
-
-// releaseFaulted reports that p gives up for permanent Redis errors: the
-// instance record benches it for FaultBench (claimable refuses it) and
-// counts it toward this instance's stall, so others take it.
-func (e *Engine) releaseFaulted(p *partition, err error) {
-	now := time.Now()
-	category := p.category
-	if p.cats != nil {
-		category = strings.Join(p.cats, ",")
-	}
-	e.members.Release(p.id, membership.Fault{Kind: membership.FaultReleased, Handler: p.reg.Name, Category: category, Key: p.key,
-		Stream: p.lanes[0], Err: err, Since: now, Until: now.Add(FaultBench)})
 }
 
 // faultOf converts the instance record's fault.

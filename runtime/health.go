@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
+
+	"github.com/seqby/seqby/runtime/internal/worker"
 )
 
 // Health is an engine's health at one moment (Engine.Health).
@@ -156,6 +159,28 @@ func (e *Engine) discovered(handler string) {
 	e.mu.Lock()
 	e.discoveredAt[handler] = time.Now()
 	e.mu.Unlock()
+}
+
+// maxPausedReasons bounds the paused partitions Health lists one by one.
+const maxPausedReasons = 10
+
+// pausedReasons are Health's lines for what an operator paused here: the
+// paused handlers, and the paused partitions this instance owns (the
+// first maxPausedReasons, then a count).
+func (e *Engine) pausedReasons() []string {
+	out := e.pauses.Reasons()
+	var keys []string
+	e.workers.Each(func(w *worker.Worker) {
+		if w.Paused() && e.pauses.Paused(w.Handler()) == nil {
+			keys = append(keys, fmt.Sprintf("paused: partition %s of handler %s by an operator; seqbyctl resume -handler %s -stream '%s'", w.Key(), w.Handler(), w.Handler(), w.Stream()))
+		}
+	})
+	slices.Sort(keys)
+	if len(keys) > maxPausedReasons {
+		n := len(keys) - maxPausedReasons
+		keys = append(keys[:maxPausedReasons], fmt.Sprintf("paused: %d more partitions (seqbyctl paused)", n))
+	}
+	return append(out, keys...)
 }
 
 // storeTime and loadTime keep a time in an atomic as Unix nanoseconds

@@ -6,58 +6,20 @@ import (
 
 	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/rdb"
+	"github.com/seqby/seqby/runtime/internal/worker"
 )
 
 // Retention: a stream keeps only what some consumer group of its category
 // has not acked (rdb.Trim), so an idle, fully handled partition ends
 // empty. Every worker that acks trims its own lanes, batched: after
-// trimEvery acks, and when it finds its lanes drained. Dead-letter streams
-// are never trimmed.
-
-// trimEvery is how many acks a worker makes before it trims while busy.
-const trimEvery = 100
-
-// trimQuiet spaces the trims of a worker that keeps finding its lanes
-// drained: a trim costs a round trip per lane, and a partition that gets
-// an event now and then drains after each one.
-const trimQuiet = time.Second
-
-// trimmer counts a worker's acks since its last trim.
-type trimmer struct {
-	acks int
-	last time.Time // the last trim tried
-}
-
-// acked counts one ack.
-func (t *trimmer) acked() { t.acks++ }
-
-// inherit makes a trim due once the lanes are drained, though this
-// worker acked nothing yet: what its predecessors acked may be there.
-func (t *trimmer) inherit() { t.acks = max(t.acks, 1) }
-
-// due reports whether the worker should trim now: it acked every
-// entries (trimEvery, or more for a batched partition: see
-// partition.trimIf), or it found its lanes drained after acking any and
-// its last trim is trimQuiet old.
-func (t *trimmer) due(drained bool, every int) bool {
-	return t.acks >= every || drained && t.acks > 0 && time.Since(t.last) >= trimQuiet
-}
-
-// wait is how long a drained worker may wait before its trim is due (0:
-// none is pending): its idle wait ends by then, so what it acked is
-// trimmed (and the partition can turn cold) without waiting for more work.
-func (t *trimmer) wait() time.Duration {
-	if t.acks == 0 {
-		return 0
-	}
-	return max(trimQuiet-time.Since(t.last), time.Millisecond)
-}
+// worker.TrimEvery acks, and when it finds its lanes drained (worker.Trims
+// counts). Dead-letter streams are never trimmed.
 
 // trim runs retention on lanes (the category of each in cats) and resets
 // t when it succeeded. A failure is logged and tried again at the next
 // due trim: retention lagging behind loses nothing. handler names the
 // worker that trims, for its log line.
-func (e *Engine) trim(ctx context.Context, handler string, t *trimmer, cats, lanes []string) {
+func (e *Engine) trim(ctx context.Context, handler string, t *worker.Trims, cats, lanes []string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	ok := true
@@ -78,13 +40,8 @@ func (e *Engine) trim(ctx context.Context, handler string, t *trimmer, cats, lan
 			e.log.Warn("seqby: trimming acked entries failed; retried at the next trim", "handler", handler, "stream", lane, "err", err)
 		}
 	}
-	// A failed trim stays due, retried trimQuiet later (not at once: a
-	// drained partition would spin on it), so an idle partition does not
-	// keep its acked entries (and never turn cold) until it acks again.
-	t.last = time.Now()
-	if ok {
-		t.acks = 0
-	}
+	// A failed trim stays due, retried a while later (Trims.Tried).
+	t.Tried(ok)
 }
 
 // GroupStart says where a handler that has never run starts reading its

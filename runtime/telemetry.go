@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 
 	"github.com/seqby/seqby/runtime/internal/executor"
-	"github.com/seqby/seqby/runtime/internal/rdb"
 	"github.com/seqby/seqby/runtime/internal/telemetry"
 )
 
@@ -33,39 +31,12 @@ func (e *Engine) newTelemetry(o Options) (*telemetry.Telemetry, error) {
 // partitions, paused ones, those with work, and the index sizes.
 func (e *Engine) snapshot() telemetry.Snapshot {
 	s := telemetry.Snapshot{Owned: map[string]int{}, Paused: map[string]int{}}
+	e.workers.Gauges(&s)
 	e.mu.Lock()
-	for _, p := range e.parts {
-		if !p.holding() {
-			continue
-		}
-		s.Owned[p.reg.Name]++
-		if p.paused.Load() || e.pauses.Paused(p.reg.Name) != nil {
-			s.Paused[p.reg.Name]++
-		}
-		if oldest, local, more := p.lag.Load(); oldest != 0 {
-			cat := p.category
-			if cat == "" {
-				cat = strings.Join(p.cats, ",") // a pm: its categories, as in LeaseInfo
-			}
-			s.Busy = append(s.Busy, telemetry.Work{Handler: p.reg.Name, Category: cat, Key: p.key, Lanes: p.lanes,
-				Oldest: oldest, Backlog: local, More: more})
-		}
-	}
 	s.Handlers = slices.Clone(e.handlers)
 	e.mu.Unlock()
 	s.Index = e.index.sizes()
 	return s
-}
-
-// observeWork records what the metrics see of p's work after a read: en,
-// when ok, is the oldest entry p has not handled, and the entries read
-// ahead wait behind it.
-func (p *partition) observeWork(en rdb.Entry, ok, more bool) {
-	if !ok {
-		p.lag.Clear()
-		return
-	}
-	p.lag.Set(en.ID, int64(len(p.ahead))+1, more)
 }
 
 // countSettled counts the outcome of an entry an owner settled.

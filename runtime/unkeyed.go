@@ -5,6 +5,7 @@ import (
 
 	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/unkeyed"
+	"github.com/seqby/seqby/runtime/internal/worker"
 )
 
 // newUnkeyed builds the runner of the unkeyed handlers from o (already
@@ -14,7 +15,7 @@ func (e *Engine) newUnkeyed(o Options) *unkeyed.Runner {
 	return unkeyed.New(unkeyed.Config{Client: e.c, Owner: o.OwnerID, Exec: e.exec, Wake: e.wake, Replicas: e.replicas, Log: e.log,
 		LeaseTTL: o.LeaseTTL, MemberTTL: e.members.MemberTTL(), HeartbeatInterval: o.HeartbeatInterval,
 		DiscoveryInterval: o.DiscoveryInterval, BlockTimeout: o.BlockTimeout, RetryBackoff: o.RetryBackoff,
-		MaxBackoff: o.MaxBackoff, IdleRecheck: idleRecheck, BackfillSuffix: o.BackfillSuffix,
+		MaxBackoff: o.MaxBackoff, IdleRecheck: worker.IdleRecheck, BackfillSuffix: o.BackfillSuffix,
 		Partitions: e.partitions, KeyRule: checkKeySuffix, Settled: e.countSettled,
 		Trims: func(handler string, cats, lanes []string) unkeyed.Trimmer {
 			return &laneTrims{e: e, handler: handler, cats: cats, lanes: lanes}
@@ -22,21 +23,21 @@ func (e *Engine) newUnkeyed(o Options) *unkeyed.Runner {
 		OnHalt: func(h contract.Halt) { e.alert(Halt(h)) }})
 }
 
-// laneTrims is one unkeyed worker's retention: it trims every trimEvery
-// acks, or once its lanes are drained.
+// laneTrims is one unkeyed worker's retention: it trims every
+// worker.TrimEvery acks, or once its lanes are drained.
 type laneTrims struct {
 	e           *Engine
 	handler     string
 	cats, lanes []string
-	t           trimmer
+	t           worker.Trims
 }
 
 // Acked counts one ack.
-func (l *laneTrims) Acked() { l.t.acked() }
+func (l *laneTrims) Acked() { l.t.Acked() }
 
 // TrimIf trims the lanes when due.
 func (l *laneTrims) TrimIf(ctx context.Context, drained bool) {
-	if l.t.due(drained, trimEvery) {
+	if l.t.Due(drained, worker.TrimEvery) {
 		l.e.trim(ctx, l.handler, &l.t, l.cats, l.lanes)
 	}
 }

@@ -69,10 +69,10 @@ func (e *Engine) checkUnowned(base context.Context, handler string, units []unit
 	var others []unit
 	mine := int64(0)
 	for _, u := range units {
-		if p, ok := e.parts[u.id]; !ok {
+		if w, ok := e.workers.Get(u.id); !ok {
 			others = append(others, u)
 			checks = append(checks, rdb.OwnerCheck{Lease: u.ref, Lanes: u.lanes})
-		} else if p.holding() {
+		} else if w.Holding() {
 			mine++
 		}
 	}

@@ -1,0 +1,34 @@
+package runtime
+
+import (
+	"github.com/seqby/seqby/runtime/internal/contract"
+	"github.com/seqby/seqby/runtime/internal/lease"
+	"github.com/seqby/seqby/runtime/internal/rdb"
+	"github.com/seqby/seqby/runtime/internal/worker"
+)
+
+// newLeases builds the partitions' leases from o (already defaulted),
+// after the executor (its slots), the barrier, the waiter and the
+// handler pauses they use; batch carries their confirmations.
+func (e *Engine) newLeases(o Options, batch *rdb.Batcher) *lease.Leases {
+	return lease.New(lease.Config{Client: e.c, Batch: batch, Wake: e.wake, Replicas: e.replicas, Telemetry: e.telemetry,
+		Slots: e.exec.Slots(), Log: e.log, Incarnation: e.incarnation,
+		LeaseTTL: o.LeaseTTL, LeaseMargin: o.LeaseMargin, HeartbeatInterval: o.HeartbeatInterval, VerifyBound: o.VerifyBound,
+		RetryBackoff: o.RetryBackoff, MaxBackoff: o.MaxBackoff, ReplicaAcks: o.ReplicaAcks, ReplicaTimeout: o.ReplicaTimeout,
+		Paused: e.pauses.Paused})
+}
+
+// newWorkers builds the owned set and its workers' Config from o
+// (already defaulted), after the leases and everything they use; batch
+// carries the workers' fenced reads and acks. Retention and OnHalt stay
+// e's.
+func (e *Engine) newWorkers(o Options, batch *rdb.Batcher) *worker.Set {
+	return worker.New(worker.Config{Client: e.c, Batch: batch, Wake: e.wake, Exec: e.exec, Leases: e.leases,
+		Replicas: e.replicas, Telemetry: e.telemetry, Members: e.members, Log: e.log,
+		Paused: e.pauses.Paused, Trim: e.trim, Settled: e.countSettled,
+		Alert: func(h contract.Halt) { e.alert(Halt(h)) },
+		Options: worker.Options{Owner: o.OwnerID, LeaseTTL: o.LeaseTTL, HeartbeatInterval: o.HeartbeatInterval,
+			RetryBackoff: o.RetryBackoff, MaxBackoff: o.MaxBackoff, VerifyBound: o.VerifyBound, ReapAfter: o.ReapAfter,
+			HaltRealertInterval: o.HaltRealertInterval, ReadAhead: o.ReadAhead, BackfillSuffix: o.BackfillSuffix,
+			ReplicaAcks: o.ReplicaAcks, PermanentErrors: PermanentRedisErrors, FaultBench: FaultBench}})
+}
