@@ -166,8 +166,9 @@ func (w *Worker) hasHaltRecord(en rdb.Entry) bool {
 const auditScan = 100
 
 // reportLossOrResolution reports a halted partition's deferred loss
-// (lease.Held.TakeLossCause) as finish ends it: a resolution when the operator's note names this
-// lease's token and its halted head, else a loss.
+// (lease.Held.TakeLossCause) as finish ends it: a resolution when the
+// operator's note names this lease's token and its halted head, else a
+// loss.
 func (w *Worker) reportLossOrResolution() {
 	cause := w.held.TakeLossCause()
 	if cause == nil {

@@ -170,8 +170,8 @@ func (w *Worker) haltedRetry() time.Duration {
 // settle finishes one entry by its outcome: a halt is recorded and
 // reported (the entry stays pending as the head), a processed entry is
 // acked under the fence by the next read (or by flushAck as the worker
-// ends), before anything else of the partition runs. False: the partition must end (lease lost,
-// stopping, or fenced).
+// ends), before anything else of the partition runs. False: the
+// partition must end (lease lost, stopping, or fenced).
 func (w *Worker) settle(en rdb.Entry, out executor.Outcome, h *contract.Halt) bool {
 	switch out {
 	case executor.OutLost:

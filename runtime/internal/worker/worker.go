@@ -22,9 +22,9 @@ type Handler struct {
 // Unit is what a worker leases: a keyed handler's partition, or a
 // sequential pm's correlation value, which covers a stream per category.
 type Unit struct {
-	ID       string
-	Handler  string
-	AckBatch int
+	ID       string // PartitionID or PMPartitionID: the key of the Set
+	Handler  string // Registration.Name
+	AckBatch int    // Registration.AckBatch
 	Key      string // the partition key, or a pm's correlation value
 	// Cats are the unit's categories: a keyed partition's one, or the
 	// pm's; the lease's wake streams are their partition streams.
