@@ -195,7 +195,7 @@ func (i *Inspector) Inspect(ctx context.Context, handler, partition string) (Ins
 			break
 		}
 		// The pm's lease covers key's stream in each of its categories,
-		// and their backfill lanes, as the engine reads them (pm.go).
+		// and their backfill lanes, as the engine's pm reader reads them.
 		cats, err := i.categories(ctx, handler, cat)
 		if err != nil {
 			return in, fmt.Errorf("inspect %s: %w", partition, err)

@@ -288,7 +288,7 @@ func (i *Inspector) pause(ctx context.Context, handler, partition, by string, ch
 	// The engines' admitted confirmation age, read after the store was
 	// answered: an engine judges a confirmation by the age it had stored
 	// before sending it, so one Redis ran before the mark is judged by
-	// this age or a smaller one (runtime/admitage.go).
+	// this age or a smaller one (package lease's admitted ages).
 	admitted, aerr := i.admitAge(ctx, handler)
 	// Wake the owner: an idle one would find the pause only at its
 	// safety-net re-read, and show it (Status, Health, the paused gauge)

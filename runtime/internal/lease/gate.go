@@ -24,7 +24,7 @@ import (
 //     write made for the partition before the attempt began is on that
 //     many replicas of the same primary (package replicas); and the
 //     attempt's entry is acked only once what it committed is too
-//     (settle).
+//     (the worker's settle).
 //
 // Counting from when the call was sent, not from when its reply came or
 // the entry was decoded, keeps every slow step in between (a slow reply,
@@ -46,7 +46,7 @@ import (
 // it, or a predecessor's record names it) confirms with begin_attempt.lua,
 // which also marks the attempt in Redis next to the lease. An operator's
 // skip or DLQ move refuses while the mark holds the lease's token
-// (ErrRetrying), and a resolve that went through deleted the lease, so no
+// (inspect.ErrRetrying), and a resolve that went through deleted the lease, so no
 // attempt of that head starts anywhere after it. The mark is renewed with
 // the lease while the attempt runs, removed right after a failed attempt,
 // and after a successful one once the head is acked (until then the head
@@ -289,7 +289,7 @@ func (g *Gate) refuse() bool {
 
 // Leave ends an attempt enter admitted (executor.Gate): it frees the slot
 // and, after a failed attempt of a marked head, removes the mark (a
-// successful one keeps it until the head is acked: ackedPrevious).
+// successful one keeps it until the worker acks the head).
 func (g *Gate) Leave(ok bool) {
 	g.release()
 	if g.head && !ok {

@@ -123,9 +123,6 @@ func (ls *Leases) Hold(base context.Context, id Ident, l rdb.Lease, acquiredAt t
 // Lease is the lease held.
 func (h *Held) Lease() rdb.Lease { return h.lease }
 
-// Ident is what h leases.
-func (h *Held) Ident() Ident { return h.id }
-
 // Key is the partition key, or a pm's correlation value.
 func (h *Held) Key() string { return h.id.Key }
 

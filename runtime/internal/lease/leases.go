@@ -52,8 +52,8 @@ type Config struct {
 	Paused func(handler string) *HandlerPause
 }
 
-// Slots bound how many attempts run at once (executor.Slots has these
-// methods; lease declares them rather than import the executor).
+// Slots bound how many attempts run at once: executor.Slots, or a test's
+// own.
 type Slots interface {
 	// Acquire waits for a slot; false when ctx ended first.
 	Acquire(ctx context.Context) bool
