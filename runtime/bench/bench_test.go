@@ -559,7 +559,8 @@ func BenchmarkClaim(b *testing.B) {
 	wg.Wait()
 }
 
-// BenchmarkIdle measures the idle cost of issue #12: two engines with the
+// BenchmarkIdle measures the idle cost of issue #12: two engines (or
+// SEQBY_BENCH_ENGINES) with the
 // default options own b.N partitions (2,000 in make bench), each with its
 // one event handled; then for idleWindow nothing is published, and it
 // reports the calls the engines sent (a pipelined command counts one, a
@@ -769,8 +770,9 @@ const storageReapAfter = 2 * time.Second
 // run measures the handling, not the claiming.
 var fastDiscovery = runtime.Options{DiscoveryInterval: 100 * time.Millisecond}
 
-// startEngines runs two engine instances (in this process) with h's
-// registration until ctx ends; wait on the returned group for them.
+// startEngines runs two engine instances (benchEngines), in this process,
+// with h's registration until ctx ends; wait on the returned group for
+// them.
 // opts are their Options but for OwnerID and Logger.
 func startEngines(ctx context.Context, b testing.TB, c redis.UniversalClient, h *counter, opts runtime.Options) *sync.WaitGroup {
 	return startRegistration(ctx, b, c, h.registration(), opts)
@@ -779,7 +781,7 @@ func startEngines(ctx context.Context, b testing.TB, c redis.UniversalClient, h 
 // startRegistration is startEngines for any registration.
 func startRegistration(ctx context.Context, b testing.TB, c redis.UniversalClient, reg runtime.Registration, opts runtime.Options) *sync.WaitGroup {
 	var wg sync.WaitGroup
-	for i := range 2 {
+	for i := range benchEngines() {
 		opts.OwnerID = fmt.Sprintf("bench-%d", i)
 		if opts.Logger == nil {
 			opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

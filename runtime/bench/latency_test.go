@@ -36,6 +36,16 @@ func latencyRate() float64 {
 
 const defaultLatencyRate = 10000
 
+// benchEngines is how many engine instances BenchmarkLatency's seqby runs
+// and BenchmarkIdle start: 2, or SEQBY_BENCH_ENGINES (issue #41 measured
+// wake-ups with 2 and with 8). The plain group keeps two consumers.
+func benchEngines() int {
+	if n, err := strconv.Atoi(os.Getenv("SEQBY_BENCH_ENGINES")); err == nil && n > 0 {
+		return n
+	}
+	return 2
+}
+
 // latencyPublishers publish concurrently, each at its share of the rate,
 // since one publisher waits a round trip per publish.
 const latencyPublishers = 16
@@ -53,7 +63,8 @@ const latencyKeys = 64
 // do not saturate the machine; rate=auto is latencyRate, half of the
 // maximum Throughput measured for seqby in the same process) by
 // latencyPublishers goroutines each at its share, for two seqby engines
-// and for the plain consumer group (XREADGROUP COUNT 100 BLOCK, then
+// (benchEngines: SEQBY_BENCH_ENGINES sets another count) and for the
+// plain consumer group (XREADGROUP COUNT 100 BLOCK, then
 // XACK), two consumers, at the same rate in the same run. The engines and
 // the plain consumers are each their own OS process (process_test.go),
 // the engines with the default Options, as in production, so that their
@@ -102,7 +113,11 @@ func benchLatency(b *testing.B, rate float64, plain bool) {
 			return pub.Publish(ctx, events.ItemAdded{ClientID: clientID(key), Seq: seq})
 		}
 	}
-	ep := startProcs(b, c.Options().Addr, 2, procSpec{plain: plain, latencyDir: b.TempDir(), defaults: true})
+	n := 2
+	if !plain {
+		n = benchEngines()
+	}
+	ep := startProcs(b, c.Options().Addr, n, procSpec{plain: plain, latencyDir: b.TempDir(), defaults: true})
 	for k := range latencyKeys {
 		if err := publish(k, -1); err != nil {
 			b.Fatal(err)
