@@ -9,10 +9,10 @@ import (
 )
 
 // Retention: a stream keeps only what some consumer group of its category
-// has not acked (rdb.Trim), so an idle, fully handled partition ends
-// empty. Every worker that acks trims its own lanes, batched: after
-// trimEvery acks, and when it finds its lanes drained. Dead-letter streams
-// are never trimmed.
+// has not acked (package maintenance's Trim), so an idle, fully handled
+// partition ends empty. Every worker that acks trims its own lanes,
+// batched: after trimEvery acks, and when it finds its lanes drained.
+// Dead-letter streams are never trimmed.
 
 // trimEvery is how many acks a worker makes before it trims while busy.
 const trimEvery = 100
@@ -54,33 +54,13 @@ func (t *trimmer) wait() time.Duration {
 }
 
 // trim runs retention on lanes (the category of each in cats) and resets
-// t when it succeeded. A failure is logged and tried again at the next
-// due trim: retention lagging behind loses nothing. handler names the
-// worker that trims, for its log line.
+// t when it succeeded (package maintenance makes the calls). A failed trim
+// stays due, retried trimQuiet later (not at once: a drained partition
+// would spin on it), so an idle partition does not keep its acked entries
+// (and never turn cold) until it acks again. handler names the worker
+// that trims, for its log line.
 func (e *Engine) trim(ctx context.Context, handler string, t *trimmer, cats, lanes []string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	ok := true
-	groups := map[string][]string{} // read once per category and trim
-	for i, lane := range lanes {
-		gs, read := groups[cats[i]]
-		var err error
-		if !read {
-			if gs, err = rdb.Groups(ctx, e.c, cats[i]); err == nil {
-				groups[cats[i]] = gs
-			}
-		}
-		if err == nil {
-			_, err = rdb.Trim(ctx, e.c, gs, lane)
-		}
-		if err != nil {
-			ok = false
-			e.log.Warn("seqby: trimming acked entries failed; retried at the next trim", "handler", handler, "stream", lane, "err", err)
-		}
-	}
-	// A failed trim stays due, retried trimQuiet later (not at once: a
-	// drained partition would spin on it), so an idle partition does not
-	// keep its acked entries (and never turn cold) until it acks again.
+	ok := e.maint.Trim(ctx, handler, cats, lanes)
 	t.last = time.Now()
 	if ok {
 		t.acks = 0
