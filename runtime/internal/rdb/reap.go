@@ -30,6 +30,19 @@ import (
 //
 // A reaper that dies after step 2 leaves the key in the reaping set, still
 // visible; the next reaper of the category settles it (SettleReaping).
+//
+// Two reapers may run at once (a stalled reaper that lost its lease
+// finishes the step in flight), so no step may rest on being the only
+// reaper. Step 1 checks and deletes in one script against
+// acquires and publishes (an acquire refuses cold lanes, reap.lua keeps a
+// partition any lease is held on, or acquired within the idle time), and
+// run twice it finds nothing left. Steps 2 and 3 can interleave with
+// another reaper's: reaper A finds no lane (step 3), a publish recreates
+// one and indexes the key, reaper B moves the key to the reaping set
+// (step 2), and A takes it out of the reaping set. B's own step 3 puts it
+// back, unless B dies first; so a reaper that took a key out of the
+// reaping set looks at its lanes once more, and indexes it again when
+// one exists (settle). A publish after that look indexes the key itself.
 
 // Reap reaps category's partition key when it is cold for idle and no
 // lease of groups (the category's registered groups) is held, and reports
@@ -88,14 +101,20 @@ func Reap(ctx context.Context, c redis.UniversalClient, category, key, backfillS
 
 // settle ends a reap after its key is in the reaping set: back to the
 // index when a lane exists (a publish recreated it), else out of the
-// reaping set.
+// reaping set, and back to the index should a lane exist by then.
 func settle(ctx context.Context, c redis.UniversalClient, category, key string, lanes []string) error {
 	n, err := c.Exists(ctx, lanes...).Result()
 	if err != nil {
 		return fmt.Errorf("reap %s: check its lanes: %w", lanes[0], err)
 	}
 	if n == 0 {
-		err = c.SRem(ctx, ReapingKey(category), key).Err()
+		if err = c.SRem(ctx, ReapingKey(category), key).Err(); err == nil {
+			// Another reaper may have moved the key here after a publish
+			// this check came before (see Reaping above): look again.
+			if n, err = c.Exists(ctx, lanes...).Result(); err == nil && n > 0 {
+				err = c.SAdd(ctx, IndexKey(category), key).Err()
+			}
+		}
 	} else {
 		// Added before it is removed: a reaper dying in between leaves the
 		// key in both sets, which is harmless.
