@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -81,6 +82,22 @@ type Maintenance struct {
 	// ownedTotal is, per handler, the partitions owned across the live
 	// instances at the last check.
 	ownedTotal map[string]int64
+
+	// lease is the maintenance lease while this instance leads (nil
+	// otherwise), and renewed when its last renewal (or acquire) was
+	// sent. Only Run's goroutine touches them.
+	lease   *rdb.Lease
+	renewed time.Time
+	// stats counts what the leader did, for tests.
+	stats stats
+	// beforeReap, nil but in tests, runs before each partition's reap.
+	beforeReap func(key string)
+}
+
+// stats are the leader's counts since New.
+type stats struct {
+	leads, renewals, losses, passes, reaped atomic.Int64
+	lastPass                                atomic.Int64 // the last whole pass's duration
 }
 
 // New returns the Maintenance for cfg.

@@ -11,11 +11,11 @@ import (
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
-// A reaper pass renews its lease by time, not by count: over a slow link,
+// A leader's pass renews its lease by time, not by count: over a slow link,
 // 150 cold partitions take several LeaseTTLs to reap, and the pass reaps
 // them all under one lease. Seen failing with a renewal every 100 checks
 // (issue #41's soak: the lease lost 18 times, passes stopped early): the
-// lease lapsed before the 100th check, the renewal failed, and the pass
+// reaper lease of the category lapsed before the 100th check, the renewal failed, and the pass
 // stopped with 50 partitions left ("reaper lost its lease; pass stopped").
 func TestReaperRenewsByTime(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
@@ -32,7 +32,9 @@ func TestReaperRenewsByTime(t *testing.T) {
 	cfg := testConfig(slow, "reaper", &logs)
 	m := New(cfg)
 	start := time.Now()
-	m.reapCategory(ctx, make(chan struct{}), "order")
+	if _, _, done := m.reapCategory(ctx, make(chan struct{}), rdb.ReapCategory{Category: "order", ReapAfter: cfg.ReapAfter}); !done {
+		t.Fatalf("the pass stopped; logs:\n%s", logs.String())
+	}
 	if left, err := rdb.Partitions(ctx, c, "order"); err != nil || len(left) != 0 {
 		t.Fatalf("after one pass of %v (LeaseTTL %v): %d of %d partitions left (%v); logs:\n%s", time.Since(start).Round(time.Millisecond), cfg.LeaseTTL, len(left), keys, err, logs.String())
 	}

@@ -3,6 +3,9 @@ package rdb
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -31,9 +34,11 @@ import (
 // A reaper that dies after step 2 leaves the key in the reaping set, still
 // visible; the next reaper of the category settles it (SettleReaping).
 //
-// Two reapers may run at once (a stalled reaper that lost its lease
-// finishes the step in flight), so no step may rest on being the only
-// reaper. Step 1 checks and deletes in one script against
+// Two reapers may run at once (a stalled leader that lost its lease
+// finishes the step in flight; during a rolling deploy, engines of a
+// release before the maintenance leader reap their categories under a
+// lease per category beside the new leader), so no step may rest on being
+// the only reaper. Step 1 checks and deletes in one script against
 // acquires and publishes (an acquire refuses cold lanes, reap.lua keeps a
 // partition any lease is held on, or acquired within the idle time), and
 // run twice it finds nothing left. Steps 2 and 3 can interleave with
@@ -153,4 +158,58 @@ func Groups(ctx context.Context, c redis.UniversalClient, category string) ([]st
 		return nil, fmt.Errorf("read the groups of %s: %w", category, err)
 	}
 	return groups, nil
+}
+
+// ReapCategory is a category to reap, and how long its partitions must
+// stay cold first.
+type ReapCategory struct {
+	Category  string
+	ReapAfter time.Duration
+}
+
+// AnnounceReap records, in ReapCategoriesKey, that this engine wants
+// cats reaped, and returns every category any engine announced within
+// ttl (the maintenance leader reaps them), each with the largest
+// ReapAfter announced for it, sorted by category. An engine announces
+// more often than ttl; a category no engine announced for ttl is
+// dropped, and the set expires ttl after the last announcement
+// (reap_categories.lua). With no cats it only lists.
+func AnnounceReap(ctx context.Context, c redis.UniversalClient, cats []ReapCategory, ttl time.Duration) ([]ReapCategory, error) {
+	args := []any{ttl.Milliseconds()}
+	for _, rc := range cats {
+		args = append(args, strconv.FormatInt(rc.ReapAfter.Milliseconds(), 10)+"|"+rc.Category)
+	}
+	members, err := scriptReapCategories.Run(ctx, c, []string{ReapCategoriesKey}, args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("announce the categories to reap: %w", err)
+	}
+	after := map[string]time.Duration{}
+	for _, m := range members {
+		ms, cat, ok := strings.Cut(m, "|")
+		n, err := strconv.ParseInt(ms, 10, 64)
+		if !ok || err != nil || cat == "" {
+			continue // not written by AnnounceReap: nothing to reap
+		}
+		after[cat] = max(after[cat], time.Duration(n)*time.Millisecond)
+	}
+	out := make([]ReapCategory, 0, len(after))
+	for cat, d := range after {
+		out = append(out, ReapCategory{Category: cat, ReapAfter: d})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Category < out[j].Category })
+	return out, nil
+}
+
+// EndLegacyReaper gives the generation counter of category's reaper lease
+// of releases before the maintenance leader ("{category}:__reapergen__",
+// written without a TTL) a TTL, so it ends once no engine of such a
+// release takes that lease: their acquires set it again without a TTL,
+// and the next call gives it one again. The lease itself
+// ("{category}:__reaper__") always had a TTL. Losing the counter early
+// is harmless: an acquire then takes the Redis time as its generation.
+func EndLegacyReaper(ctx context.Context, c redis.UniversalClient, category string, ttl time.Duration) error {
+	if err := c.PExpire(ctx, legacyReaperGeneration(category), ttl).Err(); err != nil {
+		return fmt.Errorf("end the reaper lease counter of %s: %w", category, err)
+	}
+	return nil
 }
