@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/internal/logsink"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
@@ -74,7 +75,7 @@ func TestLeaderLossStopsPass(t *testing.T) {
 			t.Errorf("m2 could not lead; logs:\n%s", logs2.String())
 		}
 	}
-	_, reaped, done := m1.reapCategory(ctx, make(chan struct{}), rdb.ReapCategory{Category: "order", ReapAfter: time.Millisecond})
+	_, reaped, done := m1.reapCategory(ctx, make(chan struct{}), rdb.ReapCategory{Category: "order", ReapAfter: time.Millisecond, Backfill: []string{rdb.DefaultBackfillSuffix}})
 	if done || reaped != stallAt-1 {
 		t.Fatalf("the pass went on after the loss: done %v, reaped %d, want %d; logs:\n%s", done, reaped, stallAt-1, logs1.String())
 	}
@@ -84,8 +85,9 @@ func TestLeaderLossStopsPass(t *testing.T) {
 }
 
 // Engines announce their categories; one leads and reaps them all,
-// including the categories it does not read itself; the other never
-// passes. When the leader stops it releases the lease, and the other
+// including the categories it does not read itself (with the other
+// engine's backfill lanes: a partition whose lane of another suffix holds
+// an entry is kept); the other never passes. When the leader stops it releases the lease, and the other
 // takes over. A pass also gives the counter of an older release's reaper
 // lease a TTL.
 func TestLeaderReapsEveryCategory(t *testing.T) {
@@ -97,12 +99,17 @@ func TestLeaderReapsEveryCategory(t *testing.T) {
 	}
 	seed("a", 5)
 	seed("b", 5)
+	c.SAdd(ctx, rdb.IndexKey("b"), "kept")
+	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: rdb.BackfillStream("b", "kept", "bf"), Values: []any{"n", "1"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
 	if err := c.Set(ctx, "{a}:__reapergen__", "7", 0).Err(); err != nil { // left by an older release
 		t.Fatal(err)
 	}
 	var logs1, logs2 logsink.Buffer
 	cfg1, cfg2 := testConfig(c, "m1", &logs1), testConfig(c, "m2", &logs2)
 	cfg1.LeaseTTL, cfg2.LeaseTTL = 600*time.Millisecond, 600*time.Millisecond
+	cfg2.BackfillSuffix = "bf"
 	m1, m2 := New(cfg1), New(cfg2)
 	stop1, stop2 := make(chan struct{}), make(chan struct{})
 	done1, done2 := make(chan struct{}), make(chan struct{})
@@ -111,7 +118,12 @@ func TestLeaderReapsEveryCategory(t *testing.T) {
 	go func() { defer close(done2); m2.Run(ctx, stop2, []string{"b"}) }()
 	defer func() { close(stop2); <-done2 }()
 	left := func(cat string) int { ks, _ := rdb.Partitions(ctx, c, cat); return len(ks) }
-	eventually(t, 10*time.Second, "both categories reaped", func() bool { return left("a") == 0 && left("b") == 0 })
+	eventually(t, 10*time.Second, "both categories reaped", func() bool {
+		return left("a") == 0 && left("b") == 1 && m1.stats.passes.Load() >= 2
+	})
+	if ks, _ := rdb.Partitions(ctx, c, "b"); len(ks) != 1 || ks[0] != "kept" {
+		t.Fatalf("category b keeps %v, want the partition whose bf lane holds an entry", ks)
+	}
 	if m2.stats.leads.Load() != 0 || m2.stats.passes.Load() != 0 {
 		t.Fatalf("the second instance led %d times and passed %d times beside the leader", m2.stats.leads.Load(), m2.stats.passes.Load())
 	}

@@ -8,12 +8,13 @@ import (
 )
 
 // One maintenance leader reaps for every engine. Each engine announces
-// the partitioned categories it reads, with its ReapAfter, in one sorted
-// set (rdb.AnnounceReap, every ReapEvery); the instance holding the
-// maintenance lease (rdb.MaintenanceLease) reaps every category announced
-// within categoriesTTL, each with the largest ReapAfter announced for it,
-// so a partition is reaped only once it is cold by the measure of every
-// engine reading it. Any engine with reaping on may lead, and whichever
+// the partitioned categories it reads, with its ReapAfter and
+// BackfillSuffix, in one sorted set (rdb.AnnounceReap, every ReapEvery);
+// the instance holding the maintenance lease (rdb.MaintenanceLease) reaps
+// every category announced within categoriesTTL, each with the largest
+// ReapAfter announced for it, so a partition is reaped only once it is
+// cold by the measure of every engine reading it, and with every backfill
+// lane any of them reads, so none is left behind holding entries. Any engine with reaping on may lead, and whichever
 // leads reaps the categories of all, including those it does not read
 // itself: an engine that never leads still has its categories reaped. An
 // engine with reaping off (ReapAfter < 0) announces nothing and never
@@ -63,7 +64,7 @@ func (m *Maintenance) Run(base context.Context, stop <-chan struct{}, cats []str
 	every := m.ReapEvery()
 	mine := make([]rdb.ReapCategory, len(cats))
 	for i, c := range cats {
-		mine[i] = rdb.ReapCategory{Category: c, ReapAfter: m.cfg.ReapAfter}
+		mine[i] = rdb.ReapCategory{Category: c, ReapAfter: m.cfg.ReapAfter, Backfill: []string{m.cfg.BackfillSuffix}}
 	}
 	defer m.release(base)
 	var announced time.Time
@@ -150,7 +151,7 @@ func (m *Maintenance) reapCategory(base context.Context, stop <-chan struct{}, r
 		if err := rdb.EndLegacyReaper(ctx, c, cat, m.cfg.LeaseTTL); err != nil {
 			m.cfg.Log.Debug("seqby: ending the reaper lease counter of an older release failed", "category", cat, "err", err)
 		}
-		if _, err := rdb.SettleReaping(ctx, c, cat, m.cfg.BackfillSuffix); err != nil {
+		if _, err := rdb.SettleReaping(ctx, c, cat, rc.Backfill); err != nil {
 			return err
 		}
 		var err error
@@ -183,7 +184,7 @@ func (m *Maintenance) reapCategory(base context.Context, stop <-chan struct{}, r
 			return checked, reaped, false
 		}
 		ctx, cancel := op()
-		ok, err := rdb.Reap(ctx, c, cat, k, m.cfg.BackfillSuffix, groups, rc.ReapAfter)
+		ok, err := rdb.Reap(ctx, c, cat, k, rc.Backfill, groups, rc.ReapAfter)
 		cancel()
 		checked++
 		if err != nil {

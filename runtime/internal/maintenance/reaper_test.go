@@ -32,7 +32,7 @@ func TestReaperRenewsByTime(t *testing.T) {
 	cfg := testConfig(slow, "reaper", &logs)
 	m := New(cfg)
 	start := time.Now()
-	if _, _, done := m.reapCategory(ctx, make(chan struct{}), rdb.ReapCategory{Category: "order", ReapAfter: cfg.ReapAfter}); !done {
+	if _, _, done := m.reapCategory(ctx, make(chan struct{}), rdb.ReapCategory{Category: "order", ReapAfter: cfg.ReapAfter, Backfill: []string{cfg.BackfillSuffix}}); !done {
 		t.Fatalf("the pass stopped; logs:\n%s", logs.String())
 	}
 	if left, err := rdb.Partitions(ctx, c, "order"); err != nil || len(left) != 0 {

@@ -33,7 +33,7 @@
 //	{category}:__reaping__               set         keys being reaped, read with the index (reap.go)
 //	seqby:__maintenance__                string      the maintenance leader's lease (one engine reaps every category), <owner_id>~<incarnation>:<generation>, PX TTL
 //	{seqby:__maintenance__}:__gen__      string      its generation counter: max(stored + 1, Redis time in µs) per acquire
-//	{seqby:__maintenance__}:__categories__  sorted set  the categories to reap, "<ReapAfter ms>|<category>", score = last announcement (Redis ms); dropped after 15 min, the set expires 15 min after the last
+//	{seqby:__maintenance__}:__categories__  sorted set  the categories to reap: {"c":category,"a":ReapAfter ms,"b":backfill suffix} per engine setting, score = last announcement (Redis ms); dropped after 15 min, the set expires 15 min after the last
 //	{value}:__pmlease__:pm               string      a sequential pm's lease on correlation value <value>
 //	{value}:__pmgen__:pm                 string      its generation counter: max(stored + 1, Redis time in µs) per acquire; reaped
 //	{value}:__pmstate__:pm               hash        pm state: version, data (JSON), applied:<stream> (last entry included), saved_by (the last save's nonce)

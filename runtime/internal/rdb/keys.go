@@ -74,7 +74,8 @@ func MaintenanceLease() LeaseRef {
 }
 
 // ReapCategoriesKey is the sorted set of the categories engines want
-// reaped, "<reap after ms>|<category>" scored by the last announcement
+// reaped, each member an engine's announcement of one (JSON: category,
+// ReapAfter in ms, backfill suffix) scored by its last time
 // (Redis ms): "{seqby:__maintenance__}:__categories__", in the leader
 // lease's slot. See AnnounceReap.
 const ReapCategoriesKey = "{seqby:__maintenance__}:__categories__"

@@ -10,21 +10,23 @@ import (
 )
 
 // Engines announce the categories they want reaped; the list holds each
-// category once, with the largest ReapAfter announced for it, drops what
-// no engine announced within the TTL, and ends with the last
-// announcement. Members not written by AnnounceReap are skipped.
+// category once, with the largest ReapAfter and every backfill suffix
+// announced for it, drops what no engine announced within the TTL, and
+// ends with the last announcement. Members not written by AnnounceReap
+// are skipped.
 func TestAnnounceReap(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	const ttl = 400 * time.Millisecond
-	if _, err := AnnounceReap(ctx, c, []ReapCategory{{"order", time.Minute}, {"pay", time.Hour}}, ttl); err != nil {
+	bf := []string{DefaultBackfillSuffix}
+	if _, err := AnnounceReap(ctx, c, []ReapCategory{{"order", time.Minute, bf}, {"pay", time.Hour, bf}}, ttl); err != nil {
 		t.Fatal(err)
 	}
-	c.ZAdd(ctx, ReapCategoriesKey, redis.Z{Score: float64(time.Now().UnixMilli()), Member: "garbage"})
-	got, err := AnnounceReap(ctx, c, []ReapCategory{{"order", time.Hour}, {"ship", time.Second}}, ttl)
+	c.ZAdd(ctx, ReapCategoriesKey, redis.Z{Score: float64(time.Now().UnixMilli()), Member: "garbage"}, redis.Z{Score: float64(time.Now().UnixMilli()), Member: `{"c":"x","a":1}`})
+	got, err := AnnounceReap(ctx, c, []ReapCategory{{"order", time.Hour, []string{"bf"}}, {"ship", time.Second, bf}}, ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []ReapCategory{{"order", time.Hour}, {"pay", time.Hour}, {"ship", time.Second}}
+	want := []ReapCategory{{"order", time.Hour, []string{"backfill", "bf"}}, {"pay", time.Hour, bf}, {"ship", time.Second, bf}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("categories (-want +got):\n%s", diff)
 	}
@@ -33,7 +35,7 @@ func TestAnnounceReap(t *testing.T) {
 	}
 	// "ship" is announced again after half the TTL; the rest age out.
 	time.Sleep(ttl / 2)
-	if _, err := AnnounceReap(ctx, c, []ReapCategory{{"ship", time.Second}}, ttl); err != nil {
+	if _, err := AnnounceReap(ctx, c, []ReapCategory{{"ship", time.Second, bf}}, ttl); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(ttl/2 + 50*time.Millisecond)
@@ -41,7 +43,7 @@ func TestAnnounceReap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]ReapCategory{{"ship", time.Second}}, got); diff != "" {
+	if diff := cmp.Diff([]ReapCategory{{"ship", time.Second, bf}}, got); diff != "" {
 		t.Fatalf("after the others aged out (-want +got):\n%s", diff)
 	}
 	if n := c.ZCard(ctx, ReapCategoriesKey).Val(); n != 1 {
@@ -55,14 +57,14 @@ func TestAnnounceReap(t *testing.T) {
 func TestAnnounceReapRunTwice(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	lc, l := lossy(t, c, "reap_categories")
-	got, err := AnnounceReap(ctx, lc, []ReapCategory{{"order", time.Minute}}, time.Minute)
+	got, err := AnnounceReap(ctx, lc, []ReapCategory{{"order", time.Minute, []string{DefaultBackfillSuffix}}}, time.Minute)
 	if l.Lost() != 1 {
 		t.Fatalf("lost %d replies, want 1", l.Lost())
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]ReapCategory{{"order", time.Minute}}, got); diff != "" {
+	if diff := cmp.Diff([]ReapCategory{{"order", time.Minute, []string{DefaultBackfillSuffix}}}, got); diff != "" {
 		t.Fatalf("categories (-want +got):\n%s", diff)
 	}
 	if n := c.ZCard(ctx, ReapCategoriesKey).Val(); n != 1 {

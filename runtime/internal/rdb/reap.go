@@ -2,10 +2,10 @@ package rdb
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -65,9 +65,14 @@ import (
 // of the lanes is reached. A state on another Redis or in a custom store
 // is not; a RedisStateStore's fenced saves work only on the engine's
 // Redis anyway, as the fence is the pm lease.
-func Reap(ctx context.Context, c redis.UniversalClient, category, key, backfillSuffix string, groups []string, idle time.Duration) (bool, error) {
+//
+// backfill lists the suffixes of the partition's backfill lanes, one per
+// BackfillSuffix the engines reading the category use (a reaper of
+// another engine's category must know its lanes, or it would reap the
+// stream beside a backfill lane holding entries).
+func Reap(ctx context.Context, c redis.UniversalClient, category, key string, backfill, groups []string, idle time.Duration) (bool, error) {
 	stream := PartitionStream(category, key)
-	lanes := []string{stream, BackfillStream(category, key, backfillSuffix)}
+	lanes := partitionLanes(category, key, backfill)
 	groups = append([]string(nil), groups...)
 	for range 3 {
 		keys := append([]string(nil), lanes...)
@@ -135,16 +140,26 @@ func settle(ctx context.Context, c redis.UniversalClient, category, key string, 
 	return nil
 }
 
+// partitionLanes are a partition's stream and its backfill lane of each
+// suffix in backfill.
+func partitionLanes(category, key string, backfill []string) []string {
+	lanes := []string{PartitionStream(category, key)}
+	for _, sfx := range backfill {
+		lanes = append(lanes, BackfillStream(category, key, sfx))
+	}
+	return lanes
+}
+
 // SettleReaping finishes the reaps of category an earlier reaper left in
-// the reaping set, and returns how many it found.
-func SettleReaping(ctx context.Context, c redis.UniversalClient, category, backfillSuffix string) (int, error) {
+// the reaping set, and returns how many it found; backfill is as for
+// Reap.
+func SettleReaping(ctx context.Context, c redis.UniversalClient, category string, backfill []string) (int, error) {
 	keys, err := c.SMembers(ctx, ReapingKey(category)).Result()
 	if err != nil {
 		return 0, fmt.Errorf("read the reaping set of %s: %w", category, err)
 	}
 	for _, k := range keys {
-		lanes := []string{PartitionStream(category, k), BackfillStream(category, k, backfillSuffix)}
-		if err := settle(ctx, c, category, k, lanes); err != nil {
+		if err := settle(ctx, c, category, k, partitionLanes(category, k, backfill)); err != nil {
 			return 0, err
 		}
 	}
@@ -160,41 +175,66 @@ func Groups(ctx context.Context, c redis.UniversalClient, category string) ([]st
 	return groups, nil
 }
 
-// ReapCategory is a category to reap, and how long its partitions must
-// stay cold first.
+// ReapCategory is a category to reap: how long its partitions must stay
+// cold first, and the suffixes of their backfill lanes.
 type ReapCategory struct {
 	Category  string
 	ReapAfter time.Duration
+	Backfill  []string
+}
+
+// reapMember is one engine's announcement of a category, a member of
+// ReapCategoriesKey (JSON, so any category or suffix fits, and one
+// engine's announcements are the same string each time).
+type reapMember struct {
+	Category  string `json:"c"`
+	ReapAfter int64  `json:"a"` // milliseconds
+	Backfill  string `json:"b"`
 }
 
 // AnnounceReap records, in ReapCategoriesKey, that this engine wants
-// cats reaped, and returns every category any engine announced within
-// ttl (the maintenance leader reaps them), each with the largest
-// ReapAfter announced for it, sorted by category. An engine announces
-// more often than ttl; a category no engine announced for ttl is
-// dropped, and the set expires ttl after the last announcement
-// (reap_categories.lua). With no cats it only lists.
+// cats reaped (each with one backfill suffix, its own), and returns every
+// category any engine announced within ttl (the maintenance leader reaps
+// them), each with the largest ReapAfter and every backfill suffix
+// announced for it, sorted by category. An engine announces more often
+// than ttl; an announcement not repeated for ttl is dropped, and the set
+// expires ttl after the last one (reap_categories.lua). With no cats it
+// only lists.
 func AnnounceReap(ctx context.Context, c redis.UniversalClient, cats []ReapCategory, ttl time.Duration) ([]ReapCategory, error) {
 	args := []any{ttl.Milliseconds()}
 	for _, rc := range cats {
-		args = append(args, strconv.FormatInt(rc.ReapAfter.Milliseconds(), 10)+"|"+rc.Category)
+		for _, sfx := range rc.Backfill {
+			m, err := json.Marshal(reapMember{Category: rc.Category, ReapAfter: rc.ReapAfter.Milliseconds(), Backfill: sfx})
+			if err != nil {
+				return nil, fmt.Errorf("announce the categories to reap: %w", err)
+			}
+			args = append(args, string(m))
+		}
 	}
 	members, err := scriptReapCategories.Run(ctx, c, []string{ReapCategoriesKey}, args...).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("announce the categories to reap: %w", err)
 	}
-	after := map[string]time.Duration{}
-	for _, m := range members {
-		ms, cat, ok := strings.Cut(m, "|")
-		n, err := strconv.ParseInt(ms, 10, 64)
-		if !ok || err != nil || cat == "" {
+	byCat := map[string]*ReapCategory{}
+	for _, raw := range members {
+		var m reapMember
+		if json.Unmarshal([]byte(raw), &m) != nil || m.Category == "" || m.Backfill == "" {
 			continue // not written by AnnounceReap: nothing to reap
 		}
-		after[cat] = max(after[cat], time.Duration(n)*time.Millisecond)
+		rc := byCat[m.Category]
+		if rc == nil {
+			rc = &ReapCategory{Category: m.Category}
+			byCat[m.Category] = rc
+		}
+		rc.ReapAfter = max(rc.ReapAfter, time.Duration(m.ReapAfter)*time.Millisecond)
+		if !slices.Contains(rc.Backfill, m.Backfill) {
+			rc.Backfill = append(rc.Backfill, m.Backfill)
+		}
 	}
-	out := make([]ReapCategory, 0, len(after))
-	for cat, d := range after {
-		out = append(out, ReapCategory{Category: cat, ReapAfter: d})
+	out := make([]ReapCategory, 0, len(byCat))
+	for _, rc := range byCat {
+		sort.Strings(rc.Backfill)
+		out = append(out, *rc)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Category < out[j].Category })
 	return out, nil

@@ -104,7 +104,7 @@ func TestReapConditions(t *testing.T) {
 			c.HSetNX(ctx, WakeKey(stream), "h", "dead~1")
 			before, _ := c.XLen(ctx, stream).Result()
 
-			reaped, err := Reap(ctx, c, "order", "k", DefaultBackfillSuffix, []string{"h"}, tc.idle)
+			reaped, err := Reap(ctx, c, "order", "k", []string{DefaultBackfillSuffix}, []string{"h"}, tc.idle)
 			if err != nil || reaped != tc.reap {
 				t.Fatalf("Reap = %v, %v; want %v", reaped, err, tc.reap)
 			}
@@ -142,7 +142,7 @@ func TestSettleReaping(t *testing.T) {
 	if len(keys) != 2 {
 		t.Fatalf("partitions while reaping: %v", keys)
 	}
-	if n, err := SettleReaping(ctx, c, "order", DefaultBackfillSuffix); n != 2 || err != nil {
+	if n, err := SettleReaping(ctx, c, "order", []string{DefaultBackfillSuffix}); n != 2 || err != nil {
 		t.Fatalf("SettleReaping = %d, %v", n, err)
 	}
 	index, _ := c.SMembers(ctx, IndexKey("order")).Result()
@@ -220,7 +220,7 @@ func reapRace(t *testing.T, c redis.UniversalClient) {
 				}
 				ks, _ := Partitions(ctx, c, "order")
 				for _, k := range ks {
-					if ok, err := Reap(ctx, c, "order", k, DefaultBackfillSuffix, nil, 0); err != nil {
+					if ok, err := Reap(ctx, c, "order", k, []string{DefaultBackfillSuffix}, nil, 0); err != nil {
 						t.Error(err)
 					} else if ok {
 						reaped.Add(1)
@@ -320,7 +320,7 @@ func TestSettleBesideAnotherReaper(t *testing.T) {
 			t.Error(err)
 		}
 	}})
-	reaped, err := Reap(ctx, a, "order", "k", DefaultBackfillSuffix, nil, 0)
+	reaped, err := Reap(ctx, a, "order", "k", []string{DefaultBackfillSuffix}, nil, 0)
 	if err != nil || !reaped {
 		t.Fatalf("Reap = %v, %v", reaped, err)
 	}
@@ -330,5 +330,23 @@ func TestSettleBesideAnotherReaper(t *testing.T) {
 	keys, err := Partitions(ctx, c, "order")
 	if err != nil || len(keys) != 1 || keys[0] != "k" {
 		t.Fatalf("partitions %v (%v): the key with an entry is in neither the index nor the reaping set", keys, err)
+	}
+}
+
+// A partition is reaped with every backfill lane the engines reading its
+// category use: one whose lane of another engine's suffix holds an entry
+// is kept, though its stream and default lane are cold.
+func TestReapEveryBackfillLane(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	c.SAdd(ctx, IndexKey("order"), "k")
+	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: BackfillStream("order", "k", "bf"), Values: []any{"n", "1"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	reaped, err := Reap(ctx, c, "order", "k", []string{DefaultBackfillSuffix, "bf"}, nil, 0)
+	if err != nil || reaped {
+		t.Fatalf("Reap = %v, %v; want kept", reaped, err)
+	}
+	if n := c.XLen(ctx, BackfillStream("order", "k", "bf")).Val(); n != 1 {
+		t.Fatalf("the bf lane holds %d entries", n)
 	}
 }

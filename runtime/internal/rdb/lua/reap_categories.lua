@@ -3,7 +3,8 @@
 --
 -- KEYS[1] the categories set (ReapCategoriesKey)
 -- ARGV[1] how long an announcement counts, in milliseconds
--- ARGV[2..] the members to announce, "<reap after ms>|<category>"
+-- ARGV[2..] the members to announce (JSON: category, reap after ms,
+--           backfill suffix)
 -- Returns every member announced within ARGV[1], by score.
 --
 -- A member's score is the Redis time of its last announcement (GT: never
