@@ -140,3 +140,30 @@ func TestLeaderReapsEveryCategory(t *testing.T) {
 		t.Fatalf("losses: %d, %d", m1.stats.losses.Load(), m2.stats.losses.Load())
 	}
 }
+
+// A leader between passes keeps its lease: with passes minutes apart, it
+// still renews by time, so after several lease terms it leads with the
+// lease it took and has lost nothing.
+func TestIdleLeaderKeepsItsLease(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	var logs logsink.Buffer
+	cfg := testConfig(c, "m1", &logs)
+	cfg.LeaseTTL, cfg.ReapAfter = 300*time.Millisecond, time.Hour // a pass every 5 minutes
+	m := New(cfg)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() { defer close(done); m.Run(ctx, stop, []string{"order"}) }()
+	eventually(t, 10*time.Second, "leading", func() bool { return m.stats.leads.Load() == 1 })
+	token := c.Get(ctx, rdb.MaintenanceLease().Key).Val()
+	eventually(t, 10*time.Second, "renewals over several terms", func() bool { return m.stats.renewals.Load() >= 6 })
+	close(stop)
+	<-done
+	if m.stats.losses.Load() != 0 || m.stats.leads.Load() != 1 || m.stats.passes.Load() != 0 {
+		t.Fatalf("losses %d, leads %d, passes %d; logs:\n%s", m.stats.losses.Load(), m.stats.leads.Load(), m.stats.passes.Load(), logs.String())
+	}
+	if !strings.HasPrefix(token, "m1~test:") {
+		t.Fatalf("the lease held %q", token)
+	}
+	if c.Exists(ctx, rdb.MaintenanceLease().Key).Val() != 0 {
+		t.Fatal("the lease was not released when Run returned")
+	}
+}

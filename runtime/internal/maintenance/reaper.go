@@ -87,7 +87,10 @@ func (m *Maintenance) Run(base context.Context, stop <-chan struct{}, cats []str
 		}
 		wait := min(m.cfg.LeaseTTL/renewEach, time.Until(announced.Add(every)))
 		if m.leading() {
-			wait = min(wait, time.Until(nextPass))
+			// Wake when the renewal is due, not a third of LeaseTTL from
+			// now: a renewal that came just short of due would otherwise
+			// wait until two thirds of the term had passed.
+			wait = min(wait, time.Until(nextPass), time.Until(m.renewed.Add(m.cfg.LeaseTTL/renewEach)))
 		}
 		timer.Reset(max(wait, time.Millisecond))
 	}
