@@ -4,7 +4,9 @@
 //   - reaping: cold partitions (their lanes empty, nothing pending,
 //     nothing published for ReapAfter) that nobody owns are removed,
 //     streams, groups, generations and index entry (rdb.Reap), so a
-//     category's index does not grow without bound;
+//     category's index does not grow without bound. One engine instance,
+//     the maintenance leader, reaps every category the engines announce
+//     (Run);
 //   - retention: a worker trims its lanes to what some group of the
 //     category has not acked (Trim), so a handled partition ends empty
 //     and can turn cold;

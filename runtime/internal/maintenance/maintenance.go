@@ -21,19 +21,21 @@ type Config struct {
 	// the other instances' counts.
 	Owner string
 	// Incarnation is the engine's incarnation, the owner part of the
-	// reaper's lease token.
+	// maintenance lease's token.
 	Incarnation string
-	// LeaseTTL is Options.LeaseTTL: the reaper lease's term, and the
-	// period of the unowned check.
+	// LeaseTTL is Options.LeaseTTL: the maintenance lease's term, and
+	// the period of the unowned check.
 	LeaseTTL time.Duration
 	// DiscoveryInterval is Options.DiscoveryInterval: how soon a free
 	// partition is claimed, which UnownedAfter allows for, and the
 	// shortest reaper period.
 	DiscoveryInterval time.Duration
 	// ReapAfter is Options.ReapAfter: how long a partition stays cold
-	// before it is reaped; 0 or less: never (Run returns at once).
+	// before it is reaped, as this engine announces it; 0 or less: never
+	// (Run returns at once, announcing nothing and never leading).
 	ReapAfter time.Duration
-	// BackfillSuffix is Options.BackfillSuffix, naming backfill lanes.
+	// BackfillSuffix is Options.BackfillSuffix, naming this engine's
+	// backfill lanes, announced with its categories.
 	BackfillSuffix string
 	// MemberTTL is how long a member announcement lasts
 	// (membership.Instance.MemberTTL).
@@ -97,7 +99,6 @@ type Maintenance struct {
 // stats are the leader's counts since New.
 type stats struct {
 	leads, renewals, losses, passes, reaped atomic.Int64
-	lastPass                                atomic.Int64 // the last whole pass's duration
 }
 
 // New returns the Maintenance for cfg.

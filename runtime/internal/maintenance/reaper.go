@@ -14,12 +14,13 @@ import (
 // every category announced within categoriesTTL, each with the largest
 // ReapAfter announced for it, so a partition is reaped only once it is
 // cold by the measure of every engine reading it, and with every backfill
-// lane any of them reads, so none is left behind holding entries. Any engine with reaping on may lead, and whichever
-// leads reaps the categories of all, including those it does not read
-// itself: an engine that never leads still has its categories reaped. An
-// engine with reaping off (ReapAfter < 0) announces nothing and never
-// leads; its categories are reaped only if another engine reading them
-// has reaping on, as before the leader.
+// lane any of them reads, so none is left behind holding entries. Any
+// engine with reaping on may lead, and whichever leads reaps the
+// categories of all, including those it does not read itself: an engine
+// that never leads still has its categories reaped. An engine with
+// reaping off (ReapAfter < 0) announces nothing and never leads; its
+// categories are reaped only if another engine reading them has reaping
+// on, as before the leader.
 //
 // The lease only keeps instances from repeating each other's work, as
 // the reaper lease per category did before it: no step rests on it
@@ -128,7 +129,6 @@ func (m *Maintenance) pass(base context.Context, stop <-chan struct{}) {
 	}
 	took := time.Since(start)
 	m.stats.passes.Add(1)
-	m.stats.lastPass.Store(int64(took))
 	log := m.cfg.Log.Debug
 	if reaped > 0 {
 		log = m.cfg.Log.Info
