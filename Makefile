@@ -90,5 +90,6 @@ bench: redis
 	$(GO) test ./runtime/bench -run '^$$' -bench Idle -benchtime 2000x -count 1
 	$(GO) test ./runtime/bench -run '^$$' -bench Idle -benchtime 100000x -count 1 -timeout 30m
 	$(GO) test ./runtime/bench -run '^$$' -bench Storage -benchtime 20000x -count 1
+	$(GO) test ./runtime/bench -run '^$$' -bench Reap -benchtime 10000x -count 1 -timeout 20m
 	$(GO) test ./cmd/seqgen -run '^$$' -bench LargeModule -benchtime 3x -count 1
 	$(GO) test ./runtime/inspect/console -run '^$$' -bench Console -benchtime 5x -count 1 -timeout 20m

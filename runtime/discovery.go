@@ -139,7 +139,7 @@ func (e *Engine) balancePM(base context.Context, stop <-chan struct{}, name stri
 
 // cycle is one discovery cycle of a keyed handler or sequential pm:
 // announce this instance (as live only while it makes progress: the
-// membership health strikes), list the units, report those left unowned (unowned.go),
+// membership health strikes), list the units, report those left unowned (package maintenance),
 // and move this instance's share toward ceil(units / live members):
 // release the excess at a message boundary, or claim free units.
 func (e *Engine) cycle(base context.Context, stop <-chan struct{}, handler string, wg *sync.WaitGroup,
@@ -165,7 +165,7 @@ func (e *Engine) cycle(base context.Context, stop <-chan struct{}, handler strin
 		return
 	}
 	e.discovered(handler)
-	defer e.checkUnowned(base, handler, units)
+	defer e.maint.CheckUnowned(base, handler, maintenanceUnits(units))
 	if !join {
 		live++ // not in the set, but claiming: count it, or it would aim at everything
 	}

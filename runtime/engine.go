@@ -15,6 +15,7 @@ import (
 	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/lease"
+	"github.com/seqby/seqby/runtime/internal/maintenance"
 	"github.com/seqby/seqby/runtime/internal/membership"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 	"github.com/seqby/seqby/runtime/internal/replicas"
@@ -76,13 +77,9 @@ type Engine struct {
 	// key, announcements, health strikes, faults and deploy records
 	// (package membership), with its own lock.
 	members *membership.Instance
-	// unowned holds the partitions seen without an owner (unowned.go), and
-	// unownedAt when each handler was last checked.
-	unowned   map[string]unownedMark
-	unownedAt map[string]time.Time
-	// ownedTotal is, per handler, the partitions owned across the live
-	// instances at the last unowned check (unowned.go).
-	ownedTotal map[string]int64
+	// maint reaps cold partitions, trims acked entries and checks for
+	// unowned partitions (package maintenance), with its own lock.
+	maint *maintenance.Maintenance
 	// held holds, per handler, the units found held lately (held.go).
 	held map[string]*heldMemo
 
@@ -125,9 +122,9 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	e := &Engine{
 		reg: NewRegistry("redis", StreamPartitioning|ConsumerGroups),
 		c:   c, o: o, incarnation: membership.NewIncarnation(o.OwnerID),
-		log:     o.Logger.With("owner", o.OwnerID),
-		index:   newIndexCache(),
-		unowned: map[string]unownedMark{}, unownedAt: map[string]time.Time{}, ownedTotal: map[string]int64{}, held: map[string]*heldMemo{},
+		log:   o.Logger.With("owner", o.OwnerID),
+		index: newIndexCache(),
+		held:  map[string]*heldMemo{},
 
 		large: map[string]largeCategory{},
 	}
@@ -149,6 +146,7 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	e.workers = e.newWorkers(o, batch)
 	e.renewer = lease.NewRenewer(e.leases, lease.RenewerConfig{List: e.workers.Helds, PermanentErrors: PermanentRedisErrors})
 	e.unkeyed = e.newUnkeyed(o)
+	e.maint = e.newMaintenance(o)
 	return e, nil
 }
 
@@ -261,7 +259,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	// Faults, failures and unowned marks are per Run: a second Run
 	// neither reports the first one's nor skips what it failed on.
 	e.members.Reset()
-	e.unowned, e.unownedAt = map[string]unownedMark{}, map[string]time.Time{}
+	e.maint.Reset()
 	e.held = map[string]*heldMemo{}
 	e.startedAt, e.discoveredAt = time.Now(), map[string]time.Time{}
 	e.mu.Unlock()
@@ -356,7 +354,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	go func() { defer wg.Done(); e.heartbeatLoop(hbCtx) }()
 	if cats := partitionedCategories(cs); e.reaping() && len(cats) > 0 {
 		wg.Add(1)
-		go func() { defer wg.Done(); e.reapLoop(base, stop, cats) }()
+		go func() { defer wg.Done(); e.maint.Run(base, stop, cats) }()
 	}
 	e.mu.Lock()
 	e.consuming = true

@@ -104,9 +104,7 @@ func TestUnownedCheckSkipsOwnedPartitions(t *testing.T) {
 	recorded := time.Now()
 	eventually(t, 20*time.Second, "a check on each instance since", func() bool {
 		for _, r := range rs {
-			r.mu.Lock()
-			marks, at := len(r.unowned), r.unownedAt["orders"]
-			r.mu.Unlock()
+			marks, at := r.maint.Checked("orders")
 			if marks > 0 || !at.After(recorded) {
 				return false
 			}

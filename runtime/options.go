@@ -157,9 +157,11 @@ type Options struct {
 	ReplicaTimeout time.Duration
 	// ReapAfter is how long a partition must stay cold (its lanes empty,
 	// nothing pending in any group, nothing published to it) before its
-	// owner lets it go and the category's reaper removes its streams,
-	// groups, generations and index entry; a later publish to the key
-	// recreates it. Default 1h; negative: never reap.
+	// owner lets it go and the maintenance leader (one engine instance
+	// for all) removes its streams, groups, generations and index entry;
+	// a later publish to the key recreates it. Engines reading a category
+	// with different values reap it by the largest. Default 1h; negative:
+	// never reap (the engine announces no category and never leads).
 	ReapAfter time.Duration
 	// PartitionWarnThreshold logs a warning when a category has more
 	// partitions than this (Redis partitions are for bounded key sets).

@@ -345,16 +345,17 @@ func noSkips(ran []int, n int) bool {
 	return top == n
 }
 
-// A reaper whose lease acquire Redis ran twice uses the lease it holds:
-// it used to take its own lease for another's, skip the pass, and leave
-// every reaper of the category blocked for LeaseTTL.
-func TestReaperLeaseAcquiredTwice(t *testing.T) {
+// An engine whose acquire of the maintenance lease Redis ran twice leads
+// with the lease it holds: the reaper (then with a lease per category)
+// used to take its own lease for another's, skip the pass, and leave
+// every reaper blocked for LeaseTTL.
+func TestMaintenanceLeaseAcquiredTwice(t *testing.T) {
 	s := redistest.New(t)
 	ctx := ctxT(t)
 	var l redistest.LostReply
 	c := redis.NewClient(&redis.Options{Addr: s.Addr, ContextTimeoutEnabled: true, Dialer: l.Dialer(nil)})
 	t.Cleanup(func() { c.Close() })
-	reaper := rdb.ReaperLease("order").Key
+	reaper := rdb.MaintenanceLease().Key
 	l.Arm(func(args []string) bool { return runsScript("acquire")(args) && slices.Contains(args, reaper) }, redistest.EOF, 1)
 	j := newJournal()
 	h := keyedHandler("reaped", func(_ context.Context, e *testEvent) error {
@@ -364,7 +365,7 @@ func TestReaperLeaseAcquiredTwice(t *testing.T) {
 	})
 	opts := fastOptions("reaper-twice")
 	opts.ReapAfter = 300 * time.Millisecond
-	// A blocked reaper lease would outlast the test's wait.
+	// A blocked maintenance lease would outlast the test's wait.
 	opts.LeaseTTL = time.Minute
 	startEngine(t, c, opts, h)
 	if err := NewPublisher(c).Publish(ctx, ev("k", 1)); err != nil {

@@ -2,7 +2,6 @@ package runtime
 
 import (
 	"context"
-	"time"
 
 	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/rdb"
@@ -10,38 +9,18 @@ import (
 )
 
 // Retention: a stream keeps only what some consumer group of its category
-// has not acked (rdb.Trim), so an idle, fully handled partition ends
-// empty. Every worker that acks trims its own lanes, batched: after
-// worker.TrimEvery acks, and when it finds its lanes drained (worker.Trims
-// counts). Dead-letter streams are never trimmed.
+// has not acked (package maintenance's Trim), so an idle, fully handled
+// partition ends empty. Every worker that acks trims its own lanes,
+// batched: after worker.TrimEvery acks, and when it finds its lanes
+// drained (worker.Trims counts). Dead-letter streams are never trimmed.
 
 // trim runs retention on lanes (the category of each in cats) and resets
 // t when it succeeded. A failure is logged and tried again at the next
 // due trim: retention lagging behind loses nothing. handler names the
 // worker that trims, for its log line.
 func (e *Engine) trim(ctx context.Context, handler string, t *worker.Trims, cats, lanes []string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	ok := true
-	groups := map[string][]string{} // read once per category and trim
-	for i, lane := range lanes {
-		gs, read := groups[cats[i]]
-		var err error
-		if !read {
-			if gs, err = rdb.Groups(ctx, e.c, cats[i]); err == nil {
-				groups[cats[i]] = gs
-			}
-		}
-		if err == nil {
-			_, err = rdb.Trim(ctx, e.c, gs, lane)
-		}
-		if err != nil {
-			ok = false
-			e.log.Warn("seqby: trimming acked entries failed; retried at the next trim", "handler", handler, "stream", lane, "err", err)
-		}
-	}
 	// A failed trim stays due, retried a while later (Trims.Tried).
-	t.Tried(ok)
+	t.Tried(e.maint.Trim(ctx, handler, cats, lanes))
 }
 
 // GroupStart says where a handler that has never run starts reading its

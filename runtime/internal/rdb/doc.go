@@ -31,8 +31,9 @@
 //	{category}:__fanout__                string      set (TTL) while an engine runs an unkeyed handler on the category: every publish signals {category}:__signal__
 //	{category}:__groups__                hash        the category's handlers (consumer groups) and where each new one starts
 //	{category}:__reaping__               set         keys being reaped, read with the index (reap.go)
-//	{category}:__reaper__                string      the category reaper's lease, <owner_id>~<incarnation>:<generation>
-//	{category}:__reapergen__             string      its generation counter
+//	seqby:__maintenance__                string      the maintenance leader's lease (one engine reaps every category), <owner_id>~<incarnation>:<generation>, PX TTL
+//	{seqby:__maintenance__}:__gen__      string      its generation counter: max(stored + 1, Redis time in µs) per acquire
+//	{seqby:__maintenance__}:__categories__  sorted set  the categories to reap: {"c":category,"a":ReapAfter ms,"b":backfill suffix} per engine setting, score = last announcement (Redis ms); dropped after 15 min, the set expires 15 min after the last
 //	{value}:__pmlease__:pm               string      a sequential pm's lease on correlation value <value>
 //	{value}:__pmgen__:pm                 string      its generation counter: max(stored + 1, Redis time in µs) per acquire; reaped
 //	{value}:__pmstate__:pm               hash        pm state: version, data (JSON), applied:<stream> (last entry included), saved_by (the last save's nonce)
@@ -102,7 +103,7 @@
 // and answers its second run as the first. Why each is safe:
 //
 //	ack.lua                XACK is idempotent; the fence and pause checks only read
-//	acquire.lua            a second run finds its own lease and says held by this incarnation, which the engine adopts (lease.Leases.Adopt; the reaper too)
+//	acquire.lua            a second run finds its own lease and says held by this incarnation, which the engine adopts (lease.Leases.Adopt; the maintenance leader too)
 //	admit_age.lua          adds the same member again, its end no earlier: the age read is the same
 //	admit_age_read.lua     reads only
 //	append_once.lua        the second run finds the message id and appends nothing
@@ -124,6 +125,7 @@
 //	read.lua               the second run's pending pass hands back what the first delivered, one entry at a time
 //	read_oldest.lua        the second run's pending pass hands back the one entry the first delivered
 //	reap.lua               the second run finds the partition gone and answers as the first
+//	reap_categories.lua    announces the same categories again: only their scores move, and the list is the same
 //	reclaim.lua            claims the same entries again (JUSTID: no delivery counted)
 //	record_halt.lua        writes the same record again under the same fence
 //	register_group.lua     HSETNX: the second run reads the start the first stored
@@ -150,6 +152,7 @@
 //	StoreAdmitAgeAcked    admit_age.lua and WAIT on one connection (the strict mode), both sent again on a new connection after a lost reply (Resend)
 //	heartbeats            PEXPIRE, SET and DEL of the engine's own keys; an empty signal wakes nobody
 //	indexes               SADD, SREM and SMOVE of set members (halted, paused, reaping, the category index): idempotent
+//	Reap, after reap.lua  SMOVE to the reaping set, EXISTS of the lanes, then SADD back or SREM (and EXISTS again: another reaper may have moved the key); EndLegacyReaper's PEXPIRE: each idempotent, and safe beside another reaper
 //	pause                 SADD and SET NX of the mark: a second run finds its own note, byte for byte, and answers paused
 //	resume                clear_pause.lua
 //	audit                 audit.lua, by the action's op: one entry per action

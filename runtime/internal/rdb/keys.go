@@ -64,12 +64,27 @@ func IndexKey(category string) string { return "{" + category + "}:__partitions_
 // reads both (Partitions).
 func ReapingKey(category string) string { return "{" + category + "}:__reaping__" }
 
-// ReaperLease is the lease one engine instance at a time holds to reap a
-// category: "{category}:__reaper__", its generation in
-// "{category}:__reapergen__".
-func ReaperLease(category string) LeaseRef {
-	return LeaseRef{Key: "{" + category + "}:__reaper__", Generation: "{" + category + "}:__reapergen__"}
+// MaintenanceLease is the lease of the maintenance leader, the one engine
+// instance that reaps every category announced in ReapCategoriesKey:
+// "seqby:__maintenance__", its generation in
+// "{seqby:__maintenance__}:__gen__" (tagged to share the lease's slot, as
+// acquire.lua writes both).
+func MaintenanceLease() LeaseRef {
+	return LeaseRef{Key: "seqby:__maintenance__", Generation: "{seqby:__maintenance__}:__gen__"}
 }
+
+// ReapCategoriesKey is the sorted set of the categories engines want
+// reaped, each member an engine's announcement of one (JSON: category,
+// ReapAfter in ms, backfill suffix) scored by its last time
+// (Redis ms): "{seqby:__maintenance__}:__categories__", in the leader
+// lease's slot. See AnnounceReap.
+const ReapCategoriesKey = "{seqby:__maintenance__}:__categories__"
+
+// legacyReaperGeneration is the generation counter of the per-category
+// reaper lease ("{category}:__reaper__") of releases before the
+// maintenance leader. It was written without a TTL; EndLegacyReaper gives
+// it one.
+func legacyReaperGeneration(category string) string { return "{" + category + "}:__reapergen__" }
 
 // SignalKey is the category's wake-up stream, in the category's slot: the
 // publisher appends the key of every partition it writes to, so idle

@@ -84,7 +84,7 @@ func TestReapKeepsAPausedPartition(t *testing.T) {
 		if tc.mark != "" {
 			c.Set(ctx, tc.mark, "{}", 0)
 		}
-		reaped, err := Reap(ctx, c, "order", "k1", "backfill", []string{"g"}, time.Millisecond)
+		reaped, err := Reap(ctx, c, "order", "k1", []string{"backfill"}, []string{"g"}, time.Millisecond)
 		if err != nil || reaped != tc.reaped {
 			t.Errorf("%s: reaped %v, %v; want %v", tc.name, reaped, err, tc.reaped)
 		}

@@ -47,7 +47,7 @@ func reapDropsAppliedMarks(t *testing.T, c redis.UniversalClient) {
 		}
 	}
 
-	reaped, err := Reap(ctx, c, "order", "k", DefaultBackfillSuffix, []string{"flow", "h"}, 0)
+	reaped, err := Reap(ctx, c, "order", "k", []string{DefaultBackfillSuffix}, []string{"flow", "h"}, 0)
 	if err != nil || !reaped {
 		t.Fatalf("Reap = %v, %v; want reaped", reaped, err)
 	}
@@ -89,7 +89,7 @@ func reapDropsAppliedMarks(t *testing.T, c redis.UniversalClient) {
 	// reap of lanes that are already gone touches nothing.
 	c.SAdd(ctx, IndexKey("order"), "k")
 	before, _ := c.HGetAll(ctx, StateKey("flow", "k")).Result()
-	if reaped, err := Reap(ctx, c, "order", "k", DefaultBackfillSuffix, []string{"flow", "h"}, time.Hour); err != nil || !reaped {
+	if reaped, err := Reap(ctx, c, "order", "k", []string{DefaultBackfillSuffix}, []string{"flow", "h"}, time.Hour); err != nil || !reaped {
 		t.Fatalf("Reap of a partition without lanes = %v, %v; want reaped", reaped, err)
 	}
 	after, _ := c.HGetAll(ctx, StateKey("flow", "k")).Result()

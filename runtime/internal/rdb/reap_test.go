@@ -104,7 +104,7 @@ func TestReapConditions(t *testing.T) {
 			c.HSetNX(ctx, WakeKey(stream), "h", "dead~1")
 			before, _ := c.XLen(ctx, stream).Result()
 
-			reaped, err := Reap(ctx, c, "order", "k", DefaultBackfillSuffix, []string{"h"}, tc.idle)
+			reaped, err := Reap(ctx, c, "order", "k", []string{DefaultBackfillSuffix}, []string{"h"}, tc.idle)
 			if err != nil || reaped != tc.reap {
 				t.Fatalf("Reap = %v, %v; want %v", reaped, err, tc.reap)
 			}
@@ -142,7 +142,7 @@ func TestSettleReaping(t *testing.T) {
 	if len(keys) != 2 {
 		t.Fatalf("partitions while reaping: %v", keys)
 	}
-	if n, err := SettleReaping(ctx, c, "order", DefaultBackfillSuffix); n != 2 || err != nil {
+	if n, err := SettleReaping(ctx, c, "order", []string{DefaultBackfillSuffix}); n != 2 || err != nil {
 		t.Fatalf("SettleReaping = %d, %v", n, err)
 	}
 	index, _ := c.SMembers(ctx, IndexKey("order")).Result()
@@ -152,17 +152,17 @@ func TestSettleReaping(t *testing.T) {
 	}
 }
 
-// Publishers and a reaper run at once on many keys while a consumer that
-// finds partitions only through the index drains them: every entry is
-// found, however publishes and reaps interleave. The reaper reaps as soon
-// as a partition is empty (idle 0), the harshest setting.
+// Publishers and two reapers run at once on many keys while a consumer
+// that finds partitions only through the index drains them: every entry
+// is found, however publishes and reaps interleave. The reapers reap as
+// soon as a partition is empty (idle 0), the harshest setting.
 func TestReapRacesPublish(t *testing.T) {
 	redistest.Topologies(t, reapRace)
 }
 
 func reapRace(t *testing.T, c redis.UniversalClient) {
 	ctx := ctxT(t)
-	const publishers, each, keys = 4, 250, 32
+	const publishers, each, keys, reapers = 4, 250, 32, 2
 	var seen sync.Map // entries the consumer found, marked before it removes them
 	indexed := func(key string) bool {
 		ks, err := Partitions(ctx, c, "order")
@@ -208,25 +208,27 @@ func reapRace(t *testing.T, c redis.UniversalClient) {
 	stop := make(chan struct{})
 	var reaped atomic.Int64
 	var bg sync.WaitGroup
-	bg.Add(2)
-	go func() { // the reaper
-		defer bg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			ks, _ := Partitions(ctx, c, "order")
-			for _, k := range ks {
-				if ok, err := Reap(ctx, c, "order", k, DefaultBackfillSuffix, nil, 0); err != nil {
-					t.Error(err)
-				} else if ok {
-					reaped.Add(1)
+	bg.Add(1 + reapers)
+	for range reapers { // two at once: no step may rest on being the only reaper
+		go func() {
+			defer bg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ks, _ := Partitions(ctx, c, "order")
+				for _, k := range ks {
+					if ok, err := Reap(ctx, c, "order", k, []string{DefaultBackfillSuffix}, nil, 0); err != nil {
+						t.Error(err)
+					} else if ok {
+						reaped.Add(1)
+					}
 				}
 			}
-		}
-	}()
+		}()
+	}
 	found := atomic.Int64{}
 	consume := func() { // handles and removes what it finds through the index
 		ks, err := Partitions(ctx, c, "order")
@@ -275,4 +277,76 @@ func reapRace(t *testing.T, c redis.UniversalClient) {
 		t.Fatal("the reaper never reaped: the race was not exercised")
 	}
 	t.Logf("%d entries, %d reaps", publishers*each, reaped.Load())
+}
+
+// existsHook runs then once, right after the first EXISTS a client sent
+// has its reply.
+type existsHook struct {
+	done atomic.Bool
+	then func()
+}
+
+func (h *existsHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *existsHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if cmd.Name() == "exists" && h.done.CompareAndSwap(false, true) {
+			h.then()
+		}
+		return err
+	}
+}
+func (h *existsHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// Two reapers at once: reaper A finds the partition's lanes gone, then a
+// publish recreates the stream and indexes the key, and reaper B moves
+// the key to the reaping set and dies before it settles. A, taking the
+// key out of the reaping set, must look at the lanes again: the key may
+// never be in neither set while an entry waits on its stream (discovery
+// would not find it until the key is published to again).
+func TestSettleBesideAnotherReaper(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	stream := PartitionStream("order", "k")
+	c.SAdd(ctx, IndexKey("order"), "k") // indexed, never appended to: cold
+	a := redis.NewClient(&redis.Options{Addr: c.Options().Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { a.Close() })
+	a.AddHook(&existsHook{then: func() {
+		if err := Publish(ctx, c, "order", "k", stream, 100, []any{"n", "1"}, Once{}); err != nil {
+			t.Error(err)
+		}
+		if err := c.SMove(ctx, IndexKey("order"), ReapingKey("order"), "k").Err(); err != nil { // B's step 2; B dies
+			t.Error(err)
+		}
+	}})
+	reaped, err := Reap(ctx, a, "order", "k", []string{DefaultBackfillSuffix}, nil, 0)
+	if err != nil || !reaped {
+		t.Fatalf("Reap = %v, %v", reaped, err)
+	}
+	if n := c.XLen(ctx, stream).Val(); n != 1 {
+		t.Fatalf("the stream holds %d entries, want the one published", n)
+	}
+	keys, err := Partitions(ctx, c, "order")
+	if err != nil || len(keys) != 1 || keys[0] != "k" {
+		t.Fatalf("partitions %v (%v): the key with an entry is in neither the index nor the reaping set", keys, err)
+	}
+}
+
+// A partition is reaped with every backfill lane the engines reading its
+// category use: one whose lane of another engine's suffix holds an entry
+// is kept, though its stream and default lane are cold.
+func TestReapEveryBackfillLane(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	c.SAdd(ctx, IndexKey("order"), "k")
+	if err := c.XAdd(ctx, &redis.XAddArgs{Stream: BackfillStream("order", "k", "bf"), Values: []any{"n", "1"}}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	reaped, err := Reap(ctx, c, "order", "k", []string{DefaultBackfillSuffix, "bf"}, nil, 0)
+	if err != nil || reaped {
+		t.Fatalf("Reap = %v, %v; want kept", reaped, err)
+	}
+	if n := c.XLen(ctx, BackfillStream("order", "k", "bf")).Val(); n != 1 {
+		t.Fatalf("the bf lane holds %d entries", n)
+	}
 }

@@ -98,6 +98,7 @@ var (
 	scriptAcquire         = script("acquire", "cold", "wake")
 	scriptReleaseCold     = script("release_cold", "cold", "wake")
 	scriptReap            = script("reap", "cold")
+	scriptReapCategories  = script("reap_categories")
 	scriptRenew           = script("renew")
 	scriptRenewMany       = script("renew_many", "wake")
 	scriptName            = script("name", "wake")
