@@ -121,7 +121,7 @@ func underDocumentedACL(t *testing.T, servers []*redistest.Server, as func(user 
 	notes := noteHandler("notes", func(context.Context, *testNote) error { noted.Add(1); return nil })
 	flows := flowPM("flow", func(context.Context, string, string, *pmPayment) error { return nil })
 	opts := fastOptions("acl1")
-	opts.MaxRetries = -1
+	opts.Retry.MaxRetries = -1
 	opts.ReapAfter = 500 * time.Millisecond // the reaper runs under the ACL too
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	for _, f := range tweak {

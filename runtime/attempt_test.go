@@ -36,7 +36,7 @@ func TestRetryStartsOnlyUnderTheLease(t *testing.T) {
 	})
 	opts := fastOptions("r1")
 	opts.LeaseTTL, opts.HeartbeatInterval = 5*time.Second, 2*time.Second // the heartbeat is far off
-	opts.RetryBackoff, opts.MaxBackoff = 300*time.Millisecond, 300*time.Millisecond
+	opts.Retry.RetryBackoff, opts.Retry.MaxBackoff = 300*time.Millisecond, 300*time.Millisecond
 	startEngine(t, c, opts, h)
 	if err := NewPublisher(c).Publish(ctx, ev("a", 1)); err != nil {
 		t.Fatal(err)

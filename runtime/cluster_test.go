@@ -51,7 +51,7 @@ func TestOnRedisCluster(t *testing.T) {
 	notes := noteHandler("notes", func(context.Context, *testNote) error { noted.Add(1); return nil })
 	flows := flowPM("flow", func(context.Context, string, string, *pmPayment) error { return nil })
 	opts := fastOptions("c1")
-	opts.MaxRetries = 1
+	opts.Retry.MaxRetries = 1
 	e1 := startEngine(t, c, opts, keyed, audit, notes, flows)
 	opts.OwnerID = "c2"
 	e2 := startEngine(t, c, opts, keyed, audit, notes, flows)

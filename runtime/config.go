@@ -14,7 +14,7 @@ func (e *Engine) newLeases(o Options, batch *rdb.Batcher) *lease.Leases {
 	return lease.New(lease.Config{Client: e.c, Batch: batch, Wake: e.wake, Replicas: e.replicas, Telemetry: e.telemetry,
 		Slots: e.exec.Slots(), Log: e.log, Incarnation: e.incarnation,
 		LeaseTTL: o.LeaseTTL, LeaseMargin: o.LeaseMargin, HeartbeatInterval: o.HeartbeatInterval, VerifyBound: o.VerifyBound,
-		RetryBackoff: o.RetryBackoff, MaxBackoff: o.MaxBackoff, ReplicaAcks: o.ReplicaAcks, ReplicaTimeout: o.ReplicaTimeout,
+		RetryBackoff: o.Retry.RetryBackoff, MaxBackoff: o.Retry.MaxBackoff, ReplicaAcks: o.ReplicaAcks, ReplicaTimeout: o.ReplicaTimeout,
 		Paused: e.pauses.Paused})
 }
 
@@ -28,7 +28,7 @@ func (e *Engine) newWorkers(o Options, batch *rdb.Batcher) *worker.Set {
 		Paused: e.pauses.Paused, Trim: e.trim, Settled: e.countSettled,
 		Alert: func(h contract.Halt) { e.alert(Halt(h)) },
 		Options: worker.Options{Owner: o.OwnerID, LeaseTTL: o.LeaseTTL, HeartbeatInterval: o.HeartbeatInterval,
-			RetryBackoff: o.RetryBackoff, MaxBackoff: o.MaxBackoff, VerifyBound: o.VerifyBound, ReapAfter: o.ReapAfter,
+			RetryBackoff: o.Retry.RetryBackoff, MaxBackoff: o.Retry.MaxBackoff, VerifyBound: o.VerifyBound, ReapAfter: o.ReapAfter,
 			HaltRealertInterval: o.HaltRealertInterval, ReadAhead: o.ReadAhead, BackfillSuffix: o.BackfillSuffix,
 			ReplicaAcks: o.ReplicaAcks, PermanentErrors: PermanentRedisErrors, FaultBench: FaultBench}})
 }

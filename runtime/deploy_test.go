@@ -308,7 +308,7 @@ func TestDeployDroppedTypeWaitsForTheOldBuild(t *testing.T) {
 	halts := make(chan Halt, 16)
 	newOpts := fastOptions("new")
 	newOpts.OnHalt = func(h Halt) { halts <- h }
-	newOpts.HaltedRetryInterval = 50 * time.Millisecond
+	newOpts.Retry.HaltedRetryInterval = 50 * time.Millisecond
 	nb, err := tryStart(t, c, newOpts, newH)
 	if err != nil {
 		t.Fatal(err)

@@ -25,8 +25,7 @@ func fastOptions(owner string) Options {
 		LeaseTTL:          time.Second,
 		HeartbeatInterval: 150 * time.Millisecond,
 		DiscoveryInterval: 50 * time.Millisecond,
-		RetryBackoff:      5 * time.Millisecond,
-		MaxBackoff:        20 * time.Millisecond,
+		Retry:             RetryPolicy{RetryBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond},
 		BlockTimeout:      200 * time.Millisecond,
 		Logger:            slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}

@@ -66,7 +66,7 @@ func TestEngineHaltOnPoisonOtherPartitionsFlow(t *testing.T) {
 	})
 	halts := make(chan Halt, 4)
 	opts := fastOptions("p1")
-	opts.MaxRetries = 2
+	opts.Retry.MaxRetries = 2
 	opts.OnHalt = func(h Halt) { halts <- h }
 	r := startEngine(t, c, opts, h)
 	p := NewPublisher(c, PublisherOptions{})

@@ -10,8 +10,7 @@ import (
 // type) are e's own answers.
 func (e *Engine) newExecutor(o Options) *executor.Executor {
 	cfg := executor.Config{Log: e.log, Telemetry: e.telemetry, Owner: o.OwnerID, Timeout: o.HandlerTimeout,
-		Retry: executor.RetryPolicy{MaxRetries: o.MaxRetries, RetryBackoff: o.RetryBackoff, MaxBackoff: o.MaxBackoff,
-			HaltedRetryInterval: o.HaltedRetryInterval},
+		Retry:         executor.RetryPolicy(o.Retry),
 		MaxDeliveries: o.MaxDeliveries, Concurrency: o.Concurrency,
 		KnownType: e.reg.KnownType, OtherBuilds: e.members.BuildsRouting, States: o.StateStore}
 	if al, ok := o.StateStore.(appliedLoader); ok {

@@ -88,7 +88,7 @@ func TestRunReturnsWhileRedisRefuses(t *testing.T) {
 
 	var logs syncBuffer
 	opts := fastOptions("noack")
-	opts.RetryBackoff, opts.MaxBackoff = 500*time.Millisecond, 5*time.Second // 5 permanent errors take 7.5 s
+	opts.Retry.RetryBackoff, opts.Retry.MaxBackoff = 500*time.Millisecond, 5*time.Second // 5 permanent errors take 7.5 s
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	e, err := NewEngine(noack, opts)
 	if err != nil {

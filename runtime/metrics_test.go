@@ -42,7 +42,7 @@ func TestMetricsAfterAScriptedRun(t *testing.T) {
 		return nil
 	})
 	opts := fastOptions("metrics-1")
-	opts.MeterProvider, opts.MaxRetries, opts.HaltedRetryInterval = mp, 1, -1
+	opts.MeterProvider, opts.Retry.MaxRetries, opts.Retry.HaltedRetryInterval = mp, 1, -1
 	pub := NewPublisher(c)
 	for i := range 5 {
 		if err := pub.Publish(ctx, ev("ok", i)); err != nil {

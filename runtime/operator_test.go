@@ -68,7 +68,7 @@ func TestOperatorResolveHaltedHead(t *testing.T) {
 				return nil
 			})
 			opts := fastOptions("o1")
-			opts.MaxRetries = -1
+			opts.Retry.MaxRetries = -1
 			startEngine(t, c, opts, h)
 			p := NewPublisher(c)
 			for _, m := range []*testEvent{{Client: "a", Seq: 1, Poison: true}, ev("a", 2), ev("a", 3), ev("b", 1), ev("b", 2)} {
@@ -313,7 +313,7 @@ func TestHaltRecordRemovedWhenNextOwnerAppliesHead(t *testing.T) {
 		return nil
 	})
 	opts := fastOptions("o1")
-	opts.MaxRetries = -1
+	opts.Retry.MaxRetries = -1
 	first := startEngine(t, c, opts, h)
 	p := NewPublisher(c)
 	for i := 1; i <= 2; i++ {
@@ -343,7 +343,7 @@ func TestOperatorPMMoveToDLQ(t *testing.T) {
 		return nil
 	})
 	opts := fastOptions("p1")
-	opts.MaxRetries = -1
+	opts.Retry.MaxRetries = -1
 	startEngine(t, c, opts, pm)
 	p := NewPublisher(c)
 	for _, m := range []Message{&pmOrder{OrderID: "o-1", Seq: 1}, &pmPayment{OrderID: "o-1", Seq: 1, Poison: true},

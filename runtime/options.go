@@ -50,22 +50,13 @@ type Options struct {
 	// set are read to claim new or free partitions and rebalance.
 	// Default 1s.
 	DiscoveryInterval time.Duration
-	// MaxRetries is how many times a failing message is retried before
-	// its partition halts. Default 3; negative means no retries.
-	MaxRetries int
-	// RetryBackoff is the first retry delay, doubled per retry up to
-	// MaxBackoff. Defaults 100ms and 5s.
-	RetryBackoff time.Duration
-	// MaxBackoff caps the retry delay. Default 5s.
-	MaxBackoff time.Duration
-	// HaltedRetryInterval is how often the head of a halted partition is
-	// retried, one attempt at a time, unless its failure is permanent
-	// (Permanent, or an entry that cannot be decoded): a success resumes
-	// the partition by itself, so an outage never leaves permanent halts.
-	// Default 1m; negative: never (the head waits for an operator).
-	// Registration.Retry overrides it, and the other retry options, per
-	// handler.
-	HaltedRetryInterval time.Duration
+	// Retry is how a failing message is retried before its partition
+	// halts, and how its halted head is retried after: MaxRetries default
+	// 3, RetryBackoff 100ms doubling up to MaxBackoff 5s,
+	// HaltedRetryInterval 1m (RetryPolicy says what each means). The
+	// backoffs also pace the engine's retries of failed Redis calls.
+	// Registration.Retry overrides it per handler, field by field.
+	Retry RetryPolicy
 	// HandlerTimeout bounds one handler attempt: its context is cancelled
 	// then and the attempt counts as failed (ErrHandlerTimeout). A body
 	// that ignores its context and runs on is logged as stuck. Default 5m;
@@ -203,8 +194,8 @@ func (o Options) checkDurations() error {
 		v    time.Duration
 	}{
 		{"LeaseTTL", o.LeaseTTL}, {"HeartbeatInterval", o.HeartbeatInterval}, {"LeaseMargin", o.LeaseMargin}, {"VerifyBound", o.VerifyBound},
-		{"DiscoveryInterval", o.DiscoveryInterval}, {"RetryBackoff", o.RetryBackoff},
-		{"MaxBackoff", o.MaxBackoff}, {"HaltedRetryInterval", o.HaltedRetryInterval}, {"HandlerTimeout", o.HandlerTimeout}, {"BlockTimeout", o.BlockTimeout}, {"ReapAfter", o.ReapAfter},
+		{"DiscoveryInterval", o.DiscoveryInterval}, {"Retry.RetryBackoff", o.Retry.RetryBackoff},
+		{"Retry.MaxBackoff", o.Retry.MaxBackoff}, {"Retry.HaltedRetryInterval", o.Retry.HaltedRetryInterval}, {"HandlerTimeout", o.HandlerTimeout}, {"BlockTimeout", o.BlockTimeout}, {"ReapAfter", o.ReapAfter},
 		{"HaltRealertInterval", o.HaltRealertInterval}, {"ReplicaTimeout", o.ReplicaTimeout},
 	} {
 		if d.v > 0 && d.v < time.Millisecond {
@@ -235,25 +226,25 @@ func (o Options) withDefaults() (Options, error) {
 	def(&o.LeaseMargin, o.LeaseTTL/10)
 	def(&o.VerifyBound, lease.DefaultVerifyBound)
 	def(&o.DiscoveryInterval, time.Second)
-	def(&o.RetryBackoff, 100*time.Millisecond)
-	def(&o.MaxBackoff, 5*time.Second)
+	def(&o.Retry.RetryBackoff, 100*time.Millisecond)
+	def(&o.Retry.MaxBackoff, 5*time.Second)
 	if o.HandlerTimeout == 0 {
 		o.HandlerTimeout = 5 * time.Minute
 	}
 	if o.MaxDeliveries == 0 {
 		o.MaxDeliveries = 10
 	}
-	if o.HaltedRetryInterval == 0 {
-		o.HaltedRetryInterval = time.Minute
+	if o.Retry.HaltedRetryInterval == 0 {
+		o.Retry.HaltedRetryInterval = time.Minute
 	}
 	def(&o.BlockTimeout, time.Second)
 	if o.ReapAfter == 0 {
 		o.ReapAfter = time.Hour
 	}
-	if o.MaxRetries == 0 {
-		o.MaxRetries = 3
-	} else if o.MaxRetries < 0 {
-		o.MaxRetries = 0
+	if o.Retry.MaxRetries == 0 {
+		o.Retry.MaxRetries = 3
+	} else if o.Retry.MaxRetries < 0 {
+		o.Retry.MaxRetries = 0
 	}
 	if o.ReadAhead <= 0 {
 		o.ReadAhead = 16

@@ -47,8 +47,8 @@ func TestOutageHaltsOnlyForTheOutage(t *testing.T) {
 	})
 	opts := fastOptions("r1")
 	opts.LeaseTTL, opts.HeartbeatInterval = 10*time.Second, time.Second // leases outlive the outage
-	opts.MaxRetries, opts.RetryBackoff, opts.MaxBackoff = 2, 10*time.Millisecond, 20*time.Millisecond
-	opts.HaltedRetryInterval = 300 * time.Millisecond
+	opts.Retry.MaxRetries, opts.Retry.RetryBackoff, opts.Retry.MaxBackoff = 2, 10*time.Millisecond, 20*time.Millisecond
+	opts.Retry.HaltedRetryInterval = 300 * time.Millisecond
 	r := startEngine(t, c, opts, h)
 
 	const keys, n = 4, 10

@@ -171,8 +171,8 @@ func TestPauseStopsAHaltedHeadsRetries(t *testing.T) {
 	})
 	attempts := func(k string) int { mu.Lock(); defer mu.Unlock(); return tries[k] }
 	opts := fastOptions("o1")
-	opts.MaxRetries = -1
-	opts.HaltedRetryInterval = 20 * time.Millisecond
+	opts.Retry.MaxRetries = -1
+	opts.Retry.HaltedRetryInterval = 20 * time.Millisecond
 	e := startEngine(t, s.c, opts, h)
 	p := NewPublisher(s.c)
 	for _, m := range []*testEvent{{Client: "a", Seq: 1, Poison: true}, {Client: "c", Seq: 1, Poison: true}} {

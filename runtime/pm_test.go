@@ -198,7 +198,7 @@ func TestPMHaltOnPoisonScopedToCorrelationValue(t *testing.T) {
 	})
 	halts := make(chan Halt, 4)
 	opts := fastOptions("p1")
-	opts.MaxRetries = 1
+	opts.Retry.MaxRetries = 1
 	opts.OnHalt = func(h Halt) { halts <- h }
 	r := startEngine(t, c, opts, pm)
 	p := NewPublisher(c)

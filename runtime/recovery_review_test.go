@@ -112,7 +112,7 @@ func TestResolveRefusedForTheNoteChangesNothing(t *testing.T) {
 	ctl := redis.NewClient(&redis.Options{Addr: s.Addr, Username: "oldctl", Password: "ctl-secret", ContextTimeoutEnabled: true})
 	t.Cleanup(func() { ctl.Close() })
 	opts := fastOptions("o1")
-	opts.MaxRetries = -1
+	opts.Retry.MaxRetries = -1
 	opts.LeaseTTL, opts.HeartbeatInterval = 10*time.Second, 2*time.Second
 	startEngine(t, admin, opts, keyedHandler("ops", func(context.Context, *testEvent) error { return errPoison }))
 	if err := NewPublisher(admin).Publish(ctx, ev("a", 1)); err != nil {

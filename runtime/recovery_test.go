@@ -102,7 +102,7 @@ func TestHaltedRetryFromMemoryIsFenced(t *testing.T) {
 	})
 	opts := fastOptions("o")
 	opts.LeaseTTL, opts.HeartbeatInterval, opts.LeaseMargin = 10*time.Second, 4*time.Second, time.Second
-	opts.MaxRetries, opts.HaltedRetryInterval = -1, 100*time.Millisecond
+	opts.Retry.MaxRetries, opts.Retry.HaltedRetryInterval = -1, 100*time.Millisecond
 	o := startEngine(t, c, opts, h)
 	p := NewPublisher(c)
 	for i := 1; i <= 3; i++ {
@@ -172,7 +172,7 @@ func TestResolveExcludesTheHaltedOwnersRetry(t *testing.T) {
 		m, mp := newMetricsReader(t)
 		opts := fastOptions(owner)
 		opts.LeaseTTL, opts.HeartbeatInterval, opts.LeaseMargin = 10*time.Second, 4*time.Second, time.Second
-		opts.MaxRetries, opts.HaltedRetryInterval = -1, 100*time.Millisecond
+		opts.Retry.MaxRetries, opts.Retry.HaltedRetryInterval = -1, 100*time.Millisecond
 		opts.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		opts.MeterProvider = mp
 		return instance{startEngine(t, c, opts, h), logs, m}
@@ -253,7 +253,7 @@ func TestHandoversOfAHaltedHeadAddNoDeliveries(t *testing.T) {
 	})
 	opts := func(i int) Options {
 		o := fastOptions(fmt.Sprintf("h%d", i))
-		o.MaxRetries, o.HaltedRetryInterval = -1, time.Hour // MaxDeliveries: the default 10
+		o.Retry.MaxRetries, o.Retry.HaltedRetryInterval = -1, time.Hour // MaxDeliveries: the default 10
 		return o
 	}
 	p := NewPublisher(c)
@@ -275,7 +275,7 @@ func TestHandoversOfAHaltedHeadAddNoDeliveries(t *testing.T) {
 	}
 	outage.Store(false)
 	last := opts(11)
-	last.HaltedRetryInterval = 50 * time.Millisecond
+	last.Retry.HaltedRetryInterval = 50 * time.Millisecond
 	startEngine(t, c, last, h)
 	eventually(t, 20*time.Second, "the key completes once the error clears", func() bool { return j.count("a") == 3 })
 	if got := j.seqs("a"); !slices.Equal(got, []int{1, 2, 3}) {

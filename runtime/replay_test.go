@@ -41,7 +41,7 @@ func TestReplayMessageInfo(t *testing.T) {
 	ops := record("ops", func(e *testEvent) bool { return e.Poison && !cured.Load() })
 	other := record("other", func(*testEvent) bool { return false })
 	opts := fastOptions("o1")
-	opts.MaxRetries = -1
+	opts.Retry.MaxRetries = -1
 	startEngine(t, c, opts, ops, other)
 
 	p := NewPublisher(c)

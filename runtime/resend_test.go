@@ -269,8 +269,8 @@ func runResent(t *testing.T, c redis.UniversalClient, l *redistest.LostReply, ki
 	options := func(owner string) Options {
 		o := fastOptions(owner)
 		o.ReadAhead = 8
-		o.MaxRetries = -1
-		o.HaltedRetryInterval = 20 * time.Millisecond
+		o.Retry.MaxRetries = -1
+		o.Retry.HaltedRetryInterval = 20 * time.Millisecond
 		return o
 	}
 	first := startEngine(t, c, options(id+"-1"), reg)

@@ -30,17 +30,23 @@ import (
 // returns it unchanged.
 func Permanent(err error) error { return contract.Permanent(err) }
 
-// RetryPolicy overrides, for one handler (Registration.Retry), the
-// engine's retry options of the same names. A zero field keeps the
-// engine's value.
+// RetryPolicy is how a failing message is retried: the engine's
+// (Options.Retry, whose zero fields take the defaults) and, per handler,
+// Registration.Retry, whose zero fields keep the engine's.
 type RetryPolicy struct {
-	// MaxRetries before the partition halts; negative: none.
+	// MaxRetries is how many times a failing message is retried before
+	// its partition halts; negative: none. Default 3.
 	MaxRetries int
-	// RetryBackoff is the first retry delay, doubled up to MaxBackoff.
+	// RetryBackoff is the first retry delay, doubled per retry up to
+	// MaxBackoff. Default 100ms.
 	RetryBackoff time.Duration
-	// MaxBackoff caps the retry delay.
+	// MaxBackoff caps the retry delay. Default 5s.
 	MaxBackoff time.Duration
-	// HaltedRetryInterval is how often a halted head is retried; negative:
-	// never (it waits for an operator).
+	// HaltedRetryInterval is how often the head of a halted partition is
+	// retried, one attempt at a time, unless its failure is permanent
+	// (Permanent, or an entry that cannot be decoded): a success resumes
+	// the partition by itself, so an outage never leaves permanent
+	// halts. Negative: never (the head waits for an operator). Default
+	// 1m.
 	HaltedRetryInterval time.Duration
 }

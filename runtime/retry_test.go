@@ -40,8 +40,8 @@ func TestRetryPolicyAndPermanentErrors(t *testing.T) {
 	})
 	flaky.Retry = &RetryPolicy{MaxRetries: -1} // halts after its first failure
 	opts := fastOptions("r1")
-	opts.MaxRetries = 3
-	opts.HaltedRetryInterval = 50 * time.Millisecond
+	opts.Retry.MaxRetries = 3
+	opts.Retry.HaltedRetryInterval = 50 * time.Millisecond
 	opts.OnHalt = func(h Halt) { mu.Lock(); halts[h.Handler] = h; mu.Unlock() }
 	startEngine(t, c, opts, perm, flaky)
 	p := NewPublisher(c)

@@ -32,6 +32,11 @@ func TestOptionsRejectSubMillisecondDurations(t *testing.T) {
 	if _, err := NewEngine(c, Options{LeaseTTL: 15 * time.Second}); err != nil {
 		t.Fatalf("a valid LeaseTTL was refused: %v", err)
 	}
+	// The retry policy's durations are checked too, named by their path.
+	_, err := NewEngine(c, Options{Retry: RetryPolicy{RetryBackoff: 100}})
+	if !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), "Retry.RetryBackoff") {
+		t.Fatalf("NewEngine with Retry.RetryBackoff 100ns: %v, want ErrOptions naming Retry.RetryBackoff", err)
+	}
 }
 
 // A lease acquire that fails for another reason than "held by another

@@ -36,7 +36,7 @@ func TestStuckHandlerTimesOut(t *testing.T) {
 	var mu sync.Mutex
 	var halts []Halt
 	opts := fastOptions("r1")
-	opts.MaxRetries, opts.HaltedRetryInterval = 1, -1
+	opts.Retry.MaxRetries, opts.Retry.HaltedRetryInterval = 1, -1
 	opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	opts.OnHalt = func(h Halt) { mu.Lock(); halts = append(halts, h); mu.Unlock() }
 	startEngine(t, c, opts, stuck, deaf)

@@ -105,7 +105,7 @@ func TestUnkeyedPoisonAlertedOnce(t *testing.T) {
 	var engines []*running
 	for _, owner := range []string{"p1", "p2"} {
 		opts := fastOptions(owner)
-		opts.MaxRetries = -1
+		opts.Retry.MaxRetries = -1
 		opts.OnHalt = func(Halt) { halts.Add(1) }
 		engines = append(engines, startEngine(t, c, opts, h))
 	}

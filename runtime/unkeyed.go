@@ -14,8 +14,8 @@ import (
 func (e *Engine) newUnkeyed(o Options) *unkeyed.Runner {
 	return unkeyed.New(unkeyed.Config{Client: e.c, Owner: o.OwnerID, Exec: e.exec, Wake: e.wake, Replicas: e.replicas, Log: e.log,
 		LeaseTTL: o.LeaseTTL, MemberTTL: e.members.MemberTTL(), HeartbeatInterval: o.HeartbeatInterval,
-		DiscoveryInterval: o.DiscoveryInterval, BlockTimeout: o.BlockTimeout, RetryBackoff: o.RetryBackoff,
-		MaxBackoff: o.MaxBackoff, IdleRecheck: worker.IdleRecheck, BackfillSuffix: o.BackfillSuffix,
+		DiscoveryInterval: o.DiscoveryInterval, BlockTimeout: o.BlockTimeout, RetryBackoff: o.Retry.RetryBackoff,
+		MaxBackoff: o.Retry.MaxBackoff, IdleRecheck: worker.IdleRecheck, BackfillSuffix: o.BackfillSuffix,
 		Partitions: e.partitions, KeyRule: checkKeySuffix, Settled: e.countSettled,
 		Trims: func(handler string, cats, lanes []string) unkeyed.Trimmer {
 			return &laneTrims{e: e, handler: handler, cats: cats, lanes: lanes}

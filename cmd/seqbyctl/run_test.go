@@ -75,7 +75,7 @@ func haltingRegistration(name string, a *applied, cured *atomic.Bool) runtime.Re
 func haltingOptions() runtime.Options {
 	return runtime.Options{OwnerID: "w1", LeaseTTL: time.Second,
 		HeartbeatInterval: 150 * time.Millisecond, DiscoveryInterval: 50 * time.Millisecond,
-		BlockTimeout: 200 * time.Millisecond, MaxRetries: -1,
+		BlockTimeout: 200 * time.Millisecond, Retry: runtime.RetryPolicy{MaxRetries: -1},
 		// One entry a read, so the halted partition holds just its head
 		// pending and the inspection below is exact.
 		ReadAhead: 1,

@@ -35,7 +35,7 @@ const (
 	envReapAfter = "SEQBY_GUARANTEE_REAP_AFTER"
 	// envMaxDeliveries, when set, is the instances' Options.MaxDeliveries.
 	envMaxDeliveries = "SEQBY_GUARANTEE_MAX_DELIVERIES"
-	// envHaltedRetry, when set, is the instances' Options.HaltedRetryInterval.
+	// envHaltedRetry, when set, is the instances' Options.Retry.HaltedRetryInterval.
 	envHaltedRetry = "SEQBY_GUARANTEE_HALTED_RETRY"
 	// envAckBatch, when set, is the registration's AckBatch.
 	envAckBatch = "SEQBY_GUARANTEE_ACK_BATCH"
@@ -114,9 +114,7 @@ func runChild(role string, reg func(c redis.UniversalClient, inst string) runtim
 		LeaseTTL:          ttl,
 		HeartbeatInterval: min(200*time.Millisecond, ttl/5),
 		DiscoveryInterval: 200 * time.Millisecond,
-		MaxRetries:        2,
-		RetryBackoff:      20 * time.Millisecond,
-		MaxBackoff:        100 * time.Millisecond,
+		Retry:             runtime.RetryPolicy{MaxRetries: 2, RetryBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond},
 		BlockTimeout:      500 * time.Millisecond,
 		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
 	}
@@ -133,7 +131,7 @@ func runChild(role string, reg func(c redis.UniversalClient, inst string) runtim
 		}
 	}
 	if v := os.Getenv(envHaltedRetry); v != "" {
-		if opts.HaltedRetryInterval, err = time.ParseDuration(v); err != nil {
+		if opts.Retry.HaltedRetryInterval, err = time.ParseDuration(v); err != nil {
 			fmt.Fprintf(os.Stderr, "%s: bad %s: %v\n", role, envHaltedRetry, err)
 			return 2
 		}
@@ -223,7 +221,7 @@ type cluster struct {
 	// maxDeliveries, when set, is the Options.MaxDeliveries of instances
 	// started after it is.
 	maxDeliveries int
-	// haltedRetry, when set, is the Options.HaltedRetryInterval of
+	// haltedRetry, when set, is the Options.Retry.HaltedRetryInterval of
 	// instances started after it is.
 	haltedRetry time.Duration
 	// ackBatch and verifyBound, when set, are the registration's AckBatch

@@ -146,8 +146,8 @@ func testTimings(o runtime.Options) runtime.Options {
 	def(&o.HeartbeatInterval, o.LeaseTTL/5)
 	def(&o.DiscoveryInterval, 50*time.Millisecond)
 	def(&o.BlockTimeout, 200*time.Millisecond)
-	def(&o.RetryBackoff, 5*time.Millisecond)
-	def(&o.MaxBackoff, 50*time.Millisecond)
+	def(&o.Retry.RetryBackoff, 5*time.Millisecond)
+	def(&o.Retry.MaxBackoff, 50*time.Millisecond)
 	if o.Codec == nil {
 		o.Codec = runtime.JSON
 	}

@@ -47,7 +47,7 @@ func start(t *testing.T, c redis.UniversalClient, regs ...runtime.Registration) 
 	t.Helper()
 	e, err := runtime.NewEngine(c, runtime.Options{OwnerID: "w1", LeaseTTL: time.Second,
 		HeartbeatInterval: 150 * time.Millisecond, DiscoveryInterval: 50 * time.Millisecond,
-		BlockTimeout: 200 * time.Millisecond, MaxRetries: 3, RetryBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+		BlockTimeout: 200 * time.Millisecond, Retry: runtime.RetryPolicy{MaxRetries: 3, RetryBackoff: 5 * time.Millisecond, MaxBackoff: 20 * time.Millisecond},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

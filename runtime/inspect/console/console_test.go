@@ -89,7 +89,7 @@ func (s *scene) registration() runtime.Registration {
 func (s *scene) startEngine(owner string) {
 	e, err := runtime.NewEngine(s.c, runtime.Options{OwnerID: owner, LeaseTTL: time.Second,
 		HeartbeatInterval: 150 * time.Millisecond, DiscoveryInterval: 50 * time.Millisecond,
-		BlockTimeout: 200 * time.Millisecond, MaxRetries: -1,
+		BlockTimeout: 200 * time.Millisecond, Retry: runtime.RetryPolicy{MaxRetries: -1},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		s.t.Fatal(err)
