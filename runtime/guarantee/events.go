@@ -7,7 +7,7 @@
 // seqgen generates their extractors and registration like any user's code.
 //
 // How the suite works: the test binary re-executes itself as an engine
-// instance (SEQBY_GUARANTEE_CHILD=1, see harness_test.go), one OS process
+// instance (SEQBY_GUARANTEE_CHILD=1, see the harness), one OS process
 // per instance, so a test can SIGKILL, SIGSTOP, SIGCONT and SIGTERM real
 // owners. Instances keep nothing the tests read in memory: the Recorder
 // writes, per key, an in-progress marker, an entry/exit log in Redis time,

@@ -20,7 +20,7 @@ type Inspector struct {
 	// Partitions read next to each partition stream.
 	backfill string
 	// verifyBound is the engines' VerifyBound, which Pause waits out
-	// (0: the default, pause.go).
+	// (0: the default).
 	verifyBound time.Duration
 	// handlers keeps KnownHandlers' answer (WithHandlerCache); nil:
 	// every call reads it.

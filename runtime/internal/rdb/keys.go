@@ -100,7 +100,7 @@ func SignalKey(category string) string { return "{" + category + "}:__signal__" 
 // it, and the reaper deletes the hash with the partition; a field
 // outliving its lease (its owner was killed) is overwritten by the next
 // acquire. A publisher reads it after appending and signals those owners
-// alone (OwnerSignalKey, wake.go).
+// alone (OwnerSignalKey).
 func WakeKey(stream string) string { return SubStream(stream, "__wake__") }
 
 // OwnerSignalKey is the wake-up stream of one engine incarnation:

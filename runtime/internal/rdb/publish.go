@@ -14,7 +14,7 @@ import (
 // stream (or backfill lane) of category's partition key. The partition's
 // slot and the category's differ, so it takes three steps, in an order
 // that never lets a consumer miss the entry, even while the reaper removes
-// the partition (reap.go):
+// the partition (Reap):
 //
 //  1. the key joins the category's index, so discovery knows the
 //     partition before it has the entry (an indexed partition without a
@@ -24,7 +24,7 @@ import (
 //  3. the partition's owners are woken, after the entry, so a woken
 //     consumer finds it: a signal with the key is appended to each owner's
 //     signal stream, or to the category's (capped at about signalMaxLen;
-//     wake.go says which). A publisher that dies before this step leaves
+//     the wake-up rules say which). A publisher that dies before this step leaves
 //     the entry to the consumers' periodic re-check.
 //
 // On a single Redis steps 1 and 2 go in one MULTI/EXEC transaction with

@@ -30,7 +30,7 @@ type BatchEntry struct {
 // ErrUnsignalled alone means every entry was stored and indexed.
 //
 // On a single Redis one MULTI/EXEC holds each entry's index step and
-// append, then the reads that choose whom to wake (wake.go); one pipeline
+// append, then the reads that choose whom to wake; one pipeline
 // then wakes each partition's owners, after its entries. On a cluster the
 // steps of Publish run for all entries at once: the index for every
 // partition (one pipeline), the appends in rounds (the n-th entry of every

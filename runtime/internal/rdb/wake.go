@@ -40,8 +40,8 @@ import (
 // read of the stream (name.lua), before it handles the entry; until then
 // a publish may signal other owners only, so the owner reads once more
 // after naming itself, and a renewal that names it (renew_many.lua, for
-// an owner that has not read the stream yet) wakes it once (the engine's
-// named.go).
+// an owner that has not read the stream yet) wakes it once (package
+// lease's wake names).
 
 // OwnerSignalTTL is how long an engine's signal stream outlives its last
 // heartbeat: the engine creates it at Run and renews it each heartbeat,
