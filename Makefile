@@ -33,14 +33,14 @@ lint:
 # Everything but the runtime and the outbox (which run under the race
 # detector below).
 unit:
-	$(GO) test $$($(GO) list ./... | grep -v -e '/runtime' -e '/outbox')
+	$(GO) test -timeout 20m $$($(GO) list ./... | grep -v -e '/runtime' -e '/outbox')
 
 # The guarantee suite runs three times: on a standalone redis-server, on a
 # three-master Redis Cluster (SEQBY_TOPOLOGY=cluster) and on a primary with
 # two replicas and three sentinels (SEQBY_TOPOLOGY=sentinel, where the
 # failover tests run too).
 runtime-test:
-	$(GO) test -race ./runtime/...
+	$(GO) test -race -timeout 30m ./runtime/...
 	SEQBY_TOPOLOGY=cluster $(GO) test -race -count=1 ./runtime/guarantee
 	SEQBY_TOPOLOGY=sentinel $(GO) test -race -count=1 ./runtime/guarantee
 
