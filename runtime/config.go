@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"github.com/seqby/seqby/runtime/internal/contract"
+	"github.com/seqby/seqby/runtime/internal/discovery"
 	"github.com/seqby/seqby/runtime/internal/lease"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 	"github.com/seqby/seqby/runtime/internal/worker"
@@ -31,4 +32,16 @@ func (e *Engine) newWorkers(o Options, batch *rdb.Batcher) *worker.Set {
 			RetryBackoff: o.RetryBackoff, MaxBackoff: o.MaxBackoff, VerifyBound: o.VerifyBound, ReapAfter: o.ReapAfter,
 			HaltRealertInterval: o.HaltRealertInterval, ReadAhead: o.ReadAhead, BackfillSuffix: o.BackfillSuffix,
 			ReplicaAcks: o.ReplicaAcks, PermanentErrors: PermanentRedisErrors, FaultBench: FaultBench}})
+}
+
+// newDiscovery builds the discovery of the keyed handlers' partitions
+// from o (already defaulted), last: it starts workers in the owned set,
+// adopts through the leases, and reports to the instance record and the
+// unowned check. The key rules stay e's.
+func (e *Engine) newDiscovery(o Options, index *discovery.Index) *discovery.Discovery {
+	return discovery.New(discovery.Config{Client: e.c, Owner: o.OwnerID, Incarnation: e.incarnation,
+		LeaseTTL: o.LeaseTTL, DiscoveryInterval: o.DiscoveryInterval, ReapAfter: o.ReapAfter,
+		PartitionWarnThreshold: o.PartitionWarnThreshold, BackfillSuffix: o.BackfillSuffix, Log: e.log,
+		Index: index, Wake: e.wake, Workers: e.workers, Leases: e.leases, Pauses: e.pauses, Members: e.members,
+		Telemetry: e.telemetry, KeyRule: checkKeySuffix, Unowned: e.maint.CheckUnowned})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/runtime/internal/contract"
+	"github.com/seqby/seqby/runtime/internal/discovery"
 	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/lease"
 	"github.com/seqby/seqby/runtime/internal/maintenance"
@@ -47,8 +48,6 @@ type Engine struct {
 	// signals keeps this incarnation's signal stream and the fanout
 	// markers; set by Run, then the heartbeat's.
 	signals *wake.Keeper
-	// index keeps the partition indexes between discovery cycles.
-	index *indexCache
 	// telemetry records the engine's metrics and attempt spans (package
 	// telemetry); no-ops unless Options gave providers.
 	telemetry *telemetry.Telemetry
@@ -67,12 +66,7 @@ type Engine struct {
 	running bool
 	// consuming: Run finished starting (Status.Consuming).
 	consuming bool
-	large     map[string]largeCategory // categories above PartitionWarnThreshold
-	handlers  []string                 // keyed handlers, announced as members
-	// acquireLogs rate-limits the failed-acquire warning per handler.
-	acquireLogs map[string]*acquireLog
-	// cold holds the partitions an acquire found cold lately (reaper.go).
-	cold map[string]coldMark
+	handlers  []string // keyed handlers, announced as members
 	// members is this instance's record among the others: its OwnerID
 	// key, announcements, health strikes, faults and deploy records
 	// (package membership), with its own lock.
@@ -80,19 +74,19 @@ type Engine struct {
 	// maint reaps cold partitions, trims acked entries and checks for
 	// unowned partitions (package maintenance), with its own lock.
 	maint *maintenance.Maintenance
-	// held holds, per handler, the units found held lately (held.go).
-	held map[string]*heldMemo
+	// disc claims and hands over the keyed handlers' partitions each
+	// discovery cycle, and keeps the indexes and its memos between
+	// cycles (package discovery), with its own lock.
+	disc *discovery.Discovery
 
 	// unkeyed runs the unkeyed handlers' workers, and keeps their member
 	// announcers and halts behind its own locks (package unkeyed).
 	unkeyed *unkeyed.Runner
 
-	// Health (health.go): when Run started, when each handler last
-	// discovered its units (under mu), and, as Unix nanoseconds, when the
-	// heartbeat last ticked.
-	startedAt    time.Time
-	discoveredAt map[string]time.Time
-	beatAt       atomic.Int64
+	// Health: when Run started (under mu), and, as Unix nanoseconds,
+	// when the heartbeat last ticked.
+	startedAt time.Time
+	beatAt    atomic.Int64
 
 	// replicas confirms writes on replicas in the strict mode
 	// (Options.ReplicaAcks; nil otherwise).
@@ -122,12 +116,11 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	e := &Engine{
 		reg: NewRegistry("redis", StreamPartitioning|ConsumerGroups),
 		c:   c, o: o, incarnation: membership.NewIncarnation(o.OwnerID),
-		log:   o.Logger.With("owner", o.OwnerID),
-		index: newIndexCache(),
-		held:  map[string]*heldMemo{},
-
-		large: map[string]largeCategory{},
+		log: o.Logger.With("owner", o.OwnerID),
 	}
+	// The index is the discovery's, but the waiter, the reaper and the
+	// unkeyed fans, built before it, read or invalidate it too.
+	index := discovery.NewIndex(c, 2*o.LeaseTTL)
 	if e.telemetry, err = e.newTelemetry(o); err != nil {
 		return nil, fmt.Errorf("seqby engine metrics: %w", err)
 	}
@@ -137,7 +130,7 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	e.exec = e.newExecutor(o)
 	e.replicas = replicas.New(replicas.Config{Client: c, Acks: o.ReplicaAcks, Timeout: o.ReplicaTimeout, Backoff: o.RetryBackoff,
 		Log: o.Logger.With("owner", o.OwnerID), OnShort: e.telemetry.ReplicaShort})
-	e.wake = wake.New(wake.Config{Client: c, Block: o.BlockTimeout, OnSignal: e.index.signalled, OnGap: e.index.invalidate})
+	e.wake = wake.New(wake.Config{Client: c, Block: o.BlockTimeout, OnSignal: index.Signalled, OnGap: index.Invalidate})
 	e.pauses = lease.NewPauses(lease.PausesConfig{Client: c, Log: e.log, DiscoveryInterval: o.DiscoveryInterval})
 	// One Batcher carries the workers' fenced reads and acks and their
 	// gates' confirmations, in shared rounds.
@@ -145,8 +138,9 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	e.leases = e.newLeases(o, batch)
 	e.workers = e.newWorkers(o, batch)
 	e.renewer = lease.NewRenewer(e.leases, lease.RenewerConfig{List: e.workers.Helds, PermanentErrors: PermanentRedisErrors})
-	e.unkeyed = e.newUnkeyed(o)
-	e.maint = e.newMaintenance(o)
+	e.unkeyed = e.newUnkeyed(o, index)
+	e.maint = e.newMaintenance(o, index)
+	e.disc = e.newDiscovery(o, index)
 	return e, nil
 }
 
@@ -260,8 +254,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	// neither reports the first one's nor skips what it failed on.
 	e.members.Reset()
 	e.maint.Reset()
-	e.held = map[string]*heldMemo{}
-	e.startedAt, e.discoveredAt = time.Now(), map[string]time.Time{}
+	e.disc.Reset()
+	e.startedAt = time.Now()
 	e.mu.Unlock()
 	defer func() { e.mu.Lock(); e.running, e.consuming = false, false; e.mu.Unlock() }()
 	defer e.pauses.End()
@@ -360,7 +354,15 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.consuming = true
 	e.mu.Unlock()
 	e.log.Info("seqby engine running", "consumers", len(cs), "lease_ttl", e.o.LeaseTTL)
-	e.discoveryLoop(base, stop, cs, leased, &partsWG)
+	fans := e.unkeyed.Fans()
+	syncFans := func() {
+		for _, c := range cs {
+			if c.mode == modeFan {
+				fans.Sync(base, stop, c.reg.Name, c.category, &partsWG)
+			}
+		}
+	}
+	e.disc.Run(base, stop, discoveryHandlers(leased), syncFans, &partsWG)
 
 	// Graceful stop: leave the member sets first so the others' share
 	// grows at once, then every partition finishes, acks and releases
@@ -381,18 +383,32 @@ func (e *Engine) Run(ctx context.Context) error {
 	return nil
 }
 
+// discoveryHandlers groups leased by handler, in their order, into the
+// handlers discovery balances.
+func discoveryHandlers(leased []consumer) []discovery.Handler {
+	var out []discovery.Handler
+	at := map[string]int{}
+	for _, c := range leased {
+		i, ok := at[c.reg.Name]
+		if !ok {
+			i = len(out)
+			at[c.reg.Name] = i
+			out = append(out, discovery.Handler{Name: c.reg.Name, AckBatch: c.reg.AckBatch, PM: c.mode == modePM})
+		}
+		out[i].Categories = append(out[i].Categories, c.category)
+	}
+	return out
+}
+
+// reaping reports whether cold partitions are let go and reaped.
+func (e *Engine) reaping() bool { return e.o.ReapAfter > 0 }
+
 // Status returns a snapshot of the owned partitions and halts.
 func (e *Engine) Status() Status {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := Status{OwnerID: e.o.OwnerID, Running: e.running, Consuming: e.consuming, Halts: haltsOf(e.unkeyed.Halts()),
-		Faults: e.faultList()}
-	for c, l := range e.large {
-		if s.LargeCategories == nil {
-			s.LargeCategories = map[string]int{}
-		}
-		s.LargeCategories[c] = l.partitions
-	}
+		Faults: e.faultList(), LargeCategories: e.disc.Large()}
 	for _, w := range e.workers.Status() {
 		s.Partitions = append(s.Partitions, partitionStatus(w))
 	}

@@ -35,7 +35,7 @@ func (e *Engine) snapshot() telemetry.Snapshot {
 	e.mu.Lock()
 	s.Handlers = slices.Clone(e.handlers)
 	e.mu.Unlock()
-	s.Index = e.index.sizes()
+	s.Index = e.disc.Index().Sizes()
 	return s
 }
 
