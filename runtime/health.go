@@ -56,12 +56,12 @@ func (e *Engine) Health(ctx context.Context) Health { return e.report(ctx, true)
 func (e *Engine) report(ctx context.Context, ping bool) Health {
 	now := time.Now()
 	e.mu.Lock()
-	running, consuming, started := e.running, e.consuming, e.startedAt
-	handlers := append([]string(nil), e.handlers...)
+	running, consuming, started := e.life.running, e.life.consuming, e.life.startedAt
+	handlers := append([]string(nil), e.life.handlers...)
 	e.mu.Unlock()
 	oldest := e.disc.LastCycle(handlers)
-	h := Health{Reasons: []string{}, LastRenew: e.renewer.RenewedAt(), LastDiscovery: oldest, Redis: "ok"}
-	beat := loadTime(&e.beatAt)
+	h := Health{Reasons: []string{}, LastRenew: e.beat.renewer.RenewedAt(), LastDiscovery: oldest, Redis: "ok"}
+	beat := loadTime(&e.beat.at)
 	ttl := e.o.LeaseTTL
 	switch {
 	case !running:
