@@ -1,23 +1,19 @@
 package runtime
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/seqby/seqby/runtime/internal/contract"
+	"github.com/seqby/seqby/runtime/internal/discovery"
 	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/lease"
 	"github.com/seqby/seqby/runtime/internal/maintenance"
 	"github.com/seqby/seqby/runtime/internal/membership"
-	"github.com/seqby/seqby/runtime/internal/rdb"
 	"github.com/seqby/seqby/runtime/internal/replicas"
 	"github.com/seqby/seqby/runtime/internal/telemetry"
 	"github.com/seqby/seqby/runtime/internal/unkeyed"
@@ -40,63 +36,71 @@ type Engine struct {
 	// Run may adopt what an earlier one left.
 	incarnation string
 	log         *slog.Logger
-	// exec runs the handlers on entries (package executor), and holds
-	// the concurrency slots every attempt takes.
-	exec *executor.Executor
-	wake *wake.Waiter
-	// signals keeps this incarnation's signal stream and the fanout
-	// markers; set by Run, then the heartbeat's.
-	signals *wake.Keeper
-	// index keeps the partition indexes between discovery cycles.
-	index *indexCache
+
+	// mu guards life, and nothing else: each component below keeps its
+	// own state behind its own lock.
+	mu   sync.Mutex
+	life lifecycle
+	// beat is the heartbeat's: the renewer of the leases, and when it
+	// last ticked.
+	beat heartbeat
+
 	// telemetry records the engine's metrics and attempt spans (package
 	// telemetry); no-ops unless Options gave providers.
 	telemetry *telemetry.Telemetry
-
-	// leases holds the partitions' leases and their gates' shared state
-	// (package lease); renewer renews them each heartbeat.
-	leases  *lease.Leases
-	renewer *lease.Renewer
-	// workers are the owned partitions, each run by its worker (package
-	// worker), with their own lock.
-	workers *worker.Set
-	// pauses are the whole-handler pauses discovery found.
-	pauses *lease.Pauses
-
-	mu      sync.Mutex
-	running bool
-	// consuming: Run finished starting (Status.Consuming).
-	consuming bool
-	large     map[string]largeCategory // categories above PartitionWarnThreshold
-	handlers  []string                 // keyed handlers, announced as members
-	// acquireLogs rate-limits the failed-acquire warning per handler.
-	acquireLogs map[string]*acquireLog
-	// cold holds the partitions an acquire found cold lately (reaper.go).
-	cold map[string]coldMark
 	// members is this instance's record among the others: its OwnerID
 	// key, announcements, health strikes, faults and deploy records
-	// (package membership), with its own lock.
+	// (package membership).
 	members *membership.Instance
-	// maint reaps cold partitions, trims acked entries and checks for
-	// unowned partitions (package maintenance), with its own lock.
-	maint *maintenance.Maintenance
-	// held holds, per handler, the units found held lately (held.go).
-	held map[string]*heldMemo
-
-	// unkeyed runs the unkeyed handlers' workers, and keeps their member
-	// announcers and halts behind its own locks (package unkeyed).
-	unkeyed *unkeyed.Runner
-
-	// Health (health.go): when Run started, when each handler last
-	// discovered its units (under mu), and, as Unix nanoseconds, when the
-	// heartbeat last ticked.
-	startedAt    time.Time
-	discoveredAt map[string]time.Time
-	beatAt       atomic.Int64
-
+	// exec runs the handlers on entries (package executor), and holds
+	// the concurrency slots every attempt takes.
+	exec *executor.Executor
 	// replicas confirms writes on replicas in the strict mode
 	// (Options.ReplicaAcks; nil otherwise).
 	replicas *replicas.Barrier
+	// wake wakes idle workers on the signals publishers send.
+	wake *wake.Waiter
+	// pauses are the whole-handler pauses discovery found.
+	pauses *lease.Pauses
+	// leases holds the partitions' leases and their gates' shared state
+	// (package lease).
+	leases *lease.Leases
+	// workers are the owned partitions, each run by its worker (package
+	// worker).
+	workers *worker.Set
+	// unkeyed runs the unkeyed handlers' workers, and keeps their member
+	// announcers and halts (package unkeyed).
+	unkeyed *unkeyed.Runner
+	// maint reaps cold partitions, trims acked entries and checks for
+	// unowned partitions (package maintenance).
+	maint *maintenance.Maintenance
+	// disc claims and hands over the keyed handlers' partitions each
+	// discovery cycle, and keeps the indexes and its memos between
+	// cycles (package discovery).
+	disc *discovery.Discovery
+}
+
+// lifecycle is where an engine is between NewEngine and Run's return,
+// under Engine.mu.
+type lifecycle struct {
+	// running: Run was called and has not returned (Status.Running).
+	running bool
+	// consuming: Run finished starting (Status.Consuming).
+	consuming bool
+	// handlers are the keyed handlers and sequential pms, announced as
+	// members, as Run found them.
+	handlers []string
+	// startedAt is when Run started; Health measures the heartbeat's
+	// and the renewals' ages from it until they first happen.
+	startedAt time.Time
+}
+
+// heartbeat is what Run's heartbeat keeps: the renewer of every owned
+// lease, and as Unix nanoseconds when the heartbeat last ticked (zero:
+// never), which Health reads without a lock.
+type heartbeat struct {
+	renewer *lease.Renewer
+	at      atomic.Int64
 }
 
 // NewEngine returns an engine reading through c. Register handlers, then
@@ -122,31 +126,11 @@ func NewEngine(c redis.UniversalClient, options ...Options) (*Engine, error) {
 	e := &Engine{
 		reg: NewRegistry("redis", StreamPartitioning|ConsumerGroups),
 		c:   c, o: o, incarnation: membership.NewIncarnation(o.OwnerID),
-		log:   o.Logger.With("owner", o.OwnerID),
-		index: newIndexCache(),
-		held:  map[string]*heldMemo{},
-
-		large: map[string]largeCategory{},
+		log: o.Logger.With("owner", o.OwnerID),
 	}
-	if e.telemetry, err = e.newTelemetry(o); err != nil {
+	if err := e.build(o); err != nil {
 		return nil, fmt.Errorf("seqby engine metrics: %w", err)
 	}
-	e.members = membership.New(membership.Config{Client: c, Owner: o.OwnerID, Incarnation: e.incarnation,
-		LeaseTTL: o.LeaseTTL, HeartbeatInterval: o.HeartbeatInterval, DiscoveryInterval: o.DiscoveryInterval,
-		Log: e.log, Owned: func(hs []string) []int { return e.workers.Owned(hs) }, OnFault: func(f membership.Fault) { e.alertFault(faultOf(f)) }})
-	e.exec = e.newExecutor(o)
-	e.replicas = replicas.New(replicas.Config{Client: c, Acks: o.ReplicaAcks, Timeout: o.ReplicaTimeout, Backoff: o.Retry.RetryBackoff,
-		Log: o.Logger.With("owner", o.OwnerID), OnShort: e.telemetry.ReplicaShort})
-	e.wake = wake.New(wake.Config{Client: c, Block: o.BlockTimeout, OnSignal: e.index.signalled, OnGap: e.index.invalidate})
-	e.pauses = lease.NewPauses(lease.PausesConfig{Client: c, Log: e.log, DiscoveryInterval: o.DiscoveryInterval})
-	// One Batcher carries the workers' fenced reads and acks and their
-	// gates' confirmations, in shared rounds.
-	batch := rdb.NewBatcher(c)
-	e.leases = e.newLeases(o, batch)
-	e.workers = e.newWorkers(o, batch)
-	e.renewer = lease.NewRenewer(e.leases, lease.RenewerConfig{List: e.workers.Helds, PermanentErrors: PermanentRedisErrors})
-	e.unkeyed = e.newUnkeyed(o)
-	e.maint = e.newMaintenance(o)
 	return e, nil
 }
 
@@ -165,7 +149,7 @@ func (e *Engine) Register(regs ...Registration) error {
 	// registry and the executor agreeing on every handler.
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.running {
+	if e.life.running {
 		return fmt.Errorf("%w: %w", ErrRegistration, ErrRunning)
 	}
 	if err := e.reg.Add(regs...); err != nil {
@@ -181,218 +165,12 @@ func (e *Engine) Register(regs ...Registration) error {
 // generated for it), as it appears in lease tokens and logs.
 func (e *Engine) OwnerID() string { return e.o.OwnerID }
 
-// consumer is one handler on one category, consumed in one of three ways.
-type consumer struct {
-	reg      Registration
-	category string
-	mode     consumeMode
-}
-
-type consumeMode int
-
-const (
-	modeLeased consumeMode = iota // keyed handler: one owner per partition
-	modeFan                       // unkeyed handler on a partitioned category
-	modePlain                     // unpartitioned category: one consumer group
-	modePM                        // sequential pm: one owner per correlation value
-)
-
-func (e *Engine) consumers() []consumer {
-	partitioned := e.reg.PartitionedCategories()
-	var out []consumer
-	for _, reg := range e.reg.Registrations() {
-		keyed := reg.Key != "" || reg.Sequential
-		for _, cat := range categories(reg) {
-			mode := modePlain
-			if _, ok := partitioned[cat]; ok {
-				mode = modeFan
-				if keyed {
-					mode = modeLeased
-				}
-			}
-			if reg.Kind == ProcessManager && reg.Sequential {
-				// Registration checks made every category of a
-				// sequential pm partitioned by its correlate field.
-				mode = modePM
-			}
-			out = append(out, consumer{reg: reg, category: cat, mode: mode})
-		}
-	}
-	return out
-}
-
-// partitionedCategories lists the partitioned categories cs read, once
-// each.
-func partitionedCategories(cs []consumer) []string {
-	var cats []string
-	for _, c := range cs {
-		if c.mode != modePlain && !slices.Contains(cats, c.category) {
-			cats = append(cats, c.category)
-		}
-	}
-	return cats
-}
-
-// fanoutCategories lists, once each, the partitioned categories of cs that
-// an unkeyed handler reads: the Keeper keeps their fanout markers.
-func fanoutCategories(cs []consumer) []string {
-	var out []string
-	for _, c := range cs {
-		if c.mode == modeFan && !slices.Contains(out, c.category) {
-			out = append(out, c.category)
-		}
-	}
-	return out
-}
-
-// Run consumes until ctx is done, then shuts down gracefully: each owned
-// partition finishes its in-flight message, acks it and releases its lease,
-// and the instance leaves the member sets, so others take over at once.
-// It returns nil after a graceful stop, or an error if it cannot start.
-func (e *Engine) Run(ctx context.Context) error {
-	e.mu.Lock()
-	if e.running {
-		e.mu.Unlock()
-		return ErrRunning
-	}
-	e.running = true
-	// Faults, failures and unowned marks are per Run: a second Run
-	// neither reports the first one's nor skips what it failed on.
-	e.members.Reset()
-	e.maint.Reset()
-	e.held = map[string]*heldMemo{}
-	e.startedAt, e.discoveredAt = time.Now(), map[string]time.Time{}
-	e.mu.Unlock()
-	defer func() { e.mu.Lock(); e.running, e.consuming = false, false; e.mu.Unlock() }()
-	defer e.pauses.End()
-	observing, err := e.telemetry.Observe()
-	if err != nil {
-		return fmt.Errorf("seqby engine: register the metrics callback: %w", err)
-	}
-	defer observing.Unregister()
-
-	if err := rdb.LoadScripts(ctx, e.c); err != nil {
-		if ctx.Err() != nil {
-			return nil // stopped before it started: a graceful stop, nothing owned
-		}
-		return fmt.Errorf("seqby engine: load scripts (is Redis reachable?): %w", err)
-	}
-	if err := e.checkMemoryPolicy(ctx); err != nil {
-		return err
-	}
-	if err := replicas.Check(ctx, e.replicas, replicas.CheckConfig{Client: e.c, Log: e.log, LeaseTTL: e.o.LeaseTTL, Quiet: e.o.SkipEvictionCheck}); err != nil {
-		return err
-	}
-	if err := e.members.ClaimOwner(ctx); errors.Is(err, ErrOwnerInUse) {
-		return fmt.Errorf("seqby engine: %w", err)
-	} else if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		// Leases are per incarnation whatever happens here: a Redis that
-		// refuses the claim only leaves a duplicate OwnerID undetected.
-		e.log.Warn("seqby: claiming the OwnerID failed; another process with the same OwnerID would go undetected (the heartbeat tries again)", "err", err)
-	}
-	defer e.members.ReleaseOwner(ctx)
-	cs := e.consumers()
-	if len(cs) == 0 {
-		return fmt.Errorf("seqby engine: nothing registered; call Register before Run")
-	}
-	starts, err := e.registerGroups(ctx, cs)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("seqby engine: %w", err)
-	}
-	e.exec.SetStarts(starts)
-	for _, c := range cs {
-		if c.mode != modePlain {
-			if err := e.wake.Watch(ctx, c.category); err != nil {
-				if ctx.Err() != nil {
-					return nil // stopped while starting, as registerGroups above
-				}
-				return fmt.Errorf("seqby engine: watch %s: %w", c.category, err)
-			}
-		}
-	}
-	e.wake.WatchOwn(rdb.OwnerSignalKey(e.incarnation))
-	e.signals = wake.NewKeeper(wake.KeeperConfig{Client: e.c, Waiter: e.wake, Incarnation: e.incarnation, Log: e.log,
-		Interval: e.o.HeartbeatInterval, LeaseTTL: e.o.LeaseTTL, Fanout: fanoutCategories(cs)})
-	e.signals.Keep(ctx, true) // before any worker reads: publishers find the stream, and signal a fan's category
-	// Handlers and the loops that own partitions outlive ctx long enough to
-	// finish the in-flight message; stop tells them to wind down.
-	base := contract.WithClient(context.WithoutCancel(ctx), e.c)
-	stop := ctx.Done()
-	var wg sync.WaitGroup
-	waitCtx, stopWaiter := context.WithCancel(base)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		e.wake.Run(waitCtx, func(err error) { e.log.Warn("seqby: waiting for new entries failed; retrying", "err", err) })
-	}()
-	var leased []consumer
-	for _, c := range cs {
-		switch c.mode {
-		case modeLeased, modePM:
-			leased = append(leased, c)
-		case modePlain:
-			wg.Add(1)
-			go func() { defer wg.Done(); e.unkeyed.RunPlain(base, stop, c.reg.Name, c.category) }()
-		}
-	}
-	e.mu.Lock() // the gauges' snapshot reads e.handlers
-	for _, c := range leased {
-		if !slices.Contains(e.handlers, c.reg.Name) {
-			e.handlers = append(e.handlers, c.reg.Name)
-		}
-	}
-	e.mu.Unlock()
-	var partsWG sync.WaitGroup
-	hbCtx, stopHeartbeat := context.WithCancel(base)
-	wg.Add(1)
-	go func() { defer wg.Done(); e.heartbeatLoop(hbCtx) }()
-	if cats := partitionedCategories(cs); e.reaping() && len(cats) > 0 {
-		wg.Add(1)
-		go func() { defer wg.Done(); e.maint.Run(base, stop, cats) }()
-	}
-	e.mu.Lock()
-	e.consuming = true
-	e.mu.Unlock()
-	e.log.Info("seqby engine running", "consumers", len(cs), "lease_ttl", e.o.LeaseTTL)
-	e.discoveryLoop(base, stop, cs, leased, &partsWG)
-
-	// Graceful stop: leave the member sets first so the others' share
-	// grows at once, then every partition finishes, acks and releases
-	// (the heartbeat keeps renewing their leases meanwhile).
-	e.members.LeaveMembers(base, leaseHandlers(leased))
-	e.workers.ReleaseAll()
-	partsWG.Wait()
-	stopHeartbeat()
-	stopWaiter()
-	wg.Wait()
-	if e.replicas != nil {
-		// Last: the renewals' confirmations (ended with the heartbeat's
-		// context) and the unkeyed workers' acks (wg) wait on barriers
-		// too; once none waits, the loop ends after its barriers.
-		e.replicas.Drain()
-	}
-	e.log.Info("seqby engine stopped")
-	return nil
-}
-
 // Status returns a snapshot of the owned partitions and halts.
 func (e *Engine) Status() Status {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	s := Status{OwnerID: e.o.OwnerID, Running: e.running, Consuming: e.consuming, Halts: haltsOf(e.unkeyed.Halts()),
-		Faults: e.faultList()}
-	for c, l := range e.large {
-		if s.LargeCategories == nil {
-			s.LargeCategories = map[string]int{}
-		}
-		s.LargeCategories[c] = l.partitions
-	}
+	s := Status{OwnerID: e.o.OwnerID, Running: e.life.running, Consuming: e.life.consuming}
+	e.mu.Unlock()
+	s.Halts, s.Faults, s.LargeCategories = haltsOf(e.unkeyed.Halts()), e.faultList(), e.disc.Large()
 	for _, w := range e.workers.Status() {
 		s.Partitions = append(s.Partitions, partitionStatus(w))
 	}

@@ -4,21 +4,6 @@ import (
 	"github.com/seqby/seqby/runtime/internal/executor"
 )
 
-// newExecutor builds the engine's executor from o (already defaulted).
-// Its handlers come in through Register and its groups' starts at Run;
-// what it asks of the engine (known types, which other builds route a
-// type) are e's own answers.
-func (e *Engine) newExecutor(o Options) *executor.Executor {
-	cfg := executor.Config{Log: e.log, Telemetry: e.telemetry, Owner: o.OwnerID, Timeout: o.HandlerTimeout,
-		Retry:         executor.RetryPolicy(o.Retry),
-		MaxDeliveries: o.MaxDeliveries, Concurrency: o.Concurrency,
-		KnownType: e.reg.KnownType, OtherBuilds: e.members.BuildsRouting, States: o.StateStore}
-	if al, ok := o.StateStore.(appliedLoader); ok {
-		cfg.LoadApplied = al.loadApplied
-	}
-	return executor.New(cfg)
-}
-
 // handlerOf is reg as the executor runs it, decoding with codec.
 func handlerOf(reg Registration, codec Codec) executor.Handler {
 	h := executor.Handler{Name: reg.Name, Kind: reg.Kind.String(), PM: reg.Kind == ProcessManager, NewState: reg.NewState,

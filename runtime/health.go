@@ -56,18 +56,12 @@ func (e *Engine) Health(ctx context.Context) Health { return e.report(ctx, true)
 func (e *Engine) report(ctx context.Context, ping bool) Health {
 	now := time.Now()
 	e.mu.Lock()
-	running, consuming, started := e.running, e.consuming, e.startedAt
-	handlers := append([]string(nil), e.handlers...)
-	var oldest time.Time
-	for i, h := range handlers {
-		at := e.discoveredAt[h]
-		if i == 0 || at.Before(oldest) {
-			oldest = at
-		}
-	}
+	running, consuming, started := e.life.running, e.life.consuming, e.life.startedAt
+	handlers := append([]string(nil), e.life.handlers...)
 	e.mu.Unlock()
-	h := Health{Reasons: []string{}, LastRenew: e.renewer.RenewedAt(), LastDiscovery: oldest, Redis: "ok"}
-	beat := loadTime(&e.beatAt)
+	oldest := e.disc.LastCycle(handlers)
+	h := Health{Reasons: []string{}, LastRenew: e.beat.renewer.RenewedAt(), LastDiscovery: oldest, Redis: "ok"}
+	beat := loadTime(&e.beat.at)
 	ttl := e.o.LeaseTTL
 	switch {
 	case !running:
@@ -152,13 +146,6 @@ func (e *Engine) ping(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("no answer to PING within %v", healthPing)
 	}
-}
-
-// discovered records a discovery cycle of handler that read its units.
-func (e *Engine) discovered(handler string) {
-	e.mu.Lock()
-	e.discoveredAt[handler] = time.Now()
-	e.mu.Unlock()
 }
 
 // maxPausedReasons bounds the paused partitions Health lists one by one.

@@ -1,26 +1,6 @@
 package runtime
 
-import (
-	"time"
-
-	"github.com/seqby/seqby/runtime/internal/maintenance"
-	"github.com/seqby/seqby/runtime/internal/membership"
-)
-
-// newMaintenance builds the engine's maintenance (reaping, retention, the
-// unowned check) from o (already defaulted), after the instance record
-// and the barrier it reports to. The owned set stays e's.
-func (e *Engine) newMaintenance(o Options) *maintenance.Maintenance {
-	return maintenance.New(maintenance.Config{Client: e.c, Owner: o.OwnerID, Incarnation: e.incarnation,
-		LeaseTTL: o.LeaseTTL, DiscoveryInterval: o.DiscoveryInterval, ReapAfter: o.ReapAfter,
-		BackfillSuffix: o.BackfillSuffix, MemberTTL: e.members.MemberTTL(), Log: e.log, Replicas: e.replicas,
-		Adopt: e.leases.Adopt, Invalidate: e.index.invalidate, Owned: e.ownedUnits,
-		Report: func(id string, f membership.Fault) {
-			e.members.AddFault(id, f)
-			e.alertFault(faultOf(f))
-		},
-		Clear: func(id string) { e.members.RemoveFault(membership.FaultUnowned, id) }})
-}
+import "time"
 
 // UnownedAfter is how long a partition with work may stay without an owner
 // before it is reported: two lease TTLs (a crashed owner's lease expires)
@@ -40,13 +20,4 @@ func (e *Engine) ownedUnits(ids []string) (owned []bool, holding int64) {
 		}
 	}
 	return owned, holding
-}
-
-// maintenanceUnits converts discovery's units for the unowned check.
-func maintenanceUnits(units []unit) []maintenance.Unit {
-	out := make([]maintenance.Unit, len(units))
-	for i, u := range units {
-		out[i] = maintenance.Unit{ID: u.id, Ref: u.ref, Key: u.key, Cats: u.cats, Lanes: u.lanes}
-	}
-	return out
 }

@@ -17,25 +17,15 @@ import (
 // attributes (telemetry.Telemetry.StartAttempt); the handler's ctx
 // carries it, so the handler's own spans are its children.
 
-// newTelemetry builds the engine's metrics and tracing from o; the gauges
-// read e's state at each collection, through snapshot.
-func (e *Engine) newTelemetry(o Options) (*telemetry.Telemetry, error) {
-	return telemetry.New(telemetry.Config{
-		MeterProvider: o.MeterProvider, TracerProvider: o.TracerProvider, Propagator: o.Propagator,
-		Client: e.c, Log: e.log,
-		Snapshot: e.snapshot, AttemptKey: attemptKey, ErrorType: errorType,
-	})
-}
-
 // snapshot is what the gauges report of e at one collection: the owned
 // partitions, paused ones, those with work, and the index sizes.
 func (e *Engine) snapshot() telemetry.Snapshot {
 	s := telemetry.Snapshot{Owned: map[string]int{}, Paused: map[string]int{}}
 	e.workers.Gauges(&s)
 	e.mu.Lock()
-	s.Handlers = slices.Clone(e.handlers)
+	s.Handlers = slices.Clone(e.life.handlers)
 	e.mu.Unlock()
-	s.Index = e.index.sizes()
+	s.Index = e.disc.Index().Sizes()
 	return s
 }
 

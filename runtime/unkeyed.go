@@ -4,24 +4,8 @@ import (
 	"context"
 
 	"github.com/seqby/seqby/runtime/internal/contract"
-	"github.com/seqby/seqby/runtime/internal/unkeyed"
 	"github.com/seqby/seqby/runtime/internal/worker"
 )
-
-// newUnkeyed builds the runner of the unkeyed handlers from o (already
-// defaulted), after the executor, the waiter and the barrier it shares
-// with the partitions. Retention, the index and the key rules stay e's.
-func (e *Engine) newUnkeyed(o Options) *unkeyed.Runner {
-	return unkeyed.New(unkeyed.Config{Client: e.c, Owner: o.OwnerID, Exec: e.exec, Wake: e.wake, Replicas: e.replicas, Log: e.log,
-		LeaseTTL: o.LeaseTTL, MemberTTL: e.members.MemberTTL(), HeartbeatInterval: o.HeartbeatInterval,
-		DiscoveryInterval: o.DiscoveryInterval, BlockTimeout: o.BlockTimeout, RetryBackoff: o.Retry.RetryBackoff,
-		MaxBackoff: o.Retry.MaxBackoff, IdleRecheck: worker.IdleRecheck, BackfillSuffix: o.BackfillSuffix,
-		Partitions: e.partitions, KeyRule: checkKeySuffix, Settled: e.countSettled,
-		Trims: func(handler string, cats, lanes []string) unkeyed.Trimmer {
-			return &laneTrims{e: e, handler: handler, cats: cats, lanes: lanes}
-		},
-		OnHalt: func(h contract.Halt) { e.alert(Halt(h)) }})
-}
 
 // laneTrims is one unkeyed worker's retention: it trims every
 // worker.TrimEvery acks, or once its lanes are drained.

@@ -159,9 +159,7 @@ func TestColdPartitionWakesBesideAnOwner(t *testing.T) {
 		t.Fatal("h2 did not run the first event")
 	}
 	eventually(t, 20*time.Second, "z to let the cold partition go and find it cold", func() bool {
-		z.mu.Lock()
-		defer z.mu.Unlock()
-		return len(z.cold) == 1
+		return z.disc.ColdMarks() == 1
 	})
 	if owned(x)[0] != 1 || c.HGet(ctx, rdb.WakeKey(rdb.PartitionStream("order", "a")), "h1").Val() == "" {
 		t.Fatal("x does not own a under h1: the test does not test what it says")

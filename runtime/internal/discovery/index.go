@@ -1,13 +1,16 @@
-package runtime
+package discovery
 
 import (
 	"context"
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
+// Index keeps the partition indexes between discovery cycles.
+//
 // Discovery needs each category's partition index every cycle, but
 // reading a set of thousands of keys every second on every instance, when
 // nothing changed, is most of an idle engine's cost on Redis. So an
@@ -16,27 +19,32 @@ import (
 //   - a signal came for a key that the kept index does not hold: a
 //     publisher adds the key to the index before it signals it, and
 //     signals a key new to the index on the category's stream, which
-//     every instance reads (rdb/wake.go; its owners alone hear of later
-//     publishes), so those signals are the change stream of additions. A signal that comes while a read is in flight counts
+//     every instance reads (package rdb's wake-ups; its owners alone
+//     hear of later publishes), so those signals are the change stream
+//     of additions. A signal that comes while a read is in flight counts
 //     against what that read returns, not against the index kept before
 //     it: the read may have been answered before the key was added back
 //     (another instance's reaper removed it, a publisher re-added it), so
 //     a signalled key the read lacks makes the next cycle read again,
 //     where the old index, still holding the key, would have kept the
-//     read for indexRefresh;
-//   - indexRefresh passed (2 x LeaseTTL, 30 s by default): reapers on
+//     read for the refresh time;
+//   - the refresh time passed (2 x LeaseTTL, 30 s by default): reapers on
 //     other instances remove keys without a signal, and a publisher of
 //     another version may not signal; a removed key kept a little longer
 //     only costs a cold acquire;
 //   - this instance's reaper removed keys, or the waiter found that
-//     signals were trimmed before it read them (invalidate; a read in
+//     signals were trimmed before it read them (Invalidate; a read in
 //     flight then is not kept as current either).
 //
 // An idle engine reads nothing: without signals the kept index stays
-// current until indexRefresh.
+// current until the refresh time.
 //
 // The kept indexes are bounded by the categories this instance consumes.
-type indexCache struct {
+// Its zero value is not usable; NewIndex builds one.
+type Index struct {
+	c       redis.UniversalClient
+	refresh time.Duration
+
 	mu   sync.Mutex
 	cats map[string]*catIndex
 	// unknown counts, per category, the signals of keys the kept index
@@ -61,17 +69,16 @@ type catIndex struct {
 	unknownAt uint64
 }
 
-// indexRefresh is how long a kept index is used at most.
-func (e *Engine) indexRefresh() time.Duration { return 2 * e.o.LeaseTTL }
-
-func newIndexCache() *indexCache {
-	return &indexCache{cats: map[string]*catIndex{}, unknown: map[string]uint64{},
+// NewIndex returns an empty Index reading through c, which uses a kept
+// index for refresh at most (the engine's is 2 x LeaseTTL).
+func NewIndex(c redis.UniversalClient, refresh time.Duration) *Index {
+	return &Index{c: c, refresh: refresh, cats: map[string]*catIndex{}, unknown: map[string]uint64{},
 		reads: map[string]map[*indexRead]struct{}{}}
 }
 
-// signalled notes a signal for the key (the waiter calls it for every
+// Signalled notes a signal for the key (the waiter calls it for every
 // signal it reads, under its own lock: this lock is taken last).
-func (x *indexCache) signalled(category, key string) {
+func (x *Index) Signalled(category, key string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if reads := x.reads[category]; len(reads) > 0 {
@@ -88,23 +95,22 @@ func (x *indexCache) signalled(category, key string) {
 	x.unknown[category]++
 }
 
-// invalidate makes the next partitions call read category's index, even
+// Invalidate makes the next Partitions call read category's index, even
 // when a read in flight (sent before the change) stores its result.
-func (x *indexCache) invalidate(category string) {
+func (x *Index) Invalidate(category string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	delete(x.cats, category)
 	x.unknown[category]++
 }
 
-// partitions returns category's partition keys (the index and the keys
+// Partitions returns category's partition keys (the index and the keys
 // being reaped, as rdb.Partitions), read from Redis only when the kept
 // copy may be out of date. The caller must not modify the slice.
-func (e *Engine) partitions(ctx context.Context, category string) ([]string, error) {
-	x := e.index
+func (x *Index) Partitions(ctx context.Context, category string) ([]string, error) {
 	x.mu.Lock()
 	ci, snap := x.cats[category], x.unknown[category]
-	if ci != nil && ci.unknownAt == snap && time.Since(ci.readAt) < e.indexRefresh() {
+	if ci != nil && ci.unknownAt == snap && time.Since(ci.readAt) < x.refresh {
 		x.mu.Unlock()
 		return ci.list, nil
 	}
@@ -115,7 +121,7 @@ func (e *Engine) partitions(ctx context.Context, category string) ([]string, err
 	x.reads[category][r] = struct{}{}
 	x.mu.Unlock()
 	sent := time.Now()
-	keys, err := rdb.Partitions(ctx, e.c, category)
+	keys, err := rdb.Partitions(ctx, x.c, category)
 	var set map[string]bool
 	if err == nil {
 		set = make(map[string]bool, len(keys))
@@ -147,8 +153,8 @@ func (e *Engine) partitions(ctx context.Context, category string) ([]string, err
 	return keys, nil
 }
 
-// sizes returns the partition count of each category's kept index.
-func (x *indexCache) sizes() map[string]int {
+// Sizes returns the partition count of each category's kept index.
+func (x *Index) Sizes() map[string]int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	out := make(map[string]int, len(x.cats))

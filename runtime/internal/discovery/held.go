@@ -1,4 +1,4 @@
-package runtime
+package discovery
 
 import "time"
 
@@ -28,15 +28,14 @@ type heldMark struct {
 }
 
 // skipHeld reports whether unit id of handler was found held lately in
-// the same picture; a changed picture forgets every mark. e.mu is not
-// held by the caller.
-func (e *Engine) skipHeld(handler, id string, live, units int64) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	m := e.held[handler]
+// the same picture; a changed picture forgets every mark.
+func (d *Discovery) skipHeld(handler, id string, live, units int64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := d.held[handler]
 	if m == nil || m.live != live || m.units != units {
 		m = &heldMemo{live: live, units: units, since: time.Now(), marks: map[string]heldMark{}}
-		e.held[handler] = m
+		d.held[handler] = m
 		return false
 	}
 	mark, ok := m.marks[id]
@@ -45,17 +44,17 @@ func (e *Engine) skipHeld(handler, id string, live, units int64) bool {
 
 // markHeld records that unit id of handler was found held (the marks are
 // bounded by the handler's units, and end with the picture).
-func (e *Engine) markHeld(handler, id string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	m := e.held[handler]
+func (d *Discovery) markHeld(handler, id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := d.held[handler]
 	if m == nil {
 		return
 	}
-	now, di := time.Now(), e.o.DiscoveryInterval
+	now, di := time.Now(), d.cfg.DiscoveryInterval
 	hold := di
-	if now.Sub(m.since) >= e.o.LeaseTTL {
-		hold = min(max(2*m.marks[id].hold, di), e.o.LeaseTTL)
+	if now.Sub(m.since) >= d.cfg.LeaseTTL {
+		hold = min(max(2*m.marks[id].hold, di), d.cfg.LeaseTTL)
 	}
 	// Less half an interval: the mark is set after the acquire's round
 	// trip, and the next cycle checks it sooner than that after its start.
@@ -63,10 +62,10 @@ func (e *Engine) markHeld(handler, id string) {
 }
 
 // claimedHeld forgets unit id's mark once it was claimed.
-func (e *Engine) claimedHeld(handler, id string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if m := e.held[handler]; m != nil {
+func (d *Discovery) claimedHeld(handler, id string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if m := d.held[handler]; m != nil {
 		delete(m.marks, id)
 	}
 }

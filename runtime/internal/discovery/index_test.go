@@ -1,4 +1,4 @@
-package runtime
+package discovery
 
 import (
 	"context"
@@ -6,13 +6,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // indexReadHook runs a function once, right after the next read of a
-// category's index (SUNION) was answered and before the engine stores it:
+// category's index (SUNION) was answered and before the Index stores it:
 // what happens in it happens while the read is in flight, after Redis
 // answered it.
 type indexReadHook struct {
@@ -55,23 +56,19 @@ func (h *indexReadHook) count() int {
 	return h.reads
 }
 
-// newIndexEngine is an engine (not running) whose client reports its index
-// reads to the hook.
-func newIndexEngine(t *testing.T) (*Engine, *redis.Client, *indexReadHook) {
+// newIndex is an Index, with the engine tests' refresh time (2 x
+// LeaseTTL of 1s), whose client reports its index reads to the hook.
+func newIndex(t *testing.T) (*Index, *redis.Client, *indexReadHook) {
 	t.Helper()
 	c := newRedis(t)
 	h := &indexReadHook{}
 	c.AddHook(h)
-	e, err := NewEngine(c, fastOptions("p1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e, c, h
+	return NewIndex(c, 2*time.Second), c, h
 }
 
-func mustPartitions(t *testing.T, e *Engine, category string) []string {
+func mustPartitions(t *testing.T, x *Index, category string) []string {
 	t.Helper()
-	keys, err := e.partitions(ctxT(t), category)
+	keys, err := x.Partitions(ctxT(t), category)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,12 +85,12 @@ func mustPartitions(t *testing.T, e *Engine, category string) []string {
 // cycle reads the index again and finds it; once found, no signal means
 // no further read.
 func TestIndexSignalDuringReadOfARepublishedKey(t *testing.T) {
-	e, c, h := newIndexEngine(t)
+	x, c, h := newIndex(t)
 	ctx, cat := ctxT(t), "order"
 	if err := c.SAdd(ctx, rdb.IndexKey(cat), "k").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if got := mustPartitions(t, e, cat); !slices.Equal(got, []string{"k"}) {
+	if got := mustPartitions(t, x, cat); !slices.Equal(got, []string{"k"}) {
 		t.Fatalf("first read: %v, want [k]", got)
 	}
 	// Another instance's reaper removes k; a new key j is published, so
@@ -104,24 +101,24 @@ func TestIndexSignalDuringReadOfARepublishedKey(t *testing.T) {
 	if err := c.SAdd(ctx, rdb.IndexKey(cat), "j").Err(); err != nil {
 		t.Fatal(err)
 	}
-	e.index.signalled(cat, "j")
+	x.Signalled(cat, "j")
 	// While that read is in flight (answered: [j]), a publisher adds k
 	// back and signals it.
 	h.onNextRead(func() {
 		if err := c.SAdd(context.Background(), rdb.IndexKey(cat), "k").Err(); err != nil {
 			t.Error(err)
 		}
-		e.index.signalled(cat, "k")
+		x.Signalled(cat, "k")
 	})
-	if got := mustPartitions(t, e, cat); !slices.Equal(got, []string{"j"}) {
+	if got := mustPartitions(t, x, cat); !slices.Equal(got, []string{"j"}) {
 		t.Fatalf("read in flight: %v, want [j] (it was answered before k came back)", got)
 	}
-	if got := mustPartitions(t, e, cat); !slices.Equal(got, []string{"j", "k"}) {
+	if got := mustPartitions(t, x, cat); !slices.Equal(got, []string{"j", "k"}) {
 		t.Fatalf("the cycle after the read: %v, want [j k]: the republished key's signal was dropped", got)
 	}
 	n := h.count()
 	for range 3 {
-		mustPartitions(t, e, cat)
+		mustPartitions(t, x, cat)
 	}
 	if got := h.count(); got != n {
 		t.Fatalf("%d index reads without a signal, want 0", got-n)
@@ -132,19 +129,19 @@ func TestIndexSignalDuringReadOfARepublishedKey(t *testing.T) {
 // a busy engine, whose keys are signalled all the time, does not read its
 // index every cycle.
 func TestIndexSignalDuringReadOfAHeldKey(t *testing.T) {
-	e, c, h := newIndexEngine(t)
+	x, c, h := newIndex(t)
 	ctx, cat := ctxT(t), "order"
 	if err := c.SAdd(ctx, rdb.IndexKey(cat), "k", "j").Err(); err != nil {
 		t.Fatal(err)
 	}
-	mustPartitions(t, e, cat)
-	e.index.invalidate(cat)
-	h.onNextRead(func() { e.index.signalled(cat, "k") })
-	mustPartitions(t, e, cat)
+	mustPartitions(t, x, cat)
+	x.Invalidate(cat)
+	h.onNextRead(func() { x.Signalled(cat, "k") })
+	mustPartitions(t, x, cat)
 	n := h.count()
-	e.index.signalled(cat, "k")
-	e.index.signalled(cat, "j")
-	if got := mustPartitions(t, e, cat); !slices.Equal(got, []string{"j", "k"}) {
+	x.Signalled(cat, "k")
+	x.Signalled(cat, "j")
+	if got := mustPartitions(t, x, cat); !slices.Equal(got, []string{"j", "k"}) {
 		t.Fatalf("partitions: %v, want [j k]", got)
 	}
 	if got := h.count(); got != n {
@@ -156,23 +153,23 @@ func TestIndexSignalDuringReadOfAHeldKey(t *testing.T) {
 // while a read is in flight: that read, sent before a key whose only
 // signal was lost joined the index, must not be kept as current.
 func TestIndexInvalidateDuringRead(t *testing.T) {
-	e, c, h := newIndexEngine(t)
+	x, c, h := newIndex(t)
 	ctx, cat := ctxT(t), "order"
 	if err := c.SAdd(ctx, rdb.IndexKey(cat), "k").Err(); err != nil {
 		t.Fatal(err)
 	}
-	mustPartitions(t, e, cat)
-	e.index.signalled(cat, "j") // a new key: the next call reads
+	mustPartitions(t, x, cat)
+	x.Signalled(cat, "j") // a new key: the next call reads
 	h.onNextRead(func() {
 		if err := c.SAdd(context.Background(), rdb.IndexKey(cat), "m").Err(); err != nil {
 			t.Error(err)
 		}
-		e.index.invalidate(cat) // m's signal was trimmed unread
+		x.Invalidate(cat) // m's signal was trimmed unread
 	})
-	if got := mustPartitions(t, e, cat); !slices.Equal(got, []string{"k"}) {
+	if got := mustPartitions(t, x, cat); !slices.Equal(got, []string{"k"}) {
 		t.Fatalf("read in flight: %v, want [k]", got)
 	}
-	if got := mustPartitions(t, e, cat); !slices.Equal(got, []string{"k", "m"}) {
+	if got := mustPartitions(t, x, cat); !slices.Equal(got, []string{"k", "m"}) {
 		t.Fatalf("the cycle after the gap: %v, want [k m]: the invalidation was lost to the read in flight", got)
 	}
 }
