@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -371,10 +372,11 @@ func TestDeployKindChangeRefused(t *testing.T) {
 	}
 }
 
-// Instances of an earlier build that keeps no kind record are told apart
-// by their owned-count key, which keyed handlers and sequential pms write
-// with every heartbeat and unkeyed ones never do.
-func TestDeployKindOfEarlierBuild(t *testing.T) {
+// Run refuses with ErrUpgrade, naming it, while a live instance of an
+// earlier release runs one of its handlers: one whose deploy record says
+// no key layout (the previous release's, written here as it wrote it).
+// Once it is gone it starts.
+func TestUpgradeRefusedBesideEarlierRelease(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	opts := func(owner string) Options {
 		o := fastOptions(owner)
@@ -384,21 +386,31 @@ func TestDeployKindOfEarlierBuild(t *testing.T) {
 	if err := rdb.LoadScripts(ctx, c); err != nil { // AnnounceAll pipelines EVALSHA
 		t.Fatal(err)
 	}
-	if err := rdb.AnnounceAll(ctx, c, []string{"deploy.k"}, []int{3}, "earlier-keyed", time.Minute); err != nil {
+	// The previous release's instance "old1": its OwnerKey and its record.
+	if err := c.Set(ctx, rdb.OwnerKey("old1"), "old1~a", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := rdb.Announce(ctx, c, "deploy.u", "earlier-unkeyed", time.Minute, true); err != nil {
+	if err := c.HSet(ctx, rdb.DeployKey("deploy.k"), "old1", `v1|keyed|1|0123|{"incarnation":"old1~a","routes":{}}`).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tryStart(t, c, opts("a"), unkeyedOrders("deploy.k", nop)); !errors.Is(err, ErrKindChanged) {
-		t.Errorf("unkeyed while an earlier build runs it keyed: %v, want ErrKindChanged", err)
+	_, err := tryStart(t, c, opts("a"), keyedHandler("deploy.k", nop), unkeyedOrders("deploy.u", nop))
+	if !errors.Is(err, ErrUpgrade) || !strings.Contains(err.Error(), "old1") || !strings.Contains(err.Error(), "docs/upgrading.md") {
+		t.Fatalf("Run beside an earlier release: %v, want ErrUpgrade naming old1 and docs/upgrading.md", err)
 	}
-	if _, err := tryStart(t, c, opts("b"), keyedHandler("deploy.u", nop)); !errors.Is(err, ErrKindChanged) {
-		t.Errorf("keyed while an earlier build runs it unkeyed: %v, want ErrKindChanged", err)
+	if n, _ := c.HLen(ctx, rdb.DeployKey("deploy.u")).Result(); n != 0 {
+		t.Errorf("a refused Run recorded %d deploy records", n)
 	}
-	r, err := tryStart(t, c, opts("c"), keyedHandler("deploy.k", nop), unkeyedOrders("deploy.u", nop))
+	// A handler the earlier release does not run is no reason to refuse.
+	r, err := tryStart(t, c, opts("b"), keyedHandler("deploy.other", nop))
 	if err != nil {
-		t.Fatalf("the same kinds as the earlier build: %v", err)
+		t.Fatalf("a handler no earlier release runs: %v", err)
+	}
+	r.stop()
+	// Stopped: old1's OwnerKey ends.
+	c.Del(ctx, rdb.OwnerKey("old1"))
+	r, err = tryStart(t, c, opts("c"), keyedHandler("deploy.k", nop), unkeyedOrders("deploy.u", nop))
+	if err != nil {
+		t.Fatalf("once the earlier release stopped: %v", err)
 	}
 	r.stop()
 }

@@ -51,6 +51,13 @@ var (
 	// Stop (drain) every instance of the old kind first, or give the changed
 	// handler a new name.
 	ErrKindChanged = membership.ErrKindChanged
+	// ErrUpgrade is Run's error when a live engine instance of an earlier
+	// seqby release, which keeps its state under the previous Redis key
+	// layout, runs a handler this engine registers; the error names those
+	// instances. Stop every engine of the earlier release, then start this
+	// one (docs/upgrading.md). An engine of the earlier release started
+	// beside engines of this one refuses in turn, with its ErrKindChanged.
+	ErrUpgrade = membership.ErrUpgrade
 )
 
 // Errors of registering handlers.

@@ -275,7 +275,7 @@ func TestOneBadPartitionDoesNotStallInstances(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := c.Set(ctx, rdb.GenerationKey(rdb.PartitionStream("order", "bad"), "orders"), "not-a-number", 0).Err(); err != nil {
+	if err := c.HSet(ctx, rdb.MetaKey(rdb.LeaseKey(rdb.PartitionStream("order", "bad"), "orders")), rdb.MetaGen, "not-a-number").Err(); err != nil {
 		t.Fatal(err)
 	}
 	handler := keyedHandler("orders", func(context.Context, *testEvent) error { return nil })

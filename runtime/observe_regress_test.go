@@ -57,7 +57,7 @@ func TestHaltedGaugeCountsRecordsOnly(t *testing.T) {
 	if _, err := rdb.RecordHalt(ctx, c, stale, rdb.HaltRecord{Handler: "rg", Partition: stream, Key: "k", Stream: stream, EntryID: "1-0"}); err == nil {
 		t.Fatal("a stale owner's RecordHalt was not fenced")
 	}
-	if n, _ := c.SCard(ctx, rdb.HaltedKey("rg")).Result(); n != 1 {
+	if n, _ := c.SCard(ctx, rdb.MarksKey("rg")).Result(); n != 1 {
 		t.Fatalf("precondition: the halt index holds %d members, want the 1 left by the fenced call", n)
 	}
 	if v, _ := mr.Value("seqby.partitions.halted", telemetry.AttrHandler.String("rg")); v != 0 {

@@ -155,8 +155,8 @@ func snapshot(t *testing.T, c redis.UniversalClient, r inspect.HaltRecord) state
 	t.Helper()
 	ctx := context.Background()
 	var s state
-	s.Record, _ = c.Get(ctx, rdb.HaltRecord(r).RecordKey()).Result()
-	s.Indexed, _ = c.SIsMember(ctx, rdb.HaltedKey(r.Handler), rdb.HaltRecord(r).RecordKey()).Result()
+	s.Record, _ = c.HGet(ctx, rdb.HaltRecord(r).RecordKey(), rdb.MetaHalt).Result()
+	s.Indexed, _ = c.SIsMember(ctx, rdb.MarksKey(r.Handler), rdb.HaltRecord(r).RecordKey()).Result()
 	s.Lease, _ = c.Get(ctx, r.LeaseKey).Result()
 	ps, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: r.Stream, Group: r.Handler, Start: "-", End: "+", Count: 100}).Result()
 	if err != nil {
@@ -246,10 +246,10 @@ func haltFixture(t *testing.T, c redis.UniversalClient, group string, setup func
 	c.SetNX(ctx, r.LeaseKey, r.Token, 0)
 	raw, _ := json.Marshal(r)
 	key := rdb.HaltRecord(r).RecordKey()
-	if err := c.Set(ctx, key, raw, 0).Err(); err != nil {
+	if err := c.HSet(ctx, key, rdb.MetaHalt, raw).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SAdd(ctx, rdb.HaltedKey(group), key).Err(); err != nil {
+	if err := c.SAdd(ctx, rdb.MarksKey(group), key).Err(); err != nil {
 		t.Fatal(err)
 	}
 	return r, ids
@@ -327,7 +327,7 @@ func TestHaltRecordRemovedWhenNextOwnerAppliesHead(t *testing.T) {
 	startEngine(t, c, fastOptions("o2"), h)
 	eventually(t, 20*time.Second, "a applied by the next owner", func() bool { return j.count("a") == 2 })
 	eventually(t, 10*time.Second, "halt record removed", func() bool {
-		n, err := c.SCard(ctx, rdb.HaltedKey("ops")).Result()
+		n, err := c.SCard(ctx, rdb.MarksKey("ops")).Result()
 		return err == nil && n == 0
 	})
 }

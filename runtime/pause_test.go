@@ -103,7 +103,7 @@ func TestPauseStopsAKeyUntilResumed(t *testing.T) {
 	eventually(t, 20*time.Second, "a/2 in the handler", func() bool { return len(s.enteredOf("a")) == 2 })
 	in := inspect.New(s.c)
 	p, err := in.Pause(s.ctx, "pz", "order:{a}", "alice")
-	if err != nil || p.Already || p.By != "alice" || p.Mark != "order:{a}:__lease__:pz:__paused__" {
+	if err != nil || p.Already || p.By != "alice" || p.Mark != "order:{a}:__lease__:pz:__meta__" {
 		t.Fatalf("Pause: %+v, %v", p, err)
 	}
 	release()
@@ -283,7 +283,7 @@ func TestPauseRefusals(t *testing.T) {
 	if p, err := in.CheckPause(s.ctx, "px", "order:{a}"); err != nil || p.Already {
 		t.Fatalf("CheckPause: %+v, %v", p, err)
 	}
-	if n := s.c.Exists(s.ctx, "order:{a}:__lease__:px:__paused__").Val(); n != 0 {
+	if s.c.HExists(s.ctx, "order:{a}:__lease__:px:__meta__", rdb.MetaPaused).Val() {
 		t.Fatal("CheckPause stored a pause")
 	}
 }
@@ -316,7 +316,7 @@ func TestPausePM(t *testing.T) {
 	eventually(t, 20*time.Second, "o1's first order", func() bool { return len(events("o1")) == 1 })
 	in := inspect.New(c)
 	pz, err := in.Pause(ctx, "pz-flow", "pmorder:{o1}", "alice")
-	if err != nil || pz.Mark != "{o1}:__pmlease__:pz-flow:__paused__" {
+	if err != nil || pz.Mark != "{o1}:__pmstate__:pz-flow" {
 		t.Fatalf("Pause of a pm's value: %+v, %v", pz, err)
 	}
 	publish(&pmOrder{OrderID: "o1", Seq: 2}, &pmPayment{OrderID: "o1", Seq: 1}, &pmOrder{OrderID: "o2", Seq: 1})
@@ -534,7 +534,7 @@ func TestResumeWakesABatchedPartitionPausedByItsPrefetch(t *testing.T) {
 func TestPausedPartitionIsNotPolled(t *testing.T) {
 	s := newPauseScene(t)
 	calls := &scriptArgs{}
-	const mark = "order:{a}:__lease__:pp:__paused__" // every read, ack and verification of a names it
+	const mark = "order:{a}:__lease__:pp:__meta__" // every read, ack and verification of a names it
 	c := redis.NewClient(&redis.Options{Addr: s.c.Options().Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { c.Close() })
 	c.AddHook(calls)
@@ -675,7 +675,7 @@ func TestHandlerPauseHoldsWhileItCannotBeRead(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	c.AddHook(&fault)
 	pauseRead := func(args []string) bool {
-		return strings.EqualFold(args[0], "exists") && len(args) == 2 && args[1] == rdb.HandlerPauseKey("pu")
+		return strings.EqualFold(args[0], "hmget") && len(args) == 3 && args[1] == rdb.HandlerPauseKey("pu")
 	}
 	var starts attemptStarts
 	started := func() []time.Time { return starts.of("a") }

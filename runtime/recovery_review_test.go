@@ -93,7 +93,7 @@ func TestDeadOwnerKeyIsWaitedOutDespiteALateReply(t *testing.T) {
 	})
 }
 
-// An operator user without SET (the seqbyctl ACL line before the resolved
+// An operator user without HSET (the seqbyctl ACL line before the resolved
 // note) is refused before the resolve changes anything: the first version
 // wrote the note last, so the head was acked and the lease deleted while
 // the operator was told it failed.
@@ -102,7 +102,7 @@ func TestResolveRefusedForTheNoteChangesNothing(t *testing.T) {
 	ctx := ctxT(t)
 	var rules []string
 	for _, r := range aclRules(t, "seqbyctl", "ctl-secret", "order") {
-		if r != "+set" {
+		if r != "+hset" {
 			rules = append(rules, r)
 		}
 	}
@@ -121,7 +121,7 @@ func TestResolveRefusedForTheNoteChangesNothing(t *testing.T) {
 	r := waitHalts(t, admin, "ops", 1)[0]
 	before := snapshot(t, admin, r)
 	if _, err := inspect.New(ctl).Skip(ctx, "ops", r.Partition, r.EntryID); err == nil || !refused(err.Error()) {
-		t.Fatalf("skip by a user without SET: %v, want an ACL refusal", err)
+		t.Fatalf("skip by a user without HSET: %v, want an ACL refusal", err)
 	}
 	if after := snapshot(t, admin, r); !reflect.DeepEqual(before, after) {
 		t.Fatalf("a refused skip changed Redis:\nbefore %+v\nafter  %+v", before, after)

@@ -42,9 +42,21 @@ const (
 // where it does not exist yet, and returns each group's start id (for
 // the executor). A group registered before keeps its start. First it
 // records each handler's kind and build for rolling deploys (package membership),
-// refusing a handler whose kind changed while the other kind runs.
+// refusing a handler whose kind changed while the other kind runs, or one
+// an engine of the earlier key layout runs (ErrUpgrade), then moves the
+// earlier layout's state of the handlers into this one's (rdb.MigrateLayout).
 func (e *Engine) registerGroups(ctx context.Context, cs []consumer) (map[executor.Group]string, error) {
-	if err := e.members.RegisterDeploy(ctx, deployBuilds(cs)); err != nil {
+	builds := deployBuilds(cs)
+	if err := e.members.RegisterDeploy(ctx, builds); err != nil {
+		return nil, err
+	}
+	// No engine of the earlier key layout runs these handlers (RegisterDeploy
+	// refused otherwise): move what it left into this layout's keys.
+	names := make([]string, len(builds))
+	for i, b := range builds {
+		names[i] = b.Name
+	}
+	if err := rdb.MigrateLayout(ctx, e.c, names); err != nil {
 		return nil, err
 	}
 	starts := map[executor.Group]string{}

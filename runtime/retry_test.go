@@ -65,9 +65,9 @@ func TestRetryPolicyAndPermanentErrors(t *testing.T) {
 	if hf.Handler == "" || hf.Permanent || hf.Reason != "handler failed 1 times" {
 		t.Errorf("flaky's halt %+v: want one after 1 attempt (its own MaxRetries), not permanent", hf)
 	}
-	key := rdb.HaltKey(rdb.PartitionStream("order", "b"), "flaky")
-	eventually(t, 10*time.Second, "flaky's halt record removed", func() bool { return c.Exists(ctx, key).Val() == 0 })
-	if c.Exists(ctx, rdb.HaltKey(rdb.PartitionStream("order", "b"), "perm")).Val() != 1 {
+	key := rdb.MetaKey(rdb.LeaseKey(rdb.PartitionStream("order", "b"), "flaky"))
+	eventually(t, 10*time.Second, "flaky's halt record removed", func() bool { return !c.HExists(ctx, key, rdb.MetaHalt).Val() })
+	if !c.HExists(ctx, rdb.MetaKey(rdb.LeaseKey(rdb.PartitionStream("order", "b"), "perm")), rdb.MetaHalt).Val() {
 		t.Errorf("perm's halt record is gone")
 	}
 }
@@ -122,9 +122,9 @@ func TestPermanentSaysItOnce(t *testing.T) {
 	if got, want := h.Reason+": "+h.Err.Error(), "handler failed permanently: poison"; got != want || !h.Permanent {
 		t.Errorf("halt reads %q (permanent %v), want %q (permanent)", got, h.Permanent, want)
 	}
-	key := rdb.HaltKey(rdb.PartitionStream("order", "a"), "perm")
-	eventually(t, 10*time.Second, "the halt record written", func() bool { return c.Exists(ctx, key).Val() == 1 })
-	raw, err := c.Get(ctx, key).Result()
+	key := rdb.MetaKey(rdb.LeaseKey(rdb.PartitionStream("order", "a"), "perm"))
+	eventually(t, 10*time.Second, "the halt record written", func() bool { return c.HExists(ctx, key, rdb.MetaHalt).Val() })
+	raw, err := c.HGet(ctx, key, rdb.MetaHalt).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

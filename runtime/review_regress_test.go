@@ -46,7 +46,7 @@ func TestFailedAcquireIsLogged(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	stream := rdb.PartitionStream("order", "a")
 	// A generation counter that is not an integer makes every acquire fail.
-	if err := c.Set(ctx, rdb.GenerationKey(stream, "orders"), "not-a-number", 0).Err(); err != nil {
+	if err := c.HSet(ctx, rdb.MetaKey(rdb.LeaseKey(stream, "orders")), rdb.MetaGen, "not-a-number").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := NewPublisher(c).Publish(ctx, ev("a", 1)); err != nil {

@@ -7,7 +7,7 @@
 // stays pending as the partition's head and nothing later for that key is
 // applied, until an operator inspects the head and skips it or moves it to
 // the dead-letter stream. The engine records every halt in Redis (a record
-// per partition, indexed in seqby:__halted__:<handler>), so seqbyctl sees
+// per partition, indexed in seqby:__marks__:<handler>), so seqbyctl sees
 // the halts of every engine process.
 //
 // Usage:
@@ -94,9 +94,9 @@
 //	    finishes, and no later event of the key starts on any engine until
 //	    resume. The partition stays owned and costs nothing while paused;
 //	    the pause (a mark in the partition's slot,
-//	    category:{key}:__lease__:NAME:__paused__) outlives handovers,
+//	    category:{key}:__lease__:NAME:__meta__) outlives handovers,
 //	    restarts and the reaper. The command returns once no attempt can
-//	    start. With -all, every partition of NAME (seqby:__pause__:NAME),
+//	    start. With -all, every partition of NAME (seqby:__control__:NAME),
 //	    from the engines' next discovery cycle on (within two cycles on
 //	    an engine that cannot read it). A pause in force is left as it is.
 //

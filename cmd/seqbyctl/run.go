@@ -163,7 +163,7 @@ handlers it is a duplicate of the original they handled.`,
 no later event of the key starts, on any engine, until "seqbyctl resume". The
 partition stays owned and costs nothing while paused; the pause outlives
 handovers, restarts and the reaper. It is a mark in the partition's slot
-(category:{key}:__lease__:NAME:__paused__) that every call an attempt starts
+(field paused of category:{key}:__lease__:NAME:__meta__) that every call an attempt starts
 under checks; the command returns once no attempt can start any more: it
 waits the engines' VerifyBound after storing the mark (-verify-bound, 25ms,
 their default; give theirs when they set Options.VerifyBound), or longer,

@@ -21,7 +21,7 @@ func TestProcessKillingMessageStops(t *testing.T) {
 	a := steps("client-A", 1, 4)
 	a[1].Crash = true
 	c.publish(a...)
-	halt := rdb.HaltKey(rdb.PartitionStream(Category, "client-A"), group)
+	halt := rdb.MetaKey(rdb.LeaseKey(rdb.PartitionStream(Category, "client-A"), group))
 	var r rdb.HaltRecord
 	c.eventually(30*time.Second, "client-A halted without running its crashing event", func() bool {
 		var found bool

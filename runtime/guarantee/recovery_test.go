@@ -110,7 +110,7 @@ func TestRecoveryPathsKeepTheGuarantee(t *testing.T) {
 	// the halt recorded, that skip must be refused.
 	c.eventually(30*time.Second, "a retry of client-B's head running", func() bool {
 		return strings.HasSuffix(c.rdb.Get(c.ctx, markerKey(B)).Val(), "|"+B+"#2") &&
-			c.rdb.Exists(c.ctx, rdb.HaltKey(stream, group)).Val() == 1
+			c.rdb.HExists(c.ctx, rdb.MetaKey(rdb.LeaseKey(stream, group)), rdb.MetaHalt).Val()
 	})
 	c.eventually(60*time.Second, "the skip of client-B's head", func() bool {
 		_, err := in.Skip(c.ctx, group, stream, hb.EntryID)

@@ -157,7 +157,7 @@ func (i *Inspector) CheckPartition(ctx context.Context, handler, partition strin
 			candidates = append(candidates, rdb.PartitionStream(cat, k))
 		}
 	}
-	halts, err := rdb.Halts(ctx, i.c, handler)
+	halts, err := rdb.Halts(ctx, i.c, handler, !i.readOnly)
 	if err != nil {
 		return err
 	}

@@ -83,7 +83,7 @@ func (i *Inspector) Halts(ctx context.Context, handler string) ([]HaltRecord, er
 	}
 	out := []HaltRecord{}
 	for _, h := range handlers {
-		all, err := rdb.Halts(ctx, i.c, h)
+		all, err := rdb.Halts(ctx, i.c, h, !i.readOnly)
 		if err != nil {
 			return nil, err
 		}
@@ -117,7 +117,7 @@ func (i *Inspector) Halts(ctx context.Context, handler string) ([]HaltRecord, er
 // head, or for a pm any stream of its correlation value) to its halt
 // record and the record's raw value.
 func (i *Inspector) findHalt(ctx context.Context, handler, partition string) (rdb.HaltRecord, string, error) {
-	for _, key := range []string{rdb.HaltKey(partition, handler), rdb.PMHaltKey(handler, partition)} {
+	for _, key := range []string{rdb.MetaKey(rdb.LeaseKey(partition, handler)), rdb.MetaKey(rdb.PMLeaseKey(handler, partition))} {
 		r, raw, found, err := rdb.GetHalt(ctx, i.c, key)
 		if err != nil {
 			return rdb.HaltRecord{}, "", err
@@ -129,7 +129,7 @@ func (i *Inspector) findHalt(ctx context.Context, handler, partition string) (rd
 	if _, key, ok := rdb.ParsePartitionStream(partition); ok {
 		// A pm halted on its value's entry of another category: the
 		// stream given is one of the value's lanes all the same.
-		r, raw, found, err := rdb.GetHalt(ctx, i.c, rdb.PMHaltKey(handler, key))
+		r, raw, found, err := rdb.GetHalt(ctx, i.c, rdb.MetaKey(rdb.PMLeaseKey(handler, key)))
 		if err != nil {
 			return rdb.HaltRecord{}, "", err
 		}
@@ -137,7 +137,7 @@ func (i *Inspector) findHalt(ctx context.Context, handler, partition string) (rd
 			return r, raw, nil
 		}
 	}
-	all, err := rdb.Halts(ctx, i.c, handler)
+	all, err := rdb.Halts(ctx, i.c, handler, !i.readOnly)
 	if err != nil {
 		return rdb.HaltRecord{}, "", err
 	}
@@ -243,8 +243,8 @@ func (i *Inspector) Inspect(ctx context.Context, handler, partition string) (Ins
 
 // pmLayout reports whether handler consumes the partition stream of key
 // as a sequential pm's correlation value, from the keys each kind leaves
-// (see Inspect): a held lease decides, then a generation counter, then
-// the pm's state.
+// (see Inspect): a held lease decides, then the keyed lease's control
+// hash, then the pm's state (its lease's control hash).
 func (i *Inspector) pmLayout(ctx context.Context, handler, stream, key string) (bool, error) {
 	// Every key has key's hash tag: one slot.
 	var keyedLease, pmLease *redis.StringCmd
@@ -253,8 +253,8 @@ func (i *Inspector) pmLayout(ctx context.Context, handler, stream, key string) (
 	_, _ = i.c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		keyedLease = p.Get(ctx, rdb.LeaseKey(stream, handler))
 		pmLease = p.Get(ctx, rdb.PMLeaseKey(handler, key))
-		keyedGen = p.Exists(ctx, rdb.GenerationKey(stream, handler))
-		pmKeys = p.Exists(ctx, rdb.PMGenerationKey(handler, key), rdb.StateKey(handler, key))
+		keyedGen = p.Exists(ctx, rdb.MetaKey(rdb.LeaseKey(stream, handler)))
+		pmKeys = p.Exists(ctx, rdb.StateKey(handler, key))
 		return nil
 	})
 	for _, cmd := range []redis.Cmder{keyedLease, pmLease, keyedGen, pmKeys} {

@@ -70,7 +70,7 @@ func halt(t *testing.T, c redis.UniversalClient, handler, category, key string) 
 		Streams: []string{stream}, EntryID: es[0].ID, MessageType: "T", Reason: "failed", Error: "boom", Owner: "w1",
 		Token: "w1:7", LeaseKey: rdb.LeaseKey(stream, handler), At: time.Unix(1, 0).UTC()}
 	b, _ := json.Marshal(r)
-	if err := c.Set(ctx, r.RecordKey(), string(b), 0).Err(); err != nil {
+	if err := c.HSet(ctx, r.RecordKey(), rdb.MetaHalt, string(b)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := rdb.Index(ctx, c, handler, r.RecordKey()); err != nil {
@@ -100,7 +100,7 @@ func TestHandlerAndCheckPartition(t *testing.T) {
 		// A pm's halt, known only from its record.
 		pm := rdb.HaltRecord{Handler: "flow", PM: true, Partition: "o-1", Category: "pay", Key: "o-1", Stream: "pay:{o-1}", Streams: []string{"pay:{o-1}"}, EntryID: "1-0"}
 		b, _ := json.Marshal(pm)
-		c.Set(ctx, pm.RecordKey(), string(b), 0)
+		c.HSet(ctx, pm.RecordKey(), rdb.MetaHalt, string(b))
 		rdb.Index(ctx, c, "flow", pm.RecordKey())
 
 		hs, err := in.KnownHandlers(ctx)

@@ -107,7 +107,7 @@ func (i *Inspector) describe(ctx context.Context, handler string, rows []Partiti
 	if len(rows) == 0 {
 		return out, nil
 	}
-	halts, err := rdb.Halts(ctx, i.c, handler)
+	halts, err := rdb.Halts(ctx, i.c, handler, !i.readOnly)
 	if err != nil {
 		return nil, err
 	}
@@ -115,7 +115,7 @@ func (i *Inspector) describe(ctx context.Context, handler string, rows []Partiti
 	if err != nil {
 		return nil, err
 	}
-	handlerPaused, err := i.c.Exists(ctx, rdb.HandlerPauseKey(handler)).Result()
+	_, handlerPaused, err := rdb.GetPause(ctx, i.c, rdb.HandlerPauseKey(handler))
 	if err != nil {
 		return nil, fmt.Errorf("read the handler's pause: %w", err)
 	}
@@ -199,12 +199,13 @@ func (i *Inspector) describe(ctx context.Context, handler string, rows []Partiti
 				p.Owner, p.Generation = owner, gen
 			}
 		}
-		_, keyed := halts[rdb.HaltKey(p.Stream, handler)]
-		_, pm := halts[rdb.PMHaltKey(handler, p.Key)]
+		keyedMeta, pmMeta := rdb.MetaKey(rdb.LeaseKey(p.Stream, handler)), rdb.MetaKey(rdb.PMLeaseKey(handler, p.Key))
+		_, keyed := halts[keyedMeta]
+		_, pm := halts[pmMeta]
 		p.Halted = keyed || pm
-		_, keyedPause := paused[rdb.PauseKey(rdb.LeaseKey(p.Stream, handler))]
-		_, pmPause := paused[rdb.PauseKey(rdb.PMLeaseKey(handler, p.Key))]
-		p.Paused = keyedPause || pmPause || handlerPaused > 0
+		_, keyedPause := paused[keyedMeta]
+		_, pmPause := paused[pmMeta]
+		p.Paused = keyedPause || pmPause || handlerPaused
 		out = append(out, p)
 	}
 	return out, nil

@@ -43,10 +43,10 @@ type Pause struct {
 	// pm, the stream of its correlation value that was named); "" for the
 	// whole handler.
 	Partition string `json:"partition"`
-	// Mark is the Redis key holding the pause: the partition's pause mark
-	// (category:{key}:__lease__:handler:__paused__, a pm's
-	// {value}:__pmlease__:pm:__paused__) or the handler's
-	// seqby:__pause__:handler.
+	// Mark is the Redis key holding the pause (in its field paused): the
+	// partition's control hash (category:{key}:__lease__:handler:__meta__,
+	// a pm's state hash {value}:__pmstate__:pm) or the handler's
+	// seqby:__control__:handler.
 	Mark string    `json:"mark"`
 	By   string    `json:"by"` // the operator who paused it
 	At   time.Time `json:"at"` // when
@@ -223,9 +223,9 @@ func (i *Inspector) target(ctx context.Context, handler, partition string) (paus
 		if err != nil {
 			return pauseTarget{}, err
 		}
-		return pauseTarget{stream: partition, key: key, mark: rdb.PauseKey(rdb.PMLeaseKey(handler, key)), cats: h.Categories}, nil
+		return pauseTarget{stream: partition, key: key, mark: rdb.MetaKey(rdb.PMLeaseKey(handler, key)), cats: h.Categories}, nil
 	}
-	return pauseTarget{stream: partition, key: key, mark: rdb.PauseKey(rdb.LeaseKey(partition, handler)), cats: []string{cat}}, nil
+	return pauseTarget{stream: partition, key: key, mark: rdb.MetaKey(rdb.LeaseKey(partition, handler)), cats: []string{cat}}, nil
 }
 
 func (i *Inspector) pause(ctx context.Context, handler, partition, by string, check bool) (Pause, error) {

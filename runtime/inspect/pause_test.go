@@ -31,7 +31,7 @@ func (h *storeClock) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			time.Sleep(h.delay)
 		}
 		err := next(ctx, cmd)
-		if name == "set" && strings.HasSuffix(cmd.Args()[1].(string), ":__paused__") {
+		if name == "hsetnx" && strings.HasSuffix(cmd.Args()[1].(string), ":__meta__") {
 			h.mu.Lock()
 			h.stored = time.Now()
 			h.mu.Unlock()
@@ -185,7 +185,7 @@ func TestPauseByKey(t *testing.T) {
 	publish(t, c, "pay", "a", 1)
 	in := New(c).WithVerifyBound(time.Millisecond)
 	p, err := in.Pause(ctx, "orders", "a", "alice")
-	if err != nil || p.Partition != "shop:{a}" || p.Mark != "shop:{a}:__lease__:orders:__paused__" {
+	if err != nil || p.Partition != "shop:{a}" || p.Mark != rdb.MetaKey(rdb.LeaseKey("shop:{a}", "orders")) {
 		t.Fatalf("Pause by key: %+v, %v", p, err)
 	}
 	if ps, err := in.Paused(ctx, "orders"); err != nil || len(ps) != 1 || ps[0].Partition != "shop:{a}" {
@@ -201,7 +201,8 @@ func TestPauseByKey(t *testing.T) {
 	if !errors.Is(err, ErrNoPartition) || !strings.Contains(err.Error(), "pay, shop") {
 		t.Fatalf("Pause by key of a handler reading two categories: %v, want ErrNoPartition naming them", err)
 	}
-	if n := c.Exists(ctx, "shop:{a}:__lease__:multi:__paused__", "pay:{a}:__lease__:multi:__paused__").Val(); n != 0 {
+	if c.HExists(ctx, rdb.MetaKey(rdb.LeaseKey("shop:{a}", "multi")), rdb.MetaPaused).Val() ||
+		c.HExists(ctx, rdb.MetaKey(rdb.LeaseKey("pay:{a}", "multi")), rdb.MetaPaused).Val() {
 		t.Fatal("a refused Pause stored a mark")
 	}
 }
@@ -223,7 +224,7 @@ func TestPauseByKeyPMAndRemoved(t *testing.T) {
 	}
 	in := New(c).WithVerifyBound(time.Millisecond)
 	p, err := in.Pause(ctx, "flow", "v", "alice")
-	if err != nil || p.Partition != "pay:{v}" || p.Mark != rdb.PauseKey(rdb.PMLeaseKey("flow", "v")) {
+	if err != nil || p.Partition != "pay:{v}" || p.Mark != rdb.MetaKey(rdb.PMLeaseKey("flow", "v")) {
 		t.Fatalf("Pause of a pm's value by key: %+v, %v", p, err)
 	}
 	c.HDel(ctx, rdb.GroupsKey("ord"), "flow")

@@ -38,7 +38,7 @@ func TestInspectPMPartition(t *testing.T) {
 			t.Fatalf("read: %v, %v", es, err)
 		}
 		c.Set(ctx, rdb.PMLeaseKey("flow", "o-1"), "host:9:12", 30*time.Second)
-		c.Set(ctx, rdb.PMGenerationKey("flow", "o-1"), "12", 0)
+		c.HSet(ctx, rdb.StateKey("flow", "o-1"), rdb.MetaGen, "12")
 
 		wantLanes := []string{"ord:{o-1}", "pay:{o-1}", "ord:{o-1}:backfill", "pay:{o-1}:backfill"}
 		for _, stream := range []string{"ord:{o-1}", "pay:{o-1}"} {
@@ -79,7 +79,7 @@ func TestInspectPMPartition(t *testing.T) {
 			Streams: wantLanes, EntryID: ids[0], Reason: "failed", Owner: "host:9", Token: "host:9:12",
 			LeaseKey: rdb.PMLeaseKey("flow", "o-1"), At: time.Unix(1, 0).UTC()}
 		b, _ := json.Marshal(r)
-		c.Set(ctx, r.RecordKey(), string(b), 0)
+		c.HSet(ctx, r.RecordKey(), rdb.MetaHalt, string(b))
 		rdb.Index(ctx, c, "flow", r.RecordKey())
 		got, err := in.Inspect(ctx, "flow", "pay:{o-1}")
 		if err != nil || got.Halt == nil || got.Halt.EntryID != ids[0] || !got.PM || got.Partition != "o-1" {

@@ -62,7 +62,9 @@ func (i *Inspector) PMState(ctx context.Context, pm, value string) (PMState, err
 	if err != nil {
 		return PMState{}, fmt.Errorf("read pm state %s: %w", key, err)
 	}
-	if len(fields) == 0 {
+	if fields["version"] == "" {
+		// None saved: the hash may hold its lease's control fields only
+		// (gen, halt, paused...: it is the pm lease's control hash).
 		return PMState{}, i.noPMState(ctx, pm, value)
 	}
 	out := PMState{PM: pm, Value: value, Key: key, Applied: map[string]string{}}

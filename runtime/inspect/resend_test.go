@@ -127,7 +127,7 @@ func TestResentOperatorCalls(t *testing.T) {
 				if p, _ := c.XPending(ctx, stream, "h").Result(); p.Count != 0 {
 					t.Fatalf("the head is still pending: %+v", p)
 				}
-				if n := c.Exists(ctx, r.RecordKey()).Val(); n != 0 {
+				if c.HExists(ctx, r.RecordKey(), rdb.MetaHalt).Val() {
 					t.Fatal("the halt record is still there")
 				}
 				auditedOnce(t, AuditEntry{Command: name, Handler: "h", Partition: stream, Stream: stream, EntryID: ids[0], Result: res.DLQEntryID})
@@ -200,7 +200,7 @@ func TestResentOperatorCalls(t *testing.T) {
 				cat := "u8" + map[bool]string{false: "", true: "all"}[all]
 				begin(t, cat)
 				stream := rdb.PartitionStream(cat, "a")
-				mark := rdb.PauseKey(rdb.LeaseKey(stream, "h"))
+				mark := rdb.MetaKey(rdb.LeaseKey(stream, "h"))
 				pause := func() (Pause, error) { return in.Pause(ctx, "h", stream, "alice") }
 				if all {
 					mark = rdb.HandlerPauseKey("h")
@@ -209,7 +209,7 @@ func TestResentOperatorCalls(t *testing.T) {
 				defer c.Del(ctx, mark)
 				signals := c.XLen(ctx, rdb.SignalKey(cat)).Val()
 				before := l.Lost()
-				l.Arm(on("SET", mark), redistest.EOF, 1)
+				l.Arm(on("HSETNX", mark), redistest.EOF, 1)
 				p, err := pause()
 				lost(t, before)
 				if err != nil || p.Already || p.By != "alice" {
@@ -234,7 +234,7 @@ func TestResentOperatorCalls(t *testing.T) {
 				cat := "u9" + map[bool]string{false: "", true: "all"}[all]
 				begin(t, cat)
 				stream := rdb.PartitionStream(cat, "a")
-				mark := rdb.PauseKey(rdb.LeaseKey(stream, "h"))
+				mark := rdb.MetaKey(rdb.LeaseKey(stream, "h"))
 				resume := func() (Pause, error) { return in.Resume(ctx, "h", stream) }
 				if all {
 					mark = rdb.HandlerPauseKey("h")
@@ -251,13 +251,13 @@ func TestResentOperatorCalls(t *testing.T) {
 				}
 				signals := c.XLen(ctx, rdb.SignalKey(cat)).Val()
 				before := l.Lost()
-				l.Arm(either(on("DEL", mark), runs("clear_pause")), redistest.EOF, 1)
+				l.Arm(runs("clear_pause"), redistest.EOF, 1)
 				p, err := resume()
 				lost(t, before)
 				if err != nil || p.By != "alice" {
 					t.Fatalf("%s resent after a lost reply: %+v, %v, want the pause it ended (by alice)", name, p, err)
 				}
-				if n := c.Exists(ctx, mark).Val(); n != 0 {
+				if c.HExists(ctx, mark, rdb.MetaPaused).Val() {
 					t.Fatal("the pause mark is still there")
 				}
 				if n := c.XLen(ctx, rdb.SignalKey(cat)).Val(); !all && n != signals+1 {

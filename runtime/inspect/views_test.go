@@ -22,8 +22,8 @@ func TestReadOnly(t *testing.T) {
 	if err := c.XAck(ctx, r.Stream, "orders", r.EntryID).Err(); err != nil {
 		t.Fatal(err)
 	}
-	stale := rdb.PauseKey(rdb.LeaseKey("shop:{zz}", "orders"))
-	c.SAdd(ctx, rdb.PausedKey("orders"), stale)
+	stale := rdb.MetaKey(rdb.LeaseKey("shop:{zz}", "orders"))
+	c.SAdd(ctx, rdb.MarksKey("orders"), stale)
 	ro := New(c).ReadOnly()
 	if hs, err := ro.Halts(ctx, ""); err != nil || len(hs) != 0 {
 		t.Fatalf("ReadOnly Halts: %+v, %v, want none", hs, err)
@@ -34,10 +34,10 @@ func TestReadOnly(t *testing.T) {
 	if ps, err := ro.Paused(ctx, "orders"); err != nil || len(ps) != 0 {
 		t.Fatalf("ReadOnly Paused: %+v, %v, want none", ps, err)
 	}
-	if n := c.Exists(ctx, r.RecordKey()).Val(); n != 1 {
+	if !c.HExists(ctx, r.RecordKey(), rdb.MetaHalt).Val() {
 		t.Fatal("a ReadOnly listing removed the stale halt record")
 	}
-	if !c.SIsMember(ctx, rdb.PausedKey("orders"), stale).Val() {
+	if !c.SIsMember(ctx, rdb.MarksKey("orders"), stale).Val() {
 		t.Fatal("a ReadOnly listing removed the stale pause listing")
 	}
 	if _, err := New(c).Paused(ctx, "orders"); err != nil {
@@ -46,7 +46,7 @@ func TestReadOnly(t *testing.T) {
 	if _, err := New(c).Halts(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
-	if c.Exists(ctx, r.RecordKey()).Val() != 0 || c.SIsMember(ctx, rdb.PausedKey("orders"), stale).Val() {
+	if c.HExists(ctx, r.RecordKey(), rdb.MetaHalt).Val() || c.SIsMember(ctx, rdb.MarksKey("orders"), stale).Val() {
 		t.Fatal("the default Inspector left the stale record or listing")
 	}
 }

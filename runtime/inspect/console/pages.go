@@ -321,7 +321,7 @@ func (c *Console) halted(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, h := range halts {
 		data.Halts = append(data.Halts, haltRow{HaltRecord: h, PauseStream: rdb.PartitionStream(h.Category, h.Key),
-			Paused: marks[rdb.PauseKey(h.LeaseKey)], HandlerPaused: marks["handler "+h.Handler]})
+			Paused: marks[rdb.MetaKey(h.LeaseKey)], HandlerPaused: marks["handler "+h.Handler]})
 	}
 	data.DLQ, err = c.in.DLQEntries(ctx, "")
 	errs = append(errs, err)

@@ -93,7 +93,8 @@ func (ps *Pauses) pauseReadLimit() time.Duration { return 2 * ps.cfg.DiscoveryIn
 // here; a failed read counts toward the unread pause.
 func (ps *Pauses) Read(ctx context.Context, handler string) {
 	sent := time.Now()
-	n, err := ps.cfg.Client.Exists(ctx, rdb.HandlerPauseKey(handler)).Result()
+	// HMGET rather than HEXISTS: the documented engine ACL line grants it.
+	v, err := ps.cfg.Client.HMGet(ctx, rdb.HandlerPauseKey(handler), rdb.MetaPaused).Result()
 	if err != nil {
 		ps.cfg.Log.Debug("seqby: reading the handler's pause failed", "handler", handler, "err", err)
 		ps.mu.Lock()
@@ -104,7 +105,7 @@ func (ps *Pauses) Read(ctx context.Context, handler string) {
 		ps.Paused(handler)
 		return
 	}
-	ps.set(handler, n == 1, sent)
+	ps.set(handler, len(v) == 1 && v[0] != nil, sent)
 }
 
 // read is handler's pauseRead, made on first use; mu held.

@@ -18,7 +18,7 @@ func TestPausesFollowReadsAndFailClosed(t *testing.T) {
 	if ps.Paused("h") != nil {
 		t.Fatal("paused before any pause was stored")
 	}
-	if err := c.Set(ctx, rdb.HandlerPauseKey("h"), "{}", 0).Err(); err != nil {
+	if err := c.HSet(ctx, rdb.HandlerPauseKey("h"), rdb.MetaPaused, "{}").Err(); err != nil {
 		t.Fatal(err)
 	}
 	ps.Read(ctx, "h")

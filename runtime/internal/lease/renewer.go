@@ -84,17 +84,11 @@ func (r *Renewer) Renew(ctx context.Context) {
 		r.ok.Store(time.Now().UnixNano())
 		return
 	}
-	leases := make([]rdb.Lease, len(parts), len(parts)+1)
+	// The attempt marks of halted heads being retried need no renewal:
+	// a mark counts only while its lease holds the token it names.
+	leases := make([]rdb.Lease, len(parts))
 	for i, h := range parts {
 		leases[i] = h.lease
-	}
-	// The attempt marks of halted heads being retried live as long as
-	// their leases (the fence rule): renewed in the same call, after the
-	// leases, their errors ignored (a mark ends with its attempt).
-	for _, h := range parts {
-		if h.marked.Load() {
-			leases = append(leases, h.lease.AttemptMark())
-		}
 	}
 	for try := 0; try < 2; try++ {
 		rctx, cancel := context.WithTimeout(ctx, cfg.HeartbeatInterval)

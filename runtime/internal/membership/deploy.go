@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,6 +56,12 @@ import (
 // ErrKindChanged is RegisterDeploy's error when a handler runs as another
 // kind than a live instance of it does; runtime re-exports it.
 var ErrKindChanged = errors.New("handler kind changed under its name while the other kind runs")
+
+// ErrUpgrade is Run's error (RegisterDeploy's) when a live engine
+// instance of another key layout (rdb.Layout; an earlier release) runs a
+// handler this instance registers: the two would read and write each
+// partition's state under different keys. runtime re-exports it.
+var ErrUpgrade = errors.New("engines of an earlier seqby release run this engine's handlers on the previous key layout: stop every engine of the earlier release, then start this one; see docs/upgrading.md")
 
 // Kinds, as recorded.
 const (
@@ -139,7 +146,27 @@ func buildOf(b Build) (map[string][]string, string) {
 // that a live instance runs as another kind, and reads the other builds'
 // records into the view the executor consults (BuildsRouting). The view
 // is per Run: each call replaces it.
+//
+// First it refuses with ErrUpgrade, recording nothing, while a live
+// instance of another key layout runs any of the handlers: a live record
+// of another layout (the previous release records one). A live member
+// without a record is not taken for one: an instance of this release
+// whose record was judged dead (its OwnerID key lost for a while) looks
+// the same. deploy_record.lua checks the layouts again as it records, for
+// an instance of an earlier release starting meanwhile.
 func (in *Instance) RegisterDeploy(ctx context.Context, builds []Build) error {
+	var old []string
+	for _, b := range builds {
+		o, err := in.otherLayouts(ctx, b.Name)
+		if err != nil {
+			return err
+		}
+		old = append(old, o...)
+	}
+	if len(old) > 0 {
+		return fmt.Errorf("live instances running on an earlier key layout than this release's (layout %d): %s: %w",
+			rdb.Layout, strings.Join(old, ", "), ErrUpgrade)
+	}
 	views := map[string]*buildView{}
 	for _, b := range builds {
 		v, err := in.registerBuild(ctx, b)
@@ -216,6 +243,10 @@ func (in *Instance) registerBuild(ctx context.Context, b Build) (*buildView, err
 	if err != nil {
 		return nil, err
 	}
+	if conflict != nil && conflict.Layout != 0 {
+		return nil, fmt.Errorf("handler %s: the live instance %s runs on key layout %d, this release on %d: %w",
+			name, conflict.Owner, conflict.Layout, rdb.Layout, ErrUpgrade)
+	}
 	if conflict != nil {
 		return nil, fmt.Errorf("handler %s runs %s in this build, but the live instance %s runs it %s: the two kinds would share its consumer groups with no serialization between them; stop (or drain) every instance of the other kind before starting this build, or give the changed handler a new name: %w",
 			name, describeKind(kind), conflict.Owner, describeKind(conflict.Kind), ErrKindChanged)
@@ -223,6 +254,36 @@ func (in *Instance) registerBuild(ctx context.Context, b Build) (*buildView, err
 	v := &buildView{build: build, readAt: time.Now()}
 	v.others = otherBuilds(live, build, self)
 	return v, nil
+}
+
+// otherLayouts describes the live instances of handler that run on
+// another key layout than this one: those with a live record of another
+// layout.
+func (in *Instance) otherLayouts(ctx context.Context, handler string) ([]string, error) {
+	recs, err := rdb.DeployRecords(ctx, in.cfg.Client, handler, "")
+	if err != nil {
+		return nil, err
+	}
+	live, dead, err := in.liveRecords(ctx, recs)
+	if err != nil {
+		return nil, err
+	}
+	members, err := rdb.LiveMembers(ctx, in.cfg.Client, handler, in.MemberTTL())
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range dead {
+		if members[r.Owner] {
+			live = append(live, r)
+		}
+	}
+	var out []string
+	for _, r := range live {
+		if r.Layout != rdb.Layout && r.Owner != in.cfg.Owner {
+			out = append(out, fmt.Sprintf("%s (handler %s, key layout %d)", r.Owner, handler, r.Layout))
+		}
+	}
+	return out, nil
 }
 
 // liveRecords splits recs into the live ones (their incarnation holds

@@ -11,7 +11,7 @@ import (
 // *ResolveError when it would refuse. It writes nothing: an operator's dry
 // run.
 func CheckHead(ctx context.Context, c redis.UniversalClient, handler string, r HaltRecord, raw string) error {
-	reply, err := scriptCheckHead.Run(ctx, c, []string{r.RecordKey(), r.Stream, r.LeaseKey, AttemptKey(r.LeaseKey)}, raw, r.Token, handler, r.EntryID).StringSlice()
+	reply, err := scriptCheckHead.Run(ctx, c, []string{r.RecordKey(), r.Stream, r.LeaseKey}, raw, r.Token, handler, r.EntryID).StringSlice()
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,10 @@
 package rdb
 
 import (
+	"os"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // RecordDeploy removes the dead records it is given (only if unchanged),
@@ -53,5 +56,45 @@ func TestRecordDeploy(t *testing.T) {
 	}
 	if _, conflict := rec("f", "unkeyed", "b3", nil, map[string]string{"old": "shared", "e": "leased"}); conflict != nil {
 		t.Fatalf("a shared member, and a leased guess about one with a record: conflict %+v", conflict)
+	}
+}
+
+// This layout's deploy records make an engine of the previous release,
+// started beside them, refuse: its deploy_record.lua (testdata/layout1,
+// as that release shipped it) sees another kind than its own in the
+// tagged field. And a record of that release, or of a member without
+// one, makes RecordDeploy report the other layout.
+func TestDeployLayouts(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	src, err := os.ReadFile("testdata/layout1/deploy_record.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := redis.NewScript(string(src))
+	if _, conflict, err := RecordDeploy(ctx, c, "h", "new", "keyed", "b1", `{"incarnation":"new~1"}`, nil, nil); err != nil || conflict != nil {
+		t.Fatalf("record: %+v, %v", conflict, err)
+	}
+	res, err := old.Run(ctx, c, []string{DeployKey("h")}, "old", "keyed", "b1", `{"incarnation":"old~1"}`, 0).Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 3 || res[0] != int64(0) || res[1] != "new" || res[2] != RecordedKind("keyed") {
+		t.Fatalf("the previous release's script: %v, want a refusal naming %q as another kind", res, RecordedKind("keyed"))
+	}
+	recs, err := DeployRecords(ctx, c, "h", "")
+	if err != nil || len(recs) != 1 || recs[0].Kind != "keyed" || recs[0].Layout != Layout {
+		t.Fatalf("records: %+v, %v", recs, err)
+	}
+	// A record as the previous release writes it.
+	if err := c.HSet(ctx, DeployKey("h2"), "old", `v1|keyed|1|b1|{"incarnation":"old~1"}`).Err(); err != nil {
+		t.Fatal(err)
+	}
+	recs, err = DeployRecords(ctx, c, "h2", "")
+	if err != nil || len(recs) != 1 || recs[0].Kind != "keyed" || recs[0].Layout != 1 {
+		t.Fatalf("the previous release's record: %+v, %v", recs, err)
+	}
+	_, conflict, err := RecordDeploy(ctx, c, "h2", "new", "keyed", "b1", `{"incarnation":"new~1"}`, nil, nil)
+	if err != nil || conflict == nil || conflict.Owner != "old" || conflict.Kind != "keyed" || conflict.Layout != 1 {
+		t.Fatalf("beside a record of layout 1: %+v, %v", conflict, err)
 	}
 }

@@ -15,13 +15,8 @@
 //	category:{key}:backfill              stream      its backfill lane (the suffix is configurable)
 //	category:{key}:dlq                   stream      its dead-letter stream, where an operator moves a halted head
 //	category:{key}:dlq:__op__:id         string      "<op> <entry id>": the operator call that replayed (and what it appended) or dropped DLQ entry id, so a resent one answers alike (TTL 10 min)
-//	category:{key}:__lease__:handler     string      the partition's lease: "<owner_id>~<incarnation>:<generation>", PX TTL
-//	category:{key}:__lease__:handler:__attempt__   string  the token of an owner retrying a halted head (lease's TTL); a pm's: <pm lease>:__attempt__
-//	category:{key}:__lease__:handler:__resolved__  string  the note of an operator's resolve for the halted owner (JSON, 10 min TTL)
-//	category:{key}:__lease__:handler:__paused__    string  the partition's pause mark (JSON: who, when) while an operator pauses it; a pm's: <pm lease>:__paused__
-//	category:{key}:__lease__:handler:__paused__:__resumed__  string  "<op> <note>": the op of the resume that ended the pause, and its note, so a resent resume answers alike (TTL 10 min); a pm's: <pm lease>:__paused__:__resumed__
-//	category:{key}:__gen__:handler       string      its generation counter: max(stored + 1, Redis time in µs) per acquire; reaped
-//	category:{key}:__halt__:handler      string      its halt record (JSON) while halted
+//	category:{key}:__lease__:handler     string      the partition's lease: "<owner_id>~<incarnation>:<generation>", PX TTL (released, or ends with it)
+//	category:{key}:__lease__:handler:__meta__  hash    its control hash: gen (max(stored + 1, Redis time in µs) per acquire), halt (the halt record, JSON, while halted), attempt (the token of an owner retrying the halted head, valid while the lease holds it), resolved (an operator's resolve's note for the halted owner, JSON with its expiry), paused (the pause note, JSON) and resumed ("<expiry ms> <op> <note>" of the resume that ended it); deleted by the reaper (a paused partition is kept); a pm's is its state hash
 //	category:{key}:__wake__              hash        owners to wake: handler or pm -> owner incarnation holding its lease ("": found cold); reaped
 //	category:{key}:__msgid__:id          string      entry id of message id, for the dedup window (PX TTL)
 //	{category}:__msgid__:id              string      the same for an unpartitioned category's stream
@@ -32,12 +27,10 @@
 //	{category}:__groups__                hash        the category's handlers (consumer groups) and where each new one starts
 //	{category}:__reaping__               set         keys being reaped, read with the index (reap.go)
 //	seqby:__maintenance__                string      the maintenance leader's lease (one engine reaps every category), <owner_id>~<incarnation>:<generation>, PX TTL
-//	{seqby:__maintenance__}:__gen__      string      its generation counter: max(stored + 1, Redis time in µs) per acquire
+//	{seqby:__maintenance__}:__meta__     hash        its control hash: gen, the generation counter (max(stored + 1, Redis time in µs) per acquire); no TTL, one key
 //	{seqby:__maintenance__}:__categories__  sorted set  the categories to reap: {"c":category,"a":ReapAfter ms,"b":backfill suffix} per engine setting, score = last announcement (Redis ms); dropped after 15 min, the set expires 15 min after the last
-//	{value}:__pmlease__:pm               string      a sequential pm's lease on correlation value <value>
-//	{value}:__pmgen__:pm                 string      its generation counter: max(stored + 1, Redis time in µs) per acquire; reaped
-//	{value}:__pmstate__:pm               hash        pm state: version, data (JSON), applied:<stream> (last entry included), saved_by (the last save's nonce)
-//	{value}:__pmhalt__:pm                string      its halt record (JSON) while halted
+//	{value}:__pmlease__:pm               string      a sequential pm's lease on correlation value <value>, PX TTL; its control hash is the state hash
+//	{value}:__pmstate__:pm               hash        pm state: version, data (JSON), applied:<stream> (last entry included), saved_by (the last save's nonce), and the fields of its lease's control hash (gen, halt, attempt, resolved, paused, resumed); kept (the reaper blanks its applied marks of reaped lanes and drops gen)
 //	seqby:__members__:handler            sorted set  live instances, score = last announcement (Redis ms)
 //	seqby:__owner__:owner                string      the incarnation of the live engine with OwnerID owner (TTL LeaseTTL)
 //	seqby:__owned__:handler:owner        string      partitions owner held at its last heartbeat (expires with its membership)
@@ -47,10 +40,8 @@
 //	seqby:__wake__:incarnation           stream      an engine incarnation's wake-ups: fields c = category, k = partition key (capped; made at Run, TTL 10 min renewed by its heartbeats)
 //	seqby:__faults__:owner               string      the faults an engine instance reports (JSON), TTL 2 × LeaseTTL renewed by its heartbeats
 //	seqby:__deploy__:handler             hash        deploy records: owner id -> kind, build, routes, deploy time (rolling deploys)
-//	seqby:__halted__:handler             set         the handler's halt record keys, for operators
-//	seqby:__paused__:handler             set         the handler's pause mark keys, for operators
-//	seqby:__pause__:handler              string      the pause of the whole handler (JSON: who, when) while an operator pauses it
-//	{seqby:__pause__:handler}:__resumed__  string    the same "<op> <note>" after a resume of the whole handler (TTL 10 min), in its pause's slot
+//	seqby:__marks__:handler              set         the control hashes of the handler's halted and paused partitions (and pm values), for operators; a member with neither is dropped by the listing
+//	seqby:__control__:handler            hash        the handler's control hash: paused (JSON: who, when) while an operator pauses the whole handler, resumed ("<expiry ms> <op> <note>") after a resume; no TTL: DEL it with the handler
 //	seqby:__audit__                      stream      operator actions that changed something (who, when, what), capped at about 10,000
 //	{seqby:__audit__}:__op__:op          string      the audit entry of operator action op (its nonce), so a resent append records it once (TTL 10 min)
 //
@@ -111,14 +102,16 @@
 //	begin_attempt.lua      sets the same attempt mark again
 //	check_head.lua         reads only
 //	clear_halt.lua         deletes only the record it was given; a second run finds nothing and the listing drops the index member
-//	clear_pause.lua        keeps the resume's op with the note it deleted for 10 minutes: the second run answers with that note
+//	clear_pause.lua        keeps the resume's op with the note it deleted for 10 minutes (the field resumed, with its expiry): the second run answers with that note
 //	del_idle_consumer.lua  deletes an idle consumer; the second run finds none
 //	deploy_read.lua        reads only
 //	deploy_record.lua      writes the instance's own record again
 //	dlq_delete.lua         keeps the drop's op with the entry for 10 minutes: the second run answers dropped
 //	dlq_replay.lua         keeps the replay's op with the id it appended for 10 minutes: the second run answers with that id
+//	end_attempt.lua        deletes the attempt mark only while it names the token: the second run finds none
 //	live_members.lua       reads only
 //	member.lua             the same member with a fresh score
+//	migrate_field.lua      moves an old key's value into a field it keeps if there (HSETNX) and deletes the old key: the second run finds it gone
 //	name.lua                names the owner where the name differs, under the fence: a second run writes nothing and replies the same
 //	owner_claim.lua        the same incarnation may claim again
 //	owner_state.lua        reads only
@@ -151,9 +144,9 @@
 //	Barrier               SET of the same marker (on a cluster, a fresh key per slot, then DEL), WAIT and INFO: reads and idempotent writes
 //	StoreAdmitAgeAcked    admit_age.lua and WAIT on one connection (the strict mode), both sent again on a new connection after a lost reply (Resend)
 //	heartbeats            PEXPIRE, SET and DEL of the engine's own keys; an empty signal wakes nobody
-//	indexes               SADD, SREM and SMOVE of set members (halted, paused, reaping, the category index): idempotent
+//	indexes               SADD, SREM and SMOVE of set members (halts and pauses, reaping, the category index): idempotent
 //	Reap, after reap.lua  SMOVE to the reaping set, EXISTS of the lanes, then SADD back or SREM (and EXISTS again: another reaper may have moved the key); EndLegacyReaper's PEXPIRE: each idempotent, and safe beside another reaper
-//	pause                 SADD and SET NX of the mark: a second run finds its own note, byte for byte, and answers paused
+//	pause                 SADD and HSETNX of the field paused: a second run finds its own note, byte for byte, and answers paused
 //	resume                clear_pause.lua
 //	audit                 audit.lua, by the action's op: one entry per action
 //	outbox relay          PublishRecord, by the record's message id

@@ -79,7 +79,7 @@ func FencedReadOldest(ctx context.Context, c redis.UniversalClient, l Lease, gro
 // 1 when the first came from the pending pass, 0 when nothing more was
 // there} (more is true when the reply does not say).
 func fencedRead(ctx context.Context, script *redis.Script, c redis.UniversalClient, l Lease, group string, lanes []string, arg int, ack *Entry) ([]Entry, bool, error) {
-	keys := append([]string{l.Ref.Key, PauseKey(l.Ref.Key)}, lanes...)
+	keys := append([]string{l.Ref.Key, MetaKey(l.Ref.Key)}, lanes...)
 	ackLane, ackID := 0, ""
 	if ack != nil {
 		ackLane, ackID = slices.Index(lanes, ack.Stream)+1, ack.ID
@@ -143,7 +143,7 @@ func parseRead(lanes []string, res []any) ([]Entry, bool, error) {
 
 // FencedAck acks id on stream in group if the lease still holds its token.
 func FencedAck(ctx context.Context, c redis.UniversalClient, l Lease, group, stream, id string) error {
-	if err := scriptAck.Run(ctx, c, []string{l.Ref.Key, stream, PauseKey(l.Ref.Key)}, l.Token(), group, id).Err(); err != nil {
+	if err := scriptAck.Run(ctx, c, []string{l.Ref.Key, stream, MetaKey(l.Ref.Key)}, l.Token(), group, id).Err(); err != nil {
 		return fmt.Errorf("fenced ack of %s %s: %w", stream, id, fenced(err, l))
 	}
 	return nil

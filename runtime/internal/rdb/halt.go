@@ -11,8 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// HaltRecord is the JSON value of a halted partition's record
-// (RecordKey). The engine writes it when a partition halts; the
+// HaltRecord is the JSON value of a halted partition's record (the field
+// MetaHalt of RecordKey). The engine writes it when a partition halts; the
 // operator package reads it. It describes the head; the halt itself is
 // the head staying pending, so a record is trusted only together with the
 // group's pending list (IsPending).
@@ -40,32 +40,33 @@ type HaltRecord struct {
 	At          time.Time `json:"at"`
 }
 
-// Index adds the record key to handler's halt index: the next owner of a
-// halted partition calls it when it finds the record, so a halt whose
-// index entry was lost (a remover that failed between its steps) is listed
-// again.
+// Index adds the record key (a control hash) to handler's index
+// (MarksKey): the next owner of a halted partition calls it when it finds
+// the record, so a halt whose index entry was lost (a remover that failed
+// between its steps) is listed again.
 func Index(ctx context.Context, c redis.UniversalClient, handler, key string) error {
-	return c.SAdd(ctx, HaltedKey(handler), key).Err()
+	return c.SAdd(ctx, MarksKey(handler), key).Err()
 }
 
-// RecordKey is the key holding r: HaltKey of its partition stream, or
-// PMHaltKey of its correlation value for a pm.
+// RecordKey is the control hash holding r in its field MetaHalt: MetaKey
+// of the partition's lease, or of the pm value's lease for a pm.
 func (r HaltRecord) RecordKey() string {
 	if r.PM {
-		return PMHaltKey(r.Handler, r.Key)
+		return MetaKey(PMLeaseKey(r.Handler, r.Key))
 	}
-	return HaltKey(r.Partition, r.Handler)
+	return MetaKey(LeaseKey(r.Partition, r.Handler))
 }
 
-// A halt is kept in two places: the record, in the partition's slot next
-// to its lease and streams (so writing it is fenced and resolving it is one
-// script), and the handler's index of record keys (HaltedKey), in its own
-// slot, which operators list. The record is the truth; the index is kept
-// a superset of the records that exist: a writer indexes before and after
-// it writes, and whoever removes a record unindexes it and then indexes it
-// again if a record reappeared meanwhile (unindex), so no interleaving
-// leaves a record out of the index. Index members without a record are
-// dropped by the listing.
+// A halt is kept in two places: the record, in the partition's control
+// hash next to its lease and streams (so writing it is fenced and
+// resolving it is one script), and the handler's index of control hashes
+// (MarksKey, shared with the pauses), in its own slot, which operators
+// list. The record is the truth; the index is kept a superset of the
+// records that exist: a writer indexes before and after it writes, and
+// whoever removes a record unindexes it and then indexes it again if a
+// record (or a pause) is there meanwhile (unmark), so no interleaving
+// leaves a record out of the index. Index members with neither a record
+// nor a pause are dropped by the listing.
 
 // ErrBadHaltRecord means a stored halt record is not valid JSON: it can
 // only be deleted (GetHalt's error names the key).
@@ -83,7 +84,7 @@ func RecordHalt(ctx context.Context, c redis.UniversalClient, l Lease, r HaltRec
 	if err != nil {
 		return "", fmt.Errorf("halt of %s: %w: %w", r.Partition, ErrBadRecord, err)
 	}
-	key, index := r.RecordKey(), HaltedKey(r.Handler)
+	key, index := r.RecordKey(), MarksKey(r.Handler)
 	if err := c.SAdd(ctx, index, key).Err(); err != nil {
 		return "", fmt.Errorf("index halt of %s: %w", r.Partition, err)
 	}
@@ -99,7 +100,7 @@ func RecordHalt(ctx context.Context, c redis.UniversalClient, l Lease, r HaltRec
 // GetHalt reads and decodes the record at key (a RecordKey), with its raw
 // value for ClearHalt; found is false when there is none.
 func GetHalt(ctx context.Context, c redis.UniversalClient, key string) (r HaltRecord, raw string, found bool, err error) {
-	raw, err = c.Get(ctx, key).Result()
+	raw, err = c.HGet(ctx, key, MetaHalt).Result()
 	if errors.Is(err, redis.Nil) {
 		return HaltRecord{}, "", false, nil
 	}
@@ -107,7 +108,7 @@ func GetHalt(ctx context.Context, c redis.UniversalClient, key string) (r HaltRe
 		return HaltRecord{}, "", false, err
 	}
 	if err := json.Unmarshal([]byte(raw), &r); err != nil {
-		return HaltRecord{}, raw, true, fmt.Errorf("halt record %s is not valid JSON (delete it with DEL %s): %w: %w", key, key, ErrBadHaltRecord, err)
+		return HaltRecord{}, raw, true, fmt.Errorf("halt record %s is not valid JSON (delete it with HDEL %s %s): %w: %w", key, key, MetaHalt, ErrBadHaltRecord, err)
 	}
 	return r, raw, true, nil
 }
@@ -120,10 +121,11 @@ type RawHalt struct {
 	Err error
 }
 
-// Halts returns every halt record of handler, keyed by record key. Index
-// members whose record is gone are dropped from the index.
-func Halts(ctx context.Context, c redis.UniversalClient, handler string) (map[string]RawHalt, error) {
-	keys, err := c.SMembers(ctx, HaltedKey(handler)).Result()
+// Halts returns every halt record of handler, keyed by record key. With
+// tidy, index members with neither a record nor a pause are dropped from
+// the index (a read-only viewer leaves them).
+func Halts(ctx context.Context, c redis.UniversalClient, handler string, tidy bool) (map[string]RawHalt, error) {
+	keys, err := c.SMembers(ctx, MarksKey(handler)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("list halts of %s: %w", handler, err)
 	}
@@ -132,7 +134,10 @@ func Halts(ctx context.Context, c redis.UniversalClient, handler string) (map[st
 		r, raw, found, err := GetHalt(ctx, c, key)
 		switch {
 		case !found && err == nil:
-			if err := unindex(ctx, c, handler, key); err != nil {
+			if !tidy {
+				continue
+			}
+			if err := unmark(ctx, c, handler, key); err != nil {
 				return nil, err
 			}
 		case err != nil && raw == "":
@@ -144,17 +149,28 @@ func Halts(ctx context.Context, c redis.UniversalClient, handler string) (map[st
 	return out, nil
 }
 
-// HaltedHandlers finds the handlers with a halt index. It scans the
-// keyspace (on every primary of a cluster): an operator command, never on
-// the consumer's path.
+// HaltedHandlers finds the handlers with a halt record listed in their
+// index of halts and pauses (MarksKey). It scans the keyspace (on every
+// primary of a cluster): an operator command, never on the consumer's
+// path.
 func HaltedHandlers(ctx context.Context, c redis.UniversalClient) ([]string, error) {
-	keys, err := scanKeys(ctx, c, HaltedKey("*"), "")
+	keys, err := scanKeys(ctx, c, MarksKey("*"), "")
 	if err != nil {
 		return nil, fmt.Errorf("find handlers with halts: %w", err)
 	}
-	out := make([]string, len(keys))
+	names := make([]string, len(keys))
 	for i, k := range keys {
-		out[i] = strings.TrimPrefix(k, HaltedKey(""))
+		names[i] = strings.TrimPrefix(k, MarksKey(""))
+	}
+	counts, err := HaltCounts(ctx, c, names)
+	if err != nil {
+		return nil, fmt.Errorf("find handlers with halts: %w", err)
+	}
+	var out []string
+	for i, n := range counts {
+		if n > 0 {
+			out = append(out, names[i])
+		}
 	}
 	return out, nil
 }
@@ -181,28 +197,29 @@ func ClearHalt(ctx context.Context, c redis.UniversalClient, handler, key, raw s
 		return false, fmt.Errorf("remove halt record %s: %w", key, err)
 	}
 	if n == 1 {
-		return true, unindex(ctx, c, handler, key)
+		return true, unmark(ctx, c, handler, key)
 	}
 	return false, nil
 }
 
-// unindex removes key from handler's halt index unless a record exists at
-// key once it has (a new halt of the partition recorded meanwhile). It
-// runs to the end even when ctx is cancelled: stopping between its steps
-// could leave a record out of the index.
-func unindex(ctx context.Context, c redis.UniversalClient, handler, key string) error {
+// unmark removes the control hash key from handler's index (MarksKey)
+// unless it holds a halt record or a pause once it has (a new halt or
+// pause recorded meanwhile, or the other of the two). It runs to the end
+// even when ctx is cancelled: stopping between its steps could leave a
+// record out of the index.
+func unmark(ctx context.Context, c redis.UniversalClient, handler, key string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	index := HaltedKey(handler)
+	index := MarksKey(handler)
 	if err := c.SRem(ctx, index, key).Err(); err != nil {
-		return fmt.Errorf("unindex halt record %s: %w", key, err)
+		return fmt.Errorf("unindex %s: %w", key, err)
 	}
-	n, err := c.Exists(ctx, key).Result()
-	if err == nil && n == 1 {
+	vals, err := c.HMGet(ctx, key, MetaHalt, MetaPaused).Result()
+	if err == nil && (vals[0] != nil || vals[1] != nil) {
 		err = c.SAdd(ctx, index, key).Err()
 	}
 	if err != nil {
-		return fmt.Errorf("unindex halt record %s: %w", key, err)
+		return fmt.Errorf("unindex %s: %w", key, err)
 	}
 	return nil
 }
@@ -251,7 +268,7 @@ func headReply(reply []string) (string, error) {
 }
 
 // ResolvedTTL is how long the note an operator's resolve leaves for the
-// halted owner (ResolvedKey) lives: long enough for the owner to notice
+// halted owner (MetaResolved) lives: long enough for the owner to notice
 // the deleted lease at its next renew, short enough to leave nothing.
 const ResolvedTTL = 10 * time.Minute
 
@@ -261,13 +278,13 @@ const ResolvedTTL = 10 * time.Minute
 // entry is no longer the pending head (a *ResolveError), it copies the
 // entry to dlq (when dlq is not "", followed by the dlqFields pairs),
 // acks it, deletes the lease and the attempt mark, leaves the halted
-// owner a note of the resolution (ResolvedKey) and removes the record, in
+// owner a note of the resolution (MetaResolved) and removes the record, in
 // one script. It returns the dead-letter entry id ("" without dlq). A
 // resolve whose reply was lost and that Redis ran again answers as the
 // first run did (resolve_head.lua keeps the call's op in the note).
 func ResolveHead(ctx context.Context, c redis.UniversalClient, handler string, r HaltRecord, raw, dlq string, dlqFields []any) (string, error) {
 	key := r.RecordKey()
-	keys := []string{key, r.Stream, r.LeaseKey, AttemptKey(r.LeaseKey), ResolvedKey(r.LeaseKey)}
+	keys := []string{key, r.Stream, r.LeaseKey}
 	command := "skip"
 	if dlq != "" {
 		command = "dlq move"
@@ -290,12 +307,12 @@ func ResolveHead(ctx context.Context, c redis.UniversalClient, handler string, r
 	}
 	// Resolved; a failed unindex leaves a member without a record, which
 	// the next listing drops.
-	unindex(ctx, c, handler, key)
+	unmark(ctx, c, handler, key)
 	return dlqID, nil
 }
 
 // Resolution is the note resolve_head leaves for the owner whose halted
-// head an operator resolved (ResolvedKey).
+// head an operator resolved (MetaResolved).
 type Resolution struct {
 	Token   string `json:"token"`    // the token the lease held ("" when it was free)
 	EntryID string `json:"entry_id"` // the head resolved
@@ -304,12 +321,16 @@ type Resolution struct {
 	// ("" for a skip): a resend of that call answers with them.
 	Op         string `json:"op,omitempty"`
 	DLQEntryID string `json:"dlq_id,omitempty"`
+	// Expires is when the note stops counting for a resend (Redis ms).
+	Expires int64 `json:"exp,omitempty"`
 }
 
 // Resolved reads the note an operator's resolve left at the lease (found
-// false: none, or it expired).
+// false: none). A note outlives its expiry until the next resolve or the
+// reaper: it names the token the lease held, which only its owner
+// compares with its own.
 func Resolved(ctx context.Context, c redis.UniversalClient, leaseKey string) (res Resolution, found bool, err error) {
-	v, err := c.Get(ctx, ResolvedKey(leaseKey)).Result()
+	v, err := c.HGet(ctx, MetaKey(leaseKey), MetaResolved).Result()
 	if errors.Is(err, redis.Nil) {
 		return Resolution{}, false, nil
 	}

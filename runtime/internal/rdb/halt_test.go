@@ -15,7 +15,7 @@ func TestRecordHaltIsFenced(t *testing.T) {
 	if !errors.Is(err, ErrFenced) {
 		t.Fatalf("record by a stale owner: %v, want ErrFenced", err)
 	}
-	if n, _ := c.Exists(ctx, r.RecordKey()).Result(); n != 0 {
+	if n, _ := c.HExists(ctx, r.RecordKey(), MetaHalt).Result(); n {
 		t.Fatal("stale owner wrote a halt record")
 	}
 }

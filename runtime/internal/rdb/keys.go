@@ -66,11 +66,11 @@ func ReapingKey(category string) string { return "{" + category + "}:__reaping__
 
 // MaintenanceLease is the lease of the maintenance leader, the one engine
 // instance that reaps every category announced in ReapCategoriesKey:
-// "seqby:__maintenance__", its generation in
-// "{seqby:__maintenance__}:__gen__" (tagged to share the lease's slot, as
+// "seqby:__maintenance__", its generation in the control hash
+// "{seqby:__maintenance__}:__meta__" (tagged to share the lease's slot, as
 // acquire.lua writes both).
 func MaintenanceLease() LeaseRef {
-	return LeaseRef{Key: "seqby:__maintenance__", Generation: "{seqby:__maintenance__}:__gen__"}
+	return LeaseRef{Key: "seqby:__maintenance__", Meta: MetaKey("seqby:__maintenance__")}
 }
 
 // ReapCategoriesKey is the sorted set of the categories engines want
@@ -124,57 +124,77 @@ func FanoutKey(category string) string { return "{" + category + "}:__fanout__" 
 // stream's slot.
 func LeaseKey(stream, group string) string { return SubStream(stream, "__lease__:"+group) }
 
-// AttemptKey marks, while it holds the owner's token, that the owner of
-// the lease at leaseKey is attempting the partition's halted head:
-// "<lease key>:__attempt__", in the lease's slot (the lease key's hash
-// tag comes first). An operator's resolve of the head refuses while it
-// holds the lease's current token (lib/head.lua), so a skip or a DLQ move
-// never runs beside a retry of the head. It is set by begin_attempt.lua
-// with the lease's TTL, renewed with the lease while the attempt runs,
-// and deleted when the attempt's outcome is settled; a crashed owner's
-// mark ends with its TTL, and one whose lease is gone no longer refuses.
-func AttemptKey(leaseKey string) string { return leaseKey + ":__attempt__" }
-
-// ResolvedKey tells the owner of the lease at leaseKey that an operator
-// resolved its halted head (a skip or a DLQ move) and deleted the lease:
-// "<lease key>:__resolved__", holding JSON (Resolution: the token the
-// lease held, the entry id, the command, the resolve's op and its
-// dead-letter entry id), written by resolve_head.lua with a TTL of
-// ResolvedTTL, so the halted owner reports the end of its lease as a
-// resolution, not as a loss, and a resolve Redis ran twice answers as its
-// first run did.
-func ResolvedKey(leaseKey string) string { return leaseKey + ":__resolved__" }
-
-// PauseKey is the pause mark of a lease's partition (or pm correlation
-// value), in its slot: while it exists an operator has paused the
-// partition, and no attempt starts under the lease (every fenced read,
-// ack and verification refuses with SEQBY_PAUSED). It holds the pause's
-// note (JSON: who, when) and has no TTL: Resume deletes it, and the
-// reaper keeps a paused partition.
-func PauseKey(leaseKey string) string { return leaseKey + ":__paused__" }
-
-// PausedKey is the set of a handler's pause marks (PauseKey), for
-// operators' listings; a member whose mark is gone is stale and is
-// removed by the listing.
-func PausedKey(group string) string { return "seqby:__paused__:" + group }
-
-// HandlerPauseKey is the pause of a whole handler (every key): while it
-// exists, engines start no attempt of the handler from their next
-// discovery on. It holds the pause's note (JSON) and has no TTL.
-func HandlerPauseKey(group string) string { return "seqby:__pause__:" + group }
-
-// ResumedKey holds, for OpTTL after a resume ended the pause at mark (a
-// PauseKey or HandlerPauseKey), the resume's op and the note it ended
-// ("<op> <note>", clear_pause.lua), so a resume Redis ran twice answers
-// with that pause. It shares the mark's slot: "<mark>:__resumed__" for a
-// mark with a hash tag, "{<mark>}:__resumed__" for a handler's
-// (seqby:__pause__:handler has none).
-func ResumedKey(mark string) string {
-	if i := strings.IndexByte(mark, '{'); i >= 0 && strings.IndexByte(mark[i+1:], '}') > 0 {
-		return mark + ":__resumed__"
+// MetaKey is the control hash of the lease at leaseKey: everything kept
+// per (partition, handler) beside the lease, in the lease's slot, one
+// field each (the Meta* constants). For a keyed handler it is
+// "<lease key>:__meta__"; for a sequential pm's lease it is the pm
+// value's state hash (StateKey), so a pm has its lease and one hash; for
+// a lease without a hash tag (the maintenance leader's) it is
+// "{<lease key>}:__meta__". Redis 7.0 has no expiry per hash field: a
+// field that must end by itself either carries its expiry (Redis ms,
+// checked against TIME by the scripts that read it) or is valid only
+// while the lease holds the token it names.
+func MetaKey(leaseKey string) string {
+	if rest, ok := strings.CutPrefix(leaseKey, "{"); ok {
+		if value, pm, ok := strings.Cut(rest, "}:__pmlease__:"); ok {
+			return StateKey(pm, value)
+		}
 	}
-	return "{" + mark + "}:__resumed__"
+	if i := strings.IndexByte(leaseKey, '{'); i >= 0 && strings.IndexByte(leaseKey[i+1:], '}') > 0 {
+		return leaseKey + ":__meta__"
+	}
+	return "{" + leaseKey + "}:__meta__"
 }
+
+// The fields of a control hash (MetaKey; a handler's HandlerPauseKey has
+// the last two).
+const (
+	// MetaGen is the lease's last generation: a fresh lease takes
+	// max(stored + 1, Redis time in µs) (acquire.lua), so a missing field
+	// is safe.
+	MetaGen = "gen"
+	// MetaHalt is the halt record (JSON) of the halted partition or pm
+	// value (RecordHalt).
+	MetaHalt = "halt"
+	// MetaAttempt holds the token of the lease's owner while it attempts
+	// the halted head (begin_attempt.lua): an operator's resolve refuses
+	// while it names the token the lease holds now (lib/head.lua), so a
+	// skip or a DLQ move never runs beside a retry of the head. It is
+	// valid only while the lease holds that token: it needs no expiry, and
+	// one left by a crashed owner refuses nothing once its lease is gone.
+	// The owner deletes it once the attempt's outcome is settled.
+	MetaAttempt = "attempt"
+	// MetaResolved tells the halted owner that an operator resolved its
+	// head (a skip or a DLQ move) and deleted the lease: JSON
+	// (Resolution, with its expiry, ResolvedTTL after the resolve, in
+	// Redis ms), written by resolve_head.lua, so a resolve Redis ran twice
+	// answers as its first run did.
+	MetaResolved = "resolved"
+	// MetaPaused is the pause note (JSON: who, when) while an operator
+	// pauses the partition (or the handler): no attempt starts under the
+	// lease (every fenced read, ack and verification refuses with
+	// SEQBY_PAUSED). It has no expiry: Resume deletes it, and the reaper
+	// keeps a paused partition.
+	MetaPaused = "paused"
+	// MetaResumed is "<expiry ms> <op> <note>" after a resume ended the
+	// pause (clear_pause.lua), for OpTTL, so a resume Redis ran twice
+	// answers with that pause.
+	MetaResumed = "resumed"
+)
+
+// MarksKey is the set of a handler's control hashes (MetaKey) holding a
+// halt record or a pause note, for operators' listings:
+// "seqby:__marks__:group". A writer adds the hash before and after it
+// writes the field; a member whose hash holds neither is stale and is
+// removed by the listing.
+func MarksKey(group string) string { return "seqby:__marks__:" + group }
+
+// HandlerPauseKey is the control hash of a whole handler (every key):
+// while its MetaPaused field exists, engines start no attempt of the
+// handler from their next discovery on; MetaResumed as in a partition's
+// (MetaKey): "seqby:__control__:group", no expiry. (The earlier layout's
+// string seqby:__pause__:group is moved here at Run: migrate.go.)
+func HandlerPauseKey(group string) string { return "seqby:__control__:" + group }
 
 // OwnerKey holds the incarnation of the live engine instance running with
 // an OwnerID: "seqby:__owner__:<owner id>", taken at Run with the lease
@@ -182,17 +202,6 @@ func ResumedKey(mark string) string {
 // same OwnerID is refused at start (ErrOwnerInUse). It is deleted when
 // Run returns; a killed instance's key ends with its TTL.
 func OwnerKey(ownerID string) string { return "seqby:__owner__:" + ownerID }
-
-// GenerationKey is the last generation of group's partition lease:
-// "category:{key}:__gen__:group". A fresh lease takes max(stored + 1, Redis
-// time in microseconds), so generations keep increasing even if the key is
-// lost.
-func GenerationKey(stream, group string) string { return SubStream(stream, "__gen__:"+group) }
-
-// HaltKey holds the halt record (JSON) of group's halted partition
-// stream: "category:{key}:__halt__:group", in the stream's slot, so the
-// operator's script checks it with the head, the lease and the DLQ.
-func HaltKey(stream, group string) string { return SubStream(stream, "__halt__:"+group) }
 
 // MembersKey is the sorted set of live engine instances consuming for
 // group, scored by their last heartbeat (Redis time, ms).
@@ -219,15 +228,6 @@ func AdmitAgeKey(group string) string { return "seqby:__admitage__:" + group }
 // sequential pm's correlation value is owned.
 func PMLeaseKey(pm, correlation string) string { return "{" + correlation + "}:__pmlease__:" + pm }
 
-// PMGenerationKey is the generation counter of a pm correlation value's
-// lease (see GenerationKey), deleted when the value's partitions are
-// reaped.
-func PMGenerationKey(pm, correlation string) string { return "{" + correlation + "}:__pmgen__:" + pm }
-
-// PMHaltKey holds the halt record (JSON) of pm's halted correlation value:
-// "{value}:__pmhalt__:pm".
-func PMHaltKey(pm, correlation string) string { return "{" + correlation + "}:__pmhalt__:" + pm }
-
 // StateKey is the hash holding a pm instance's state: fields "version",
 // "data" and one AppliedField per stream.
 func StateKey(pm, correlation string) string { return "{" + correlation + "}:__pmstate__:" + pm }
@@ -235,11 +235,6 @@ func StateKey(pm, correlation string) string { return "{" + correlation + "}:__p
 // AppliedField is the state hash's field holding the last entry of stream
 // that the saved state includes.
 func AppliedField(stream string) string { return "applied:" + stream }
-
-// HaltedKey is the set of group's halt record keys (HaltKey, PMHaltKey):
-// the index operators list halts from, in its own slot:
-// "seqby:__halted__:group".
-func HaltedKey(group string) string { return "seqby:__halted__:" + group }
 
 // Field names of a stream entry written by the publisher.
 const (

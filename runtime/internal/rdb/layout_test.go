@@ -19,12 +19,7 @@ func layout() []string {
 		DLQStream("category", "key"),
 		DLQOpKey(DLQStream("category", "key"), "id"),
 		LeaseKey(stream, "handler"),
-		AttemptKey(LeaseKey(stream, "handler")),
-		ResolvedKey(LeaseKey(stream, "handler")),
-		PauseKey(LeaseKey(stream, "handler")),
-		ResumedKey(PauseKey(LeaseKey(stream, "handler"))),
-		GenerationKey(stream, "handler"),
-		HaltKey(stream, "handler"),
+		MetaKey(LeaseKey(stream, "handler")),
 		WakeKey(stream),
 		DedupKey("category", "key", "id"),
 		PlainDedupKey("category", "id"),
@@ -35,12 +30,10 @@ func layout() []string {
 		GroupsKey("category"),
 		ReapingKey("category"),
 		MaintenanceLease().Key,
-		MaintenanceLease().Generation,
+		MaintenanceLease().Meta,
 		ReapCategoriesKey,
 		PMLeaseKey("pm", "value"),
-		PMGenerationKey("pm", "value"),
 		StateKey("pm", "value"),
-		PMHaltKey("pm", "value"),
 		MembersKey("handler"),
 		OwnerKey("owner"),
 		OwnedKey("handler", "owner"),
@@ -50,10 +43,8 @@ func layout() []string {
 		OwnerSignalKey("incarnation"),
 		FaultsKey("owner"),
 		DeployKey("handler"),
-		HaltedKey("handler"),
-		PausedKey("handler"),
+		MarksKey("handler"),
 		HandlerPauseKey("handler"),
-		ResumedKey(HandlerPauseKey("handler")),
 		AuditKey,
 		AuditOpKey("op"),
 	}
@@ -65,6 +56,9 @@ func layout() []string {
 // same order.
 func TestLayoutTablesAgree(t *testing.T) {
 	want := layout()
+	if MetaKey(PMLeaseKey("pm", "value")) != StateKey("pm", "value") {
+		t.Errorf("a pm lease's control hash is %s, want its state hash", MetaKey(PMLeaseKey("pm", "value")))
+	}
 	if diff := cmp.Diff(want, docKeys(t)); diff != "" {
 		t.Errorf("the package doc's layout table differs from the keys built (-built +doc):\n%s", diff)
 	}

@@ -14,8 +14,8 @@ import (
 // covers whatever its owner reads under it: one partition's lanes for a
 // keyed handler, every stream of a correlation value for a pm.
 type LeaseRef struct {
-	Key        string // holds "<owner_id>~<incarnation>:<generation>" while owned
-	Generation string // the last generation (see acquire.lua)
+	Key  string // holds "<owner_id>~<incarnation>:<generation>" while owned
+	Meta string // its control hash (MetaKey), holding the last generation (see acquire.lua)
 	// Group is the handler or pm the lease is for, and Wake the partition
 	// streams it covers: the lease's owner is named in their wake hashes
 	// (WakeKey) while it holds the lease, so publishers wake it alone.
@@ -36,14 +36,14 @@ func (r LeaseRef) wakeKeys() []string {
 
 // PartitionLease returns the LeaseRef of group's lease on a stream.
 func PartitionLease(stream, group string) LeaseRef {
-	return LeaseRef{Key: LeaseKey(stream, group), Generation: GenerationKey(stream, group),
+	return LeaseRef{Key: LeaseKey(stream, group), Meta: MetaKey(LeaseKey(stream, group)),
 		Group: group, Wake: []string{stream}}
 }
 
 // PMLease returns the LeaseRef of pm's lease on a correlation value whose
 // partition streams (one per category the pm handles) are streams.
 func PMLease(pm, correlation string, streams []string) LeaseRef {
-	return LeaseRef{Key: PMLeaseKey(pm, correlation), Generation: PMGenerationKey(pm, correlation),
+	return LeaseRef{Key: PMLeaseKey(pm, correlation), Meta: MetaKey(PMLeaseKey(pm, correlation)),
 		Group: pm, Wake: streams}
 }
 
@@ -80,7 +80,7 @@ func Acquire(ctx context.Context, c redis.UniversalClient, ref LeaseRef, owner s
 // ErrCold when the lanes are cold for idle (see lib/cold.lua): such a
 // partition is left to the reaper. An idle of 0 never refuses.
 func AcquireWarm(ctx context.Context, c redis.UniversalClient, ref LeaseRef, owner string, ttl, idle time.Duration, lanes []string) (Lease, error) {
-	keys := append(append([]string{ref.Key, ref.Generation}, lanes...), ref.wakeKeys()...)
+	keys := append(append([]string{ref.Key, ref.Meta}, lanes...), ref.wakeKeys()...)
 	res, err := scriptAcquire.Run(ctx, c, keys, owner, ttl.Milliseconds(), idle.Milliseconds(), ref.Group, len(ref.Wake)).Slice()
 	return acquired(ref, owner, res, err)
 }
@@ -106,7 +106,7 @@ func AcquireAll(ctx context.Context, c redis.UniversalClient, reqs []AcquireReq,
 		cmds := make([]*redis.Cmd, len(todo))
 		for j, i := range todo {
 			ref := reqs[i].Ref
-			keys := append(append([]string{ref.Key, ref.Generation}, reqs[i].Lanes...), ref.wakeKeys()...)
+			keys := append(append([]string{ref.Key, ref.Meta}, reqs[i].Lanes...), ref.wakeKeys()...)
 			cmds[j] = scriptAcquire.EvalSha(ctx, pipe, keys, owner, ttl.Milliseconds(), idle.Milliseconds(), ref.Group, len(ref.Wake))
 		}
 		pipe.Exec(ctx)
@@ -206,7 +206,7 @@ func (l Lease) Name(ctx context.Context, c redis.UniversalClient, streams []stri
 // and the partition is not paused, and reports whether it did; ErrFenced
 // when the lease no longer holds this token.
 func (l Lease) ReleaseCold(ctx context.Context, c redis.UniversalClient, idle time.Duration, lanes []string) (bool, error) {
-	keys := append(append([]string{l.Ref.Key, PauseKey(l.Ref.Key)}, lanes...), l.Ref.wakeKeys()...)
+	keys := append(append([]string{l.Ref.Key, MetaKey(l.Ref.Key)}, lanes...), l.Ref.wakeKeys()...)
 	n, err := scriptReleaseCold.Run(ctx, c, keys, l.Token(), idle.Milliseconds(), l.Ref.Group, len(l.Ref.Wake)).Int64()
 	if err != nil {
 		return false, fmt.Errorf("release cold lease %s: %w", l.Ref.Key, fenced(err, l))
@@ -316,37 +316,29 @@ const renewBatch = 500
 // Verify checks in Redis that the lease still holds this token: nil, or
 // ErrFenced when it does not (lost, expired, or taken by another owner).
 func (l Lease) Verify(ctx context.Context, c redis.UniversalClient) error {
-	if err := scriptVerify.Run(ctx, c, []string{l.Ref.Key, PauseKey(l.Ref.Key)}, l.Token()).Err(); err != nil {
+	if err := scriptVerify.Run(ctx, c, []string{l.Ref.Key, MetaKey(l.Ref.Key)}, l.Token()).Err(); err != nil {
 		return fmt.Errorf("verify lease %s: %w", l.Ref.Key, fenced(err, l))
 	}
 	return nil
 }
 
 // BeginAttempt is Verify for an attempt of a halted head: it also marks
-// the attempt (AttemptKey, with the lease's remaining TTL), so an
-// operator's resolve refuses while it runs. ErrFenced when the lease does
-// not hold this token. Renew the mark with the lease while the attempt
-// runs (AttemptMark in RenewAll) and end it with EndAttempt.
-func (l Lease) BeginAttempt(ctx context.Context, c redis.UniversalClient, ttl time.Duration) error {
-	keys := []string{l.Ref.Key, AttemptKey(l.Ref.Key), PauseKey(l.Ref.Key)}
-	if err := scriptBeginAttempt.Run(ctx, c, keys, l.Token(), ttl.Milliseconds()).Err(); err != nil {
+// the attempt (MetaAttempt: the token, valid while the lease holds it), so
+// an operator's resolve refuses while it runs. ErrFenced when the lease
+// does not hold this token. End it with EndAttempt; a mark left behind
+// refuses nothing once the lease is gone.
+func (l Lease) BeginAttempt(ctx context.Context, c redis.UniversalClient) error {
+	keys := []string{l.Ref.Key, MetaKey(l.Ref.Key)}
+	if err := scriptBeginAttempt.Run(ctx, c, keys, l.Token()).Err(); err != nil {
 		return fmt.Errorf("begin an attempt under lease %s: %w", l.Ref.Key, fenced(err, l))
 	}
 	return nil
 }
 
-// AttemptMark is the lease's attempt mark as a lease of the same token:
-// RenewAll extends it (renew.lua compares the token), and EndAttempt
-// deletes it.
-func (l Lease) AttemptMark() Lease {
-	return Lease{Ref: LeaseRef{Key: AttemptKey(l.Ref.Key)}, Owner: l.Owner, Generation: l.Generation}
-}
-
 // EndAttempt deletes the attempt mark BeginAttempt set, if it still
 // holds this token.
 func (l Lease) EndAttempt(ctx context.Context, c redis.UniversalClient) error {
-	m := l.AttemptMark()
-	if err := scriptRelease.Run(ctx, c, []string{m.Ref.Key}, m.Token()).Err(); err != nil {
+	if err := scriptEndAttempt.Run(ctx, c, []string{MetaKey(l.Ref.Key)}, l.Token()).Err(); err != nil {
 		return fmt.Errorf("end the attempt under lease %s: %w", l.Ref.Key, err)
 	}
 	return nil

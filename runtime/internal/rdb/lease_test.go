@@ -74,7 +74,7 @@ func TestLeaseExpiryThenReacquireIncrementsGeneration(t *testing.T) {
 	}
 	// Without its counter (lost, or reaped) the next generation is still
 	// higher: it comes from Redis time.
-	c.Del(ctx, ref.Key, ref.Generation)
+	c.Del(ctx, ref.Key, ref.Meta)
 	l3, err := Acquire(ctx, c, ref, "p1", time.Minute)
 	if err != nil || l3.Generation <= l2.Generation {
 		t.Fatalf("generation went to %d (%v) after %d with the counter deleted", l3.Generation, err, l2.Generation)
@@ -123,7 +123,7 @@ func TestGenerationSurvivesDataLoss(t *testing.T) {
 			if err := s.Restart(ctx); err != nil {
 				t.Fatal(err)
 			}
-			stored, _ := c.Get(ctx, ref.Generation).Int64()
+			stored, _ := c.HGet(ctx, ref.Meta, MetaGen).Int64()
 			if tt.snapshot == (stored == 0) || stored >= last {
 				t.Fatalf("after the restart the counter holds %d (last generation %d): the restart did not lose it as the case needs", stored, last)
 			}

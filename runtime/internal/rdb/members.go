@@ -104,17 +104,60 @@ var (
 )
 
 // DeployKey is the hash of group's deploy records: field owner id, value
-// "v1|<kind>|<since>|<build>|<data>": "seqby:__deploy__:group".
+// "v1|<kind>[ under key layout N (...)]|<since>|<build>|<data>":
+// "seqby:__deploy__:group".
 func DeployKey(group string) string { return "seqby:__deploy__:" + group }
+
+// Layout is the version of the key layout this build reads and writes
+// (docs/upgrading.md). The releases before it wrote layout 1 and their
+// deploy records say no layout. Engines of two layouts cannot share a
+// handler: Run refuses while a live instance of another layout runs one
+// of its handlers (membership.ErrUpgrade).
+const Layout = 2
+
+// layoutTag follows the kind in this layout's deploy records. The
+// previous release's deploy_record.lua compares the whole kind field
+// ('^v1|([^|]*)|') with its own kind and refuses, with ErrKindChanged, a
+// handler that a live instance runs as another kind: it sees "keyed under
+// key layout 2 (...)" as another kind than "keyed", so an engine of that
+// release started beside this one refuses, and its error names this text
+// as the kind the live instance runs. The field must therefore hold no
+// '|', and a live record must keep its data's "incarnation" and the
+// OwnerKey string the earlier release checks liveness by.
+const layoutTag = " under key layout 2 (a later seqby release, which this engine's release cannot run beside: upgrade this engine to it; see docs/upgrading.md)"
+
+// RecordedKind is the kind field this layout writes for kind.
+func RecordedKind(kind string) string { return kind + layoutTag }
+
+// splitKind reads a record's kind field: the kind, and the layout its
+// tag names (1 without one: the releases before layouts were recorded).
+func splitKind(field string) (kind string, layout int) {
+	kind, rest, tagged := strings.Cut(field, " under key layout ")
+	if !tagged {
+		return field, 1
+	}
+	n := 0
+	for _, r := range rest {
+		if r < '0' || r > '9' {
+			break
+		}
+		n = n*10 + int(r-'0')
+	}
+	if n == 0 {
+		n = -1 // unreadable: another layout all the same
+	}
+	return kind, n
+}
 
 // DeployRecord is one instance's record of how it runs a handler.
 type DeployRecord struct {
-	Owner string
-	Kind  string // "keyed", "sequential" or "unkeyed"
-	Since int64  // Redis ms when its build was first recorded while live
-	Build string // digest of its kind and routes
-	Data  string // the runtime's data (incarnation, routes)
-	Raw   string // the stored value
+	Owner  string
+	Kind   string // "keyed", "sequential" or "unkeyed"
+	Layout int    // the key layout its engine runs (1: an earlier release's, untagged)
+	Since  int64  // Redis ms when its build was first recorded while live
+	Build  string // digest of its kind and routes
+	Data   string // the runtime's data (incarnation, routes)
+	Raw    string // the stored value
 }
 
 // parseDeployRecord reads a stored record; ok is false for a value this
@@ -128,7 +171,8 @@ func parseDeployRecord(owner, raw string) (DeployRecord, bool) {
 	if err != nil {
 		return DeployRecord{}, false
 	}
-	return DeployRecord{Owner: owner, Kind: parts[1], Since: since, Build: parts[3], Data: parts[4], Raw: raw}, true
+	kind, layout := splitKind(parts[1])
+	return DeployRecord{Owner: owner, Kind: kind, Layout: layout, Since: since, Build: parts[3], Data: parts[4], Raw: raw}, true
 }
 
 // DeployRecords returns group's deploy records, but those of build skip
@@ -169,16 +213,21 @@ func DeployKinds(ctx context.Context, c redis.UniversalClient, group string) ([]
 type DeployConflict struct {
 	Owner string
 	Kind  string // a record's kind, or "leased" / "shared" for a member without one
+	// Layout is the key layout of the instance's record when it is not
+	// this one's (Layout), whatever its kind; 0 otherwise.
+	Layout int
 }
 
 // RecordDeploy records owner's kind, build and data for group, removing
 // the dead records (unless changed since they were read), unless a live
 // record of another kind, or a member in bare (owner -> "leased" or
 // "shared", members without a record judged by an earlier build's traces)
-// of the other class, is there: then it writes nothing and returns it. It
-// returns since: when this build was first recorded while live.
+// of the other class, or a live record of another key layout, is there:
+// then it writes nothing and returns it. It returns since: when this build
+// was first recorded while live. The record carries this layout
+// (RecordedKind).
 func RecordDeploy(ctx context.Context, c redis.UniversalClient, group, owner, kind, build, data string, dead []DeployRecord, bare map[string]string) (since int64, conflict *DeployConflict, err error) {
-	args := []any{owner, kind, build, data, len(dead)}
+	args := []any{owner, RecordedKind(kind), build, data, len(dead)}
 	for _, d := range dead {
 		args = append(args, d.Owner, d.Raw)
 	}
@@ -190,7 +239,11 @@ func RecordDeploy(ctx context.Context, c redis.UniversalClient, group, owner, ki
 		return 0, nil, fmt.Errorf("record %s's kind and routes (%s): %w", group, DeployKey(group), err)
 	}
 	if len(res) == 3 {
-		return 0, &DeployConflict{Owner: fmt.Sprint(res[1]), Kind: fmt.Sprint(res[2])}, nil
+		k, layout := splitKind(fmt.Sprint(res[2]))
+		if layout == Layout || k == "leased" || k == "shared" {
+			layout = 0 // another kind, not another layout
+		}
+		return 0, &DeployConflict{Owner: fmt.Sprint(res[1]), Kind: k, Layout: layout}, nil
 	}
 	if len(res) != 2 {
 		return 0, nil, fmt.Errorf("record %s's kind and routes: unexpected reply %v", group, res)

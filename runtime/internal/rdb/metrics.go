@@ -8,13 +8,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// HaltCounts returns, per handler, how many halt records its halt index
-// (HaltedKey) lists that exist: the halted partitions across every
+// HaltCounts returns, per handler, how many halt records its index
+// (MarksKey) lists that exist: the halted partitions across every
 // instance. The index may hold a member whose record is gone (a halt
 // written by a stale owner is refused after the index step; a resolve
-// does not fail on a lost unindex), so each member's record is checked:
-// one pipelined SMEMBERS per handler, then one EXISTS per member (a few:
-// halts are rare), each key its own slot.
+// does not fail on a lost unindex; a paused partition's), so each
+// member's record is checked: one pipelined SMEMBERS per handler, then
+// one HMGET per member (a few: halts and pauses are rare), each key its
+// own slot.
 func HaltCounts(ctx context.Context, c redis.UniversalClient, handlers []string) ([]int64, error) {
 	if len(handlers) == 0 {
 		return nil, nil
@@ -22,17 +23,17 @@ func HaltCounts(ctx context.Context, c redis.UniversalClient, handlers []string)
 	pipe := c.Pipeline()
 	sets := make([]*redis.StringSliceCmd, len(handlers))
 	for i, h := range handlers {
-		sets[i] = pipe.SMembers(ctx, HaltedKey(h))
+		sets[i] = pipe.SMembers(ctx, MarksKey(h))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("list the halted partitions: %w", err)
 	}
 	out := make([]int64, len(handlers))
-	exists := make([][]*redis.IntCmd, len(handlers))
+	exists := make([][]*redis.SliceCmd, len(handlers))
 	pipe = c.Pipeline()
 	for i, cmd := range sets {
 		for _, key := range cmd.Val() {
-			exists[i] = append(exists[i], pipe.Exists(ctx, key))
+			exists[i] = append(exists[i], pipe.HMGet(ctx, key, MetaHalt))
 		}
 	}
 	if pipe.Len() == 0 {
@@ -43,7 +44,9 @@ func HaltCounts(ctx context.Context, c redis.UniversalClient, handlers []string)
 	}
 	for i, cmds := range exists {
 		for _, cmd := range cmds {
-			out[i] += cmd.Val()
+			if v := cmd.Val(); len(v) == 1 && v[0] != nil {
+				out[i]++
+			}
 		}
 	}
 	return out, nil

@@ -309,7 +309,7 @@ func TestCheckHeadAgreesWithResolveHead(t *testing.T) {
 			r := HaltRecord{Handler: "g", Partition: stream, Category: "o", Key: "a", Stream: stream, Streams: []string{stream},
 				EntryID: ids[0], Owner: "w1", Token: "w1:1", LeaseKey: LeaseKey(stream, "g")}
 			b, _ := json.Marshal(r)
-			c.Set(ctx, r.RecordKey(), string(b), 0)
+			c.HSet(ctx, r.RecordKey(), MetaHalt, string(b))
 			raw := string(b)
 			tt.setup(ctx, c, &r, &raw, ids)
 			before := snapshot(ctx, c, r)
@@ -331,7 +331,7 @@ func TestCheckHeadAgreesWithResolveHead(t *testing.T) {
 // snapshot is what a resolution would change: the record, the lease and
 // the pending list.
 func snapshot(ctx context.Context, c redis.UniversalClient, r HaltRecord) string {
-	rec, _ := c.Get(ctx, r.RecordKey()).Result()
+	rec, _ := c.HGet(ctx, r.RecordKey(), MetaHalt).Result()
 	lease, _ := c.Get(ctx, r.LeaseKey).Result()
 	p, _ := c.XPending(ctx, r.Stream, r.Handler).Result()
 	return fmt.Sprintf("record %q lease %q pending %+v", rec, lease, p)

@@ -10,19 +10,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// PauseNote is what a pause mark (PauseKey) or a handler's pause
-// (HandlerPauseKey) holds, as JSON.
+// PauseNote is what a pause (the field MetaPaused of a partition's control
+// hash, MetaKey, or of a handler's, HandlerPauseKey) holds, as JSON.
 type PauseNote struct {
 	By        string    `json:"by"`                  // the operator, as given
 	At        time.Time `json:"at"`                  // when it was paused
 	Partition string    `json:"partition,omitempty"` // the partition as the operator named it ("" for a handler)
 }
 
-// SetPause stores note at mark (a PauseKey or HandlerPauseKey) unless a
-// pause is there already, and lists a partition's mark in its handler's
-// PausedKey set (listed first, so a listing never misses a stored mark).
-// It returns the note in force: note when it was stored (set true), the
-// earlier one otherwise.
+// SetPause stores note in the control hash mark (a partition lease's
+// MetaKey or a HandlerPauseKey) unless a pause is there already, and lists
+// a partition's hash in its handler's MarksKey set (listed first, so a
+// listing never misses a stored pause). It returns the note in force:
+// note when it was stored (set true), the earlier one otherwise.
 func SetPause(ctx context.Context, c redis.UniversalClient, group, mark string, note PauseNote, partition bool) (PauseNote, bool, error) {
 	raw, err := json.Marshal(note)
 	if err != nil {
@@ -32,7 +32,7 @@ func SetPause(ctx context.Context, c redis.UniversalClient, group, mark string, 
 		if !partition {
 			return nil
 		}
-		if err := c.SAdd(ctx, PausedKey(group), mark).Err(); err != nil {
+		if err := c.SAdd(ctx, MarksKey(group), mark).Err(); err != nil {
 			return fmt.Errorf("list the pause of %s: %w", mark, err)
 		}
 		return nil
@@ -41,17 +41,16 @@ func SetPause(ctx context.Context, c redis.UniversalClient, group, mark string, 
 		if err := list(); err != nil {
 			return PauseNote{}, false, err
 		}
-		// SET NX rather than SETNX: the documented ACL lines grant SET.
-		err = c.SetArgs(ctx, mark, raw, redis.SetArgs{Mode: "NX"}).Err()
-		if err != nil && !errors.Is(err, redis.Nil) {
+		set, err := c.HSetNX(ctx, mark, MetaPaused, raw).Result()
+		if err != nil {
 			return PauseNote{}, false, fmt.Errorf("store the pause %s: %w", mark, err)
 		}
-		if err == nil {
+		if set {
 			// Listed again after the store: a Resume's SREM racing the
 			// first listing cannot leave a stored mark unlisted.
 			return note, true, list()
 		}
-		old, err := c.Get(ctx, mark).Result()
+		old, err := c.HGet(ctx, mark, MetaPaused).Result()
 		if errors.Is(err, redis.Nil) {
 			continue // resumed between the two calls: try again
 		}
@@ -59,7 +58,7 @@ func SetPause(ctx context.Context, c redis.UniversalClient, group, mark string, 
 			return PauseNote{}, false, fmt.Errorf("read the pause %s: %w", mark, err)
 		}
 		if old == string(raw) {
-			// Our own note: this SET NX ran before and its reply was
+			// Our own note: this HSETNX ran before and its reply was
 			// lost, so go-redis (or a proxy) sent it again. The note
 			// holds the operator and the time in nanoseconds, which no
 			// other pause shares: this call stored it.
@@ -72,7 +71,7 @@ func SetPause(ctx context.Context, c redis.UniversalClient, group, mark string, 
 
 // GetPause reads the pause note at mark; ok false when there is none.
 func GetPause(ctx context.Context, c redis.UniversalClient, mark string) (PauseNote, bool, error) {
-	raw, err := c.Get(ctx, mark).Result()
+	raw, err := c.HGet(ctx, mark, MetaPaused).Result()
 	if errors.Is(err, redis.Nil) {
 		return PauseNote{}, false, nil
 	}
@@ -99,20 +98,16 @@ var scriptClearPause = script("clear_pause")
 // it from the wake-up WakePartition sends next.
 //
 // It is one script (clear_pause.lua) with an op of its own, which leaves
-// the note it ended at ResumedKey for OpTTL: a resume that Redis ran
-// twice (its reply lost, then resent) answers the second time with the
-// pause it ended, not "not paused".
+// the note it ended in the field MetaResumed for OpTTL: a resume that
+// Redis ran twice (its reply lost, then resent) answers the second time
+// with the pause it ended, not "not paused".
 func ClearPause(ctx context.Context, c redis.UniversalClient, group, mark string, partition bool) (PauseNote, bool, error) {
-	keys := []string{mark}
-	if note := ResumedKey(mark); slot(note) == slot(mark) {
-		keys = append(keys, note)
-	}
-	raw, err := scriptClearPause.Run(ctx, c, keys, NewOp(), OpTTL.Milliseconds()).Text()
+	raw, err := scriptClearPause.Run(ctx, c, []string{mark}, NewOp(), OpTTL.Milliseconds()).Text()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return PauseNote{}, false, fmt.Errorf("delete the pause %s: %w", mark, err)
 	}
 	if partition {
-		if err := unlist(ctx, c, group, mark); err != nil {
+		if err := unmark(ctx, c, group, mark); err != nil {
 			return PauseNote{}, false, err
 		}
 	}
@@ -122,11 +117,11 @@ func ClearPause(ctx context.Context, c redis.UniversalClient, group, mark string
 	return decodePause(raw), true, nil
 }
 
-// PausedMarks lists the pause marks of group's partitions with their
-// notes; with tidy, it removes from the listing the marks that are gone
-// (a read-only viewer leaves them).
+// PausedMarks lists the paused partitions of group (their control hashes)
+// with their notes; with tidy, it removes from the listing the hashes
+// with neither a pause nor a halt (a read-only viewer leaves them).
 func PausedMarks(ctx context.Context, c redis.UniversalClient, group string, tidy bool) (map[string]PauseNote, error) {
-	marks, err := c.SMembers(ctx, PausedKey(group)).Result()
+	marks, err := c.SMembers(ctx, MarksKey(group)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("list the pauses of %s: %w", group, err)
 	}
@@ -138,7 +133,7 @@ func PausedMarks(ctx context.Context, c redis.UniversalClient, group string, tid
 		}
 		if !ok {
 			if tidy {
-				unlist(ctx, c, group, m) // stale: resumed between its calls
+				unmark(ctx, c, group, m) // stale unless halted
 			}
 			continue
 		}
@@ -147,25 +142,12 @@ func PausedMarks(ctx context.Context, c redis.UniversalClient, group string, tid
 	return out, nil
 }
 
-// unlist removes mark from group's listing, and lists it again when it
-// exists after that (a Pause stored it meanwhile), so a stored mark stays
-// listed.
-func unlist(ctx context.Context, c redis.UniversalClient, group, mark string) error {
-	if err := c.SRem(ctx, PausedKey(group), mark).Err(); err != nil {
-		return fmt.Errorf("unlist the pause %s: %w", mark, err)
-	}
-	if n, err := c.Exists(ctx, mark).Result(); err != nil || n == 0 {
-		return err
-	}
-	return c.SAdd(ctx, PausedKey(group), mark).Err()
-}
-
 // PausedHandlers are the groups with a listed partition pause or a
 // handler pause.
 func PausedHandlers(ctx context.Context, c redis.UniversalClient) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
-	for _, prefix := range []string{PausedKey(""), HandlerPauseKey("")} {
+	for _, prefix := range []string{MarksKey(""), HandlerPauseKey("")} {
 		keys, err := scanKeys(ctx, c, prefix+"*", "")
 		if err != nil {
 			return nil, fmt.Errorf("find paused handlers: %w", err)

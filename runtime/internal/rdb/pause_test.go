@@ -19,7 +19,7 @@ func TestPauseMarkRefusesAttempts(t *testing.T) {
 	if err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "g", Consumer: roundToken, Streams: []string{rc.lanes[0], ">"}, Count: 1, Block: -1}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Set(ctx, PauseKey(l.Ref.Key), `{"by":"test"}`, 0).Err(); err != nil {
+	if err := c.HSet(ctx, MetaKey(l.Ref.Key), MetaPaused, `{"by":"test"}`).Err(); err != nil {
 		t.Fatal(err)
 	}
 	b := NewBatcher(c)
@@ -30,7 +30,7 @@ func TestPauseMarkRefusesAttempts(t *testing.T) {
 	}{
 		{"Verify", func() error { return l.Verify(ctx, c) }},
 		{"Batcher.Verify", func() error { return b.Verify(ctx, l) }},
-		{"BeginAttempt", func() error { return l.BeginAttempt(ctx, c, time.Minute) }},
+		{"BeginAttempt", func() error { return l.BeginAttempt(ctx, c) }},
 		{"FencedRead", func() error { _, _, err := FencedRead(ctx, c, l, "g", rc.lanes, nil); return err }},
 		{"FencedReadOldest", func() error {
 			_, _, err := FencedReadOldest(ctx, c, l, "g", rc.lanes, 1, nil)
@@ -47,7 +47,7 @@ func TestPauseMarkRefusesAttempts(t *testing.T) {
 	if n := pending(); n != 1 {
 		t.Fatalf("%d entries pending after the paused calls, want the one in flight only (nothing read)", n)
 	}
-	if n := c.Exists(ctx, AttemptKey(l.Ref.Key)).Val(); n != 0 {
+	if c.HExists(ctx, MetaKey(l.Ref.Key), MetaAttempt).Val() {
 		t.Fatal("BeginAttempt marked an attempt on a paused partition")
 	}
 	// The in-flight entry's ack goes through, and still confirms nothing.
@@ -61,7 +61,7 @@ func TestPauseMarkRefusesAttempts(t *testing.T) {
 		t.Fatalf("the lease holds %q, want it still held (%s)", tok, l.Token())
 	}
 	// Resumed (the mark deleted), the next read returns the next entry.
-	c.Del(ctx, PauseKey(l.Ref.Key))
+	c.HDel(ctx, MetaKey(l.Ref.Key), MetaPaused)
 	en, ok, err := FencedRead(ctx, c, l, "g", rc.lanes, nil)
 	if err != nil || !ok || en.ID != ids[1] {
 		t.Fatalf("the read after the pause ended: %v %v %v, want %s", en.ID, ok, err, ids[1])
@@ -73,25 +73,34 @@ func TestReapKeepsAPausedPartition(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	for _, tc := range []struct {
 		name   string
-		mark   string // the pause mark to set, "" for none
+		mark   string // the control hash to pause, "" for none
+		legacy string // a pause mark of the earlier layout to set, "" for none
 		reaped bool
 	}{
-		{"paused", PauseKey(LeaseKey(PartitionStream("order", "k1"), "g")), false},
-		{"a pm paused on the key", PauseKey(PMLeaseKey("g", "k1")), false},
-		{"not paused", "", true},
+		{"paused", MetaKey(LeaseKey(PartitionStream("order", "k1"), "g")), "", false},
+		{"a pm paused on the key", MetaKey(PMLeaseKey("g", "k1")), "", false},
+		{"paused in the earlier layout", "", legacyPauseKey(LeaseKey(PartitionStream("order", "k1"), "g")), false},
+		{"a pm paused in the earlier layout", "", legacyPauseKey(PMLeaseKey("g", "k1")), false},
+		{"not paused", "", "", true},
 	} {
 		c.SAdd(ctx, IndexKey("order"), "k1")
 		if tc.mark != "" {
-			c.Set(ctx, tc.mark, "{}", 0)
+			c.HSet(ctx, tc.mark, MetaPaused, "{}")
+		}
+		if tc.legacy != "" {
+			c.Set(ctx, tc.legacy, "{}", 0)
 		}
 		reaped, err := Reap(ctx, c, "order", "k1", []string{"backfill"}, []string{"g"}, time.Millisecond)
 		if err != nil || reaped != tc.reaped {
 			t.Errorf("%s: reaped %v, %v; want %v", tc.name, reaped, err, tc.reaped)
 		}
-		if tc.mark != "" && c.Exists(ctx, tc.mark).Val() != 1 {
+		if tc.mark != "" && !c.HExists(ctx, tc.mark, MetaPaused).Val() {
+			t.Errorf("%s: the pause is gone", tc.name)
+		}
+		if tc.legacy != "" && c.Exists(ctx, tc.legacy).Val() != 1 {
 			t.Errorf("%s: the pause mark is gone", tc.name)
 		}
-		c.Del(ctx, tc.mark)
+		c.Del(ctx, tc.mark, tc.legacy)
 	}
 }
 
@@ -111,14 +120,14 @@ func TestReleaseColdKeepsAPausedPartition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Set(ctx, PauseKey(l.Ref.Key), `{"by":"test"}`, 0)
+	c.HSet(ctx, MetaKey(l.Ref.Key), MetaPaused, `{"by":"test"}`)
 	if released, err := l.ReleaseCold(ctx, c, time.Millisecond, []string{stream}); err != nil || released {
 		t.Fatalf("ReleaseCold of a paused partition = %v, %v; want kept", released, err)
 	}
 	if tok := c.Get(ctx, l.Ref.Key).Val(); tok != l.Token() {
 		t.Fatalf("the lease holds %q, want it still held (%s)", tok, l.Token())
 	}
-	c.Del(ctx, PauseKey(l.Ref.Key))
+	c.HDel(ctx, MetaKey(l.Ref.Key), MetaPaused)
 	if released, err := l.ReleaseCold(ctx, c, time.Millisecond, []string{stream}); err != nil || !released {
 		t.Fatalf("ReleaseCold once resumed = %v, %v; want released", released, err)
 	}

@@ -81,8 +81,9 @@ func Reap(ctx context.Context, c redis.UniversalClient, category, key string, ba
 			args = append(args, AppliedField(l))
 		}
 		for _, g := range groups {
-			keys = append(keys, LeaseKey(stream, g), PMLeaseKey(g, key), GenerationKey(stream, g), PMGenerationKey(g, key), HaltKey(stream, g),
-				StateKey(g, key), PauseKey(LeaseKey(stream, g)), PauseKey(PMLeaseKey(g, key)))
+			lease, pm := LeaseKey(stream, g), PMLeaseKey(g, key)
+			keys = append(keys, lease, pm, MetaKey(lease), MetaKey(pm),
+				legacyGenerationKey(stream, g), legacyPMGenerationKey(g, key), legacyHaltKey(stream, g), legacyPauseKey(lease), legacyPauseKey(pm))
 			args = append(args, g)
 		}
 		keys = append(keys, WakeKey(stream))

@@ -88,7 +88,7 @@ func TestReapConditions(t *testing.T) {
 			// No lane (cold however long the idle time), but the last
 			// acquire was now: its generation must not go yet.
 			now := c.Time(ctx).Val()
-			c.Set(ctx, PMGenerationKey("h", "k"), now.UnixMicro(), 0)
+			c.HSet(ctx, StateKey("h", "k"), MetaGen, now.UnixMicro())
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,9 +96,14 @@ func TestReapConditions(t *testing.T) {
 			c.HSet(ctx, GroupsKey("order"), "h", "0")
 			tc.setup(t)
 			c.SAdd(ctx, IndexKey("order"), "k")
-			c.SetNX(ctx, GenerationKey(stream, "h"), "7", 0)
-			c.SetNX(ctx, PMGenerationKey("h", "k"), "7", 0)
-			c.Set(ctx, HaltKey(stream, "h"), "{}", 0)
+			meta := MetaKey(LeaseKey(stream, "h"))
+			c.HSetNX(ctx, meta, MetaGen, "7")
+			c.HSetNX(ctx, StateKey("h", "k"), MetaGen, "7")
+			c.HSet(ctx, meta, MetaHalt, "{}")
+			// The earlier layout's keys of the partition go too.
+			c.SetNX(ctx, legacyGenerationKey(stream, "h"), "7", 0)
+			c.SetNX(ctx, legacyPMGenerationKey("h", "k"), "7", 0)
+			c.Set(ctx, legacyHaltKey(stream, "h"), "{}", 0)
 			c.XAdd(ctx, &redis.XAddArgs{Stream: DLQStream("order", "k"), Values: []any{"n", "1"}})
 			c.HSet(ctx, StateKey("h", "k"), "version", "1")
 			c.HSetNX(ctx, WakeKey(stream), "h", "dead~1")
@@ -122,9 +127,13 @@ func TestReapConditions(t *testing.T) {
 			if len(keys) != 0 {
 				t.Errorf("index after reap: %v", keys)
 			}
-			gone := []string{stream, backfill, GenerationKey(stream, "h"), PMGenerationKey("h", "k"), HaltKey(stream, "h"), WakeKey(stream)}
+			gone := []string{stream, backfill, MetaKey(LeaseKey(stream, "h")), WakeKey(stream),
+				legacyGenerationKey(stream, "h"), legacyPMGenerationKey("h", "k"), legacyHaltKey(stream, "h")}
 			if n, _ := c.Exists(ctx, gone...).Result(); n != 0 {
 				t.Errorf("%d of %v left after reap", n, gone)
+			}
+			if c.HExists(ctx, StateKey("h", "k"), MetaGen).Val() {
+				t.Errorf("the pm's generation is left in its state after reap")
 			}
 		})
 	}

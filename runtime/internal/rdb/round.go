@@ -165,7 +165,7 @@ func BuildRound(slices []RoundSlice, cluster bool) (keys []string, args []any, e
 	args = append(args, len(slices), nk-declared)
 	for i, s := range slices {
 		if i == 0 || !cluster {
-			keys = append(append(keys, s.Lease.Ref.Key, PauseKey(s.Lease.Ref.Key)), s.Lanes...)
+			keys = append(append(keys, s.Lease.Ref.Key, MetaKey(s.Lease.Ref.Key)), s.Lanes...)
 		}
 		args = append(args, string(s.Op), 2+len(s.Lanes), s.Lease.Token(), s.Group, s.N, s.AckLane, len(s.AckIDs), s.After)
 		for _, id := range s.AckIDs {
@@ -174,7 +174,7 @@ func BuildRound(slices []RoundSlice, cluster bool) (keys []string, args []any, e
 	}
 	if declared < nk {
 		for _, s := range slices[1:] {
-			args = append(args, s.Lease.Ref.Key, PauseKey(s.Lease.Ref.Key))
+			args = append(args, s.Lease.Ref.Key, MetaKey(s.Lease.Ref.Key))
 			for _, l := range s.Lanes {
 				args = append(args, l)
 			}

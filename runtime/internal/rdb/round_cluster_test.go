@@ -356,8 +356,8 @@ func TestRoundClusterImportingSlice(t *testing.T) {
 	// call with ASKING whose declared keys in an importing slot are not
 	// all there, and an unpaused partition has no mark (liveness only:
 	// such a call goes again once the migration ends).
-	pause := PauseKey(slices[0].Lease.Ref.Key)
-	if err := cc.Set(ctx, pause, "{}", 0).Err(); err != nil {
+	pause := MetaKey(slices[0].Lease.Ref.Key)
+	if err := cc.HSet(ctx, pause, MetaPaused, "{}").Err(); err != nil {
 		t.Fatal(err)
 	}
 	host, port, _ := strings.Cut(dst.Addr, ":")

@@ -35,7 +35,7 @@ func newRoundCopy(tag string, pm bool, group string) roundCopy {
 
 // keys are every key of the copy, lease first.
 func (rc roundCopy) keys() []string {
-	return append([]string{rc.lease, PauseKey(rc.lease)}, rc.lanes...)
+	return append([]string{rc.lease, MetaKey(rc.lease)}, rc.lanes...)
 }
 
 // keysBeforePause are the KEYS of the read scripts as they were before the

@@ -52,16 +52,16 @@ func singleReply(ctx context.Context, t *testing.T, c redis.UniversalClient, rc 
 		var n int64
 		for _, id := range s.AckIDs {
 			var m int64
-			m, err = scriptAck.Run(ctx, c, []string{rc.lease, rc.lanes[s.AckLane-1], PauseKey(rc.lease)}, tok, s.Group, id).Int64()
+			m, err = scriptAck.Run(ctx, c, []string{rc.lease, rc.lanes[s.AckLane-1], MetaKey(rc.lease)}, tok, s.Group, id).Int64()
 			n += m
 		}
 		res = n
 		if len(s.AckIDs) == 0 {
-			res, err = scriptVerify.Run(ctx, c, []string{rc.lease, PauseKey(rc.lease)}, tok).Result()
+			res, err = scriptVerify.Run(ctx, c, []string{rc.lease, MetaKey(rc.lease)}, tok).Result()
 			res = int64(0)
 		}
 	case RoundVerify:
-		res, err = scriptVerify.Run(ctx, c, []string{rc.lease, PauseKey(rc.lease)}, tok).Result()
+		res, err = scriptVerify.Run(ctx, c, []string{rc.lease, MetaKey(rc.lease)}, tok).Result()
 	}
 	if isFenceErr(err) {
 		return []any{int64(0)}
@@ -110,7 +110,7 @@ func TestRoundDifferential(t *testing.T) {
 			case x == 2: // held, and paused
 				for _, rc := range []roundCopy{as[i], bs[i]} {
 					c.Set(ctx, rc.lease, roundToken, 0)
-					c.Set(ctx, PauseKey(rc.lease), `{"by":"test"}`, 0)
+					c.HSet(ctx, MetaKey(rc.lease), MetaPaused, `{"by":"test"}`)
 				}
 			default:
 				c.Set(ctx, as[i].lease, roundToken, 0)

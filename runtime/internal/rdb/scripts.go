@@ -105,6 +105,7 @@ var (
 	scriptRelease         = script("release", "wake")
 	scriptVerify          = script("verify")
 	scriptBeginAttempt    = script("begin_attempt")
+	scriptEndAttempt      = script("end_attempt")
 	scriptOwnerClaim      = script("owner_claim")
 	scriptOwnerState      = script("owner_state")
 	scriptAppendOnce      = script("append_once")

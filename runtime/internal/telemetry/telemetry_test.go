@@ -170,10 +170,10 @@ func TestGauges(t *testing.T) {
 	if err := c.XGroupCreate(ctx, "order:{deep}", "h", "0").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.SAdd(ctx, rdb.HaltedKey("h"), "halt:a", "halt:gone").Err(); err != nil {
+	if err := c.SAdd(ctx, rdb.MarksKey("h"), "halt:a", "halt:gone").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Set(ctx, "halt:a", "1", 0).Err(); err != nil {
+	if err := c.HSet(ctx, "halt:a", rdb.MetaHalt, "1").Err(); err != nil {
 		t.Fatal(err)
 	}
 

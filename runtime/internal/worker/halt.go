@@ -27,12 +27,12 @@ func (w *Worker) haltField() string {
 	return w.unit.Lanes[0]
 }
 
-// haltKey is the key of w's halt record.
+// haltKey is the control hash holding w's halt record.
 func (w *Worker) haltKey() string {
 	if w.unit.PM {
-		return rdb.PMHaltKey(w.unit.Handler, w.unit.Key)
+		return rdb.MetaKey(rdb.PMLeaseKey(w.unit.Handler, w.unit.Key))
 	}
-	return rdb.HaltKey(w.unit.Lanes[0], w.unit.Handler)
+	return rdb.MetaKey(rdb.LeaseKey(w.unit.Lanes[0], w.unit.Handler))
 }
 
 // recordHalt writes h to Redis, fenced by w's lease so a stale owner

@@ -4,7 +4,8 @@
 -- Uses cold() from lib/cold.lua and wake() from lib/wake.lua.
 --
 -- KEYS[1] lease (holds "<owner_id>:<generation>")
--- KEYS[2] generation counter
+-- KEYS[2] the lease's control hash (rdb.MetaKey): its field gen holds the
+--         last generation
 -- KEYS[3..] the lanes the lease covers (optional: only for the cold check),
 --           then w pairs: a partition stream it covers, its wake hash
 --           (WakeKey)
@@ -45,9 +46,9 @@ if #KEYS - w > 2 and idle > 0 then
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local gen = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, now)
+local gen = math.max(tonumber(redis.call('HGET', KEYS[2], 'gen') or '0') + 1, now)
 gen = string.format('%.0f', gen)
-redis.call('SET', KEYS[2], gen)
+redis.call('HSET', KEYS[2], 'gen', gen)
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. gen, 'NX', 'PX', ARGV[2])
 local named = wake(#KEYS - w + 1, #KEYS, ARGV[4], ARGV[1])
 return {1, gen, named}

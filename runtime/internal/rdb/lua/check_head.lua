@@ -1,10 +1,9 @@
 -- check_head: the checks of resolve_head.lua (lib/head.lua, shared),
 -- changing nothing: an operator's dry run of a skip or a DLQ move.
 --
--- KEYS[1] the halt record
+-- KEYS[1] the lease's control hash (rdb.MetaKey)
 -- KEYS[2] the lane holding the head
 -- KEYS[3] lease
--- KEYS[4] the lease's attempt mark
 -- ARGV[1] record (JSON) as read
 -- ARGV[2] token of the owner that halted
 -- ARGV[3] group

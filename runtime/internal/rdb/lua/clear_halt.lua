@@ -2,10 +2,10 @@
 -- is still exactly the one its caller judged stale, never a newer halt of
 -- the same partition.
 --
--- KEYS[1] the halt record
+-- KEYS[1] the lease's control hash (rdb.MetaKey): field halt
 -- ARGV[1] record (JSON) as read
 -- Returns 1 when removed.
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+if redis.call('HGET', KEYS[1], 'halt') == ARGV[1] then
+  return redis.call('HDEL', KEYS[1], 'halt')
 end
 return 0

@@ -1,31 +1,30 @@
--- clear_pause: end a pause (Resume), returning the note the mark held. A
+-- clear_pause: end a pause (Resume), returning the note the pause held. A
 -- resume Redis ran twice (its reply lost, then resent by go-redis or a
--- proxy) finds the mark gone; it then finds its own op in the resumed
+-- proxy) finds the pause gone; it then finds its own op in the resumed
 -- note and answers as the first run did, rather than "not paused". Another
 -- operator's resume carries another op, and is told it was not paused.
 --
--- KEYS[1] the pause mark (PauseKey or HandlerPauseKey)
--- KEYS[2] its resumed note (ResumedKey), in the mark's slot; absent when
---         the mark's name leaves it no key of its slot (ClearPause)
+-- KEYS[1] the control hash (rdb.MetaKey of a partition's lease, or a
+--         handler's HandlerPauseKey): fields paused (the note) and
+--         resumed ("<expiry, Redis ms> <op> <note>")
 -- ARGV[1] the call's op (NewOp)
 -- ARGV[2] how long the resumed note lives, in milliseconds (OpTTL)
--- Returns the note the mark held (the one this op ended), or nil when it
+-- Returns the note the pause held (the one this op ended), or nil when it
 -- was not paused.
-local note = redis.call('GET', KEYS[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local note = redis.call('HGET', KEYS[1], 'paused')
 if note then
-  -- The resumed note first: a user not allowed to write it fails before
-  -- the pause ends.
-  if KEYS[2] then
-    redis.call('SET', KEYS[2], ARGV[1] .. ' ' .. note, 'PX', ARGV[2])
-  end
-  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[1], 'resumed', string.format('%d', now + tonumber(ARGV[2])) .. ' ' .. ARGV[1] .. ' ' .. note)
+  redis.call('HDEL', KEYS[1], 'paused')
   return note
 end
-if KEYS[2] then
-  local done = redis.call('GET', KEYS[2])
+local done = redis.call('HGET', KEYS[1], 'resumed')
+if done then
+  local exp, rest = string.match(done, '^(%d+) (.*)$')
   local mine = ARGV[1] .. ' '
-  if done and string.sub(done, 1, #mine) == mine then
-    return string.sub(done, #mine + 1)
+  if exp and tonumber(exp) > now and string.sub(rest, 1, #mine) == mine then
+    return string.sub(rest, #mine + 1)
   end
 end
 return false

@@ -6,7 +6,8 @@
 -- from lib/pel.lua.
 --
 -- KEYS[1] lease
--- KEYS[2] the pause mark (PauseKey of the lease)
+-- KEYS[2] the lease's control hash (rdb.MetaKey): its field paused is the
+--         partition's pause
 -- KEYS[3..] lanes: the primary streams first (ARGV[3] of them), then the
 --           backfill lanes
 -- ARGV[1] token, also the consumer name
@@ -26,7 +27,7 @@ end
 -- Acking after the fence check keeps it fenced, as ack.lua is.
 local ack = tonumber(ARGV[4])
 if ack and ack > 0 then redis.call('XACK', KEYS[ack + 2], ARGV[2], ARGV[5]) end
-if redis.call('EXISTS', KEYS[2]) == 1 then
+if redis.call('HGET', KEYS[2], 'paused') then
   return redis.error_reply('SEQBY_PAUSED partition of lease ' .. KEYS[1] .. ' is paused')
 end
 local lanes = {}

@@ -5,12 +5,14 @@
 --
 -- KEYS[1..n] the partition's lanes (n = ARGV[2]: its stream, its backfill
 --            lane)
--- KEYS[n+1..] eight keys per group of ARGV[3+n..], in that order: its
---            partition lease, its pm lease on the key, its partition
---            generation, its pm generation, its partition halt record, its
---            pm state on the key (a hash, when the group is a pm's), its
---            partition pause mark, its pm pause mark (PauseKey of each
---            lease)
+-- KEYS[n+1..] nine keys per group of ARGV[3+n..], in that order: its
+--            partition lease, its pm lease on the key, the partition
+--            lease's control hash (rdb.MetaKey), its pm state on the key
+--            (a hash, when the group is a pm's: the pm lease's control
+--            hash), then the earlier layout's keys of the partition
+--            (docs/upgrading.md): its partition generation, its pm
+--            generation, its partition halt record, its partition pause
+--            mark, its pm pause mark
 -- KEYS[#KEYS] the partition's wake hash (WakeKey), deleted with it
 -- ARGV[1] idle milliseconds after which the lanes count as cold
 -- ARGV[2] n
@@ -59,32 +61,41 @@ if #unknown > 0 then
   table.insert(unknown, 1, -1)
   return unknown
 end
--- A paused partition is never reaped: its pause mark stays until Resume,
--- and the partition with it.
-for i = n + 1, last, 8 do
-  if redis.call('EXISTS', KEYS[i], KEYS[i + 1], KEYS[i + 6], KEYS[i + 7]) > 0 then return {0} end
+-- A paused partition is never reaped: its pause stays until Resume, and
+-- the partition with it (a pause of the earlier layout too, until the
+-- migration moves it).
+for i = n + 1, last, 9 do
+  if redis.call('EXISTS', KEYS[i], KEYS[i + 1], KEYS[i + 7], KEYS[i + 8]) > 0 or
+      redis.call('HGET', KEYS[i + 2], 'paused') or redis.call('HGET', KEYS[i + 3], 'paused') then
+    return {0}
+  end
 end
 if not cold(lanes, tonumber(ARGV[1])) then return {0} end
--- A generation counter goes only once it is older than the idle time too
+-- A generation goes only once it is older than the idle time too
 -- (a generation is at least its acquire's Redis time in µs): the next
 -- acquire then takes the Redis time, above it by at least that margin,
 -- even after a failover to a server whose clock is somewhat behind.
 local t = redis.call('TIME')
 local newest = (tonumber(t[1]) - tonumber(ARGV[1]) / 1000) * 1000000 + tonumber(t[2])
-for i = n + 3, last, 8 do
-  for _, k in ipairs({KEYS[i], KEYS[i + 1]}) do
-    local g = tonumber(redis.call('GET', k) or '0')
+for i = n + 1, last, 9 do
+  local gens = {redis.call('HGET', KEYS[i + 2], 'gen'), redis.call('HGET', KEYS[i + 3], 'gen'),
+    redis.call('GET', KEYS[i + 4]), redis.call('GET', KEYS[i + 5])}
+  for j = 1, 4 do
+    local g = tonumber(gens[j] or '0')
     if g and g > newest then return {0} end
   end
 end
 redis.call('DEL', KEYS[#KEYS])
-for i = 1, last do
-  local role = (i - n - 1) % 8
-  if i <= n or (role >= 2 and role <= 4) then redis.call('DEL', KEYS[i]) end
-end
-for i = n + 6, last, 8 do
+for i = 1, n do redis.call('DEL', KEYS[i]) end
+for i = n + 1, last, 9 do
+  -- The partition's control hash goes whole (its lease is free: an
+  -- attempt mark is void, a halt record stale, a note past its use); a
+  -- pm's keeps all but its generation, as its lease covers the value's
+  -- partitions in other categories too.
+  redis.call('DEL', KEYS[i + 2], KEYS[i + 4], KEYS[i + 5], KEYS[i + 6])
+  redis.call('HDEL', KEYS[i + 3], 'gen')
   for j = 1, n do
-    if redis.call('HGET', KEYS[i], ARGV[2 + j]) then redis.call('HSET', KEYS[i], ARGV[2 + j], '') end
+    if redis.call('HGET', KEYS[i + 3], ARGV[2 + j]) then redis.call('HSET', KEYS[i + 3], ARGV[2 + j], '') end
   end
 end
 return {1}

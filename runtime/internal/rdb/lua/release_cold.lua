@@ -4,7 +4,8 @@
 -- Uses cold() from lib/cold.lua and unwake() from lib/wake.lua.
 --
 -- KEYS[1] lease
--- KEYS[2] the lease's pause mark (PauseKey)
+-- KEYS[2] the lease's control hash (rdb.MetaKey): its field paused is the
+--         partition's pause
 -- KEYS[3..] the lanes the lease covers, then w pairs: a partition stream
 --           it covers, its wake hash (WakeKey)
 -- ARGV[1] token
@@ -29,7 +30,7 @@ local cur = redis.call('GET', KEYS[1])
 if cur and cur ~= ARGV[1] then
   return redis.error_reply('SEQBY_FENCED lease ' .. KEYS[1] .. ' is not held by ' .. ARGV[1])
 end
-if cur and redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+if cur and redis.call('HGET', KEYS[2], 'paused') then return 0 end
 local w = 2 * tonumber(ARGV[4] or '0')
 local lanes = {}
 for i = 3, #KEYS - w do lanes[#lanes + 1] = KEYS[i] end

@@ -1,12 +1,11 @@
 -- resolve_head: the operator's compare-and-skip of a halted head, with an
 -- optional copy to the dead-letter stream, in one atomic step.
 --
--- KEYS[1] the halt record
+-- KEYS[1] the lease's control hash (rdb.MetaKey): fields halt (the
+--         record), attempt (begin_attempt.lua) and resolved (the note)
 -- KEYS[2] the lane holding the head
 -- KEYS[3] lease
--- KEYS[4] the lease's attempt mark (begin_attempt.lua)
--- KEYS[5] the lease's resolved note (ResolvedKey)
--- KEYS[6] dead-letter stream (optional)
+-- KEYS[4] dead-letter stream (optional)
 -- All share the partition's (or the pm value's) slot.
 -- ARGV[1] record (JSON) as read
 -- ARGV[2] token of the owner that halted
@@ -27,51 +26,53 @@
 --   - and be the group's first pending entry on the lane (NOT_HEAD, with
 --     the actual first pending id).
 -- Then: leave the resolved note for the halted owner (JSON: the token
--- the lease held, "" when it was free, the entry id, the command, the op
--- and the dead-letter entry id), first, so that a user not allowed to
+-- the lease held, "" when it was free, the entry id, the command, the op,
+-- the dead-letter entry id and its expiry, exp in Redis ms), first, so that a user not allowed to
 -- write it (an older ACL line without SET) fails before anything changed;
 -- copy the entry (its fields, then the metadata) to the dead-letter stream
 -- when given, XACK it, delete the lease so the halted owner's next renew
 -- or attempt fails and a new owner continues after the head, and remove
--- the record. Once the lease is deleted no
+-- the record and the attempt mark. Once the lease is deleted no
 -- attempt of the head starts anywhere: every attempt of a halted head
 -- begins with begin_attempt, which needs the lease, and the head is acked.
 --
 -- A resolve that Redis runs twice (its reply lost, then resent by go-redis
 -- or a proxy) finds the record gone, which reads as NOT_HALTED. Before it
 -- refuses, a run looks for its op in the resolved note: when the note is
--- this op's, the first run resolved the head, and it answers as that run
--- did, with its dead-letter entry id. Another operator's resolve carries
+-- this op's and has not expired, the first run resolved the head, and it
+-- answers as that run did, with its dead-letter entry id. Another operator's resolve carries
 -- another op and is refused.
 -- Returns {"OK", the dead-letter entry id or ""} or {code, detail}.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local refused = head_refusal() -- lib/head.lua
 if refused then
-  local done = redis.call('GET', KEYS[5])
+  local done = redis.call('HGET', KEYS[1], 'resolved')
   if done then
     local ok, n = pcall(cjson.decode, done)
-    if ok and type(n) == 'table' and n.op == ARGV[7] then
+    if ok and type(n) == 'table' and n.op == ARGV[7] and tonumber(n.exp or 0) > now then
       return {'OK', n.dlq_id or ''}
     end
   end
   return refused
 end
-local note = {token = redis.call('GET', KEYS[3]) or '', entry_id = ARGV[4], command = ARGV[6], op = ARGV[7], dlq_id = ''}
-redis.call('SET', KEYS[5], cjson.encode(note), 'PX', ARGV[5])
+local note = {token = redis.call('GET', KEYS[3]) or '', entry_id = ARGV[4], command = ARGV[6], op = ARGV[7], dlq_id = '',
+  exp = now + tonumber(ARGV[5])}
+redis.call('HSET', KEYS[1], 'resolved', cjson.encode(note))
 local dlqid = ''
-if KEYS[6] then
+if KEYS[4] then
   local args = {}
   local e = redis.call('XRANGE', KEYS[2], ARGV[4], ARGV[4])
   if #e > 0 then
     for _, v in ipairs(e[1][2]) do args[#args + 1] = v end
   end
   for i = 8, #ARGV do args[#args + 1] = ARGV[i] end
-  dlqid = redis.call('XADD', KEYS[6], '*', unpack(args))
+  dlqid = redis.call('XADD', KEYS[4], '*', unpack(args))
   -- The copy's id goes in the note too, for a resend's answer.
   note.dlq_id = dlqid
-  redis.call('SET', KEYS[5], cjson.encode(note), 'PX', ARGV[5])
+  redis.call('HSET', KEYS[1], 'resolved', cjson.encode(note))
 end
 redis.call('XACK', KEYS[2], ARGV[3], ARGV[4])
 redis.call('DEL', KEYS[3])
-redis.call('DEL', KEYS[4])
-redis.call('DEL', KEYS[1])
+redis.call('HDEL', KEYS[1], 'attempt', 'halt')
 return {'OK', dlqid}

@@ -17,8 +17,8 @@
 --            owner holds, no pending pass: lib/read.lua's read_new), O
 --            (ack, then read_oldest.lua's read) or V (verify the lease
 --            only)
---   nkeys    how many keys the slice has: its lease, its pause mark
---            (PauseKey of the lease), then its lanes
+--   nkeys    how many keys the slice has: its lease, its control hash
+--            (rdb.MetaKey of the lease: field paused), then its lanes
 --   token    the token the lease must hold, also the consumer name
 --   group    the consumer group
 --   n        R, N: how many new entries of the first lane to read at most;
@@ -62,8 +62,8 @@
 -- until the migration ends, though it may be served here: liveness only,
 -- the caller backs off and sends it again. The same holds for the first
 -- slice, whose keys are declared: Redis refuses the call whole (TRYAGAIN)
--- while one of them is missing in a slot importing here, and a pause
--- mark is missing unless the partition is paused.
+-- while one of them is missing in a slot importing here, and a control
+-- hash is missing until the lease's first acquire.
 --
 -- Returns one element per slice, in slice order:
 --   {1, reply}  the lease held the token: reply is XACK's count for A,
@@ -74,7 +74,7 @@
 --   {0}         fenced: the lease does not hold the token; nothing of
 --               the slice was done;
 --   {2, acked}  the lease held the token and an operator paused the
---               partition (its pause mark exists): the acks were done
+--               partition (its control hash has a paused field): the acks were done
 --               (acked is XACK's count), nothing was read, and the lease
 --               is not confirmed for an attempt, whatever the op (the
 --               single scripts' SEQBY_PAUSED error);
@@ -131,7 +131,7 @@ if a - 1 ~= nargv or k - 1 ~= #KEYS + U then
     ' arguments, the call has ' .. (#KEYS + U) .. ' and ' .. nargv)
 end
 -- slice runs one slice: the fence, as in the single scripts; then its
--- acks; then the pause mark; then its read.
+-- acks; then the pause; then its read.
 local function slice(op, k, nk, a, lane, nack)
   local token, group = ARGV[a + 2], ARGV[a + 3]
   if redis.call('GET', key(k)) ~= token then return {0} end
@@ -144,7 +144,7 @@ local function slice(op, k, nk, a, lane, nack)
   end
   -- The entry the acks are for has finished; no other starts on a paused
   -- partition. An ack alone confirms the lease for the next entry too.
-  if redis.call('EXISTS', key(k + 1)) == 1 then return {2, acked} end
+  if redis.call('HGET', key(k + 1), 'paused') then return {2, acked} end
   if op == 'R' then return {1, read_lanes(lanes, token, group, ARGV[a + 4])} end
   if op == 'N' then return {1, read_new(lanes, token, group, ARGV[a + 4], ARGV[a + 7])} end
   if op == 'O' then return {1, read_oldest_lanes(lanes, token, group, tonumber(ARGV[a + 4]))} end

@@ -2,23 +2,23 @@
 -- to resolve_head and check_head so that a dry run refuses exactly where
 -- the real one does.
 --
--- KEYS[1] the halt record, KEYS[2] the lane holding the head, KEYS[3]
--- the lease, KEYS[4] the lease's attempt mark (begin_attempt.lua);
+-- KEYS[1] the lease's control hash (rdb.MetaKey: fields halt, attempt),
+-- KEYS[2] the lane holding the head, KEYS[3] the lease;
 -- ARGV[1] the record (JSON) as read, ARGV[2] the token of the owner that
 -- halted, ARGV[3] the group, ARGV[4] the entry id.
 
 -- head_refusal() is nil when the head may be resolved, else {code,
 -- detail}: NOT_HALTED (the record changed), RETRYING (another owner holds
--- the lease), ATTEMPTING (the lease's owner, the halting one included, is
--- running an attempt of the head now), STALE (the entry is no longer
--- pending), NOT_HEAD (another entry is the group's first pending one on
--- the lane).
+-- the lease), ATTEMPTING (the lease's owner, the halting one included,
+-- is running an attempt of the head now: the attempt mark names the
+-- token the lease holds), STALE (the entry is no longer pending),
+-- NOT_HEAD (another entry is the group's first pending one on the lane).
 local function head_refusal()
-  local rec = redis.call('GET', KEYS[1])
+  local rec = redis.call('HGET', KEYS[1], 'halt')
   if rec ~= ARGV[1] then return {'NOT_HALTED', rec or ''} end
   local cur = redis.call('GET', KEYS[3])
   if cur and cur ~= ARGV[2] then return {'RETRYING', cur} end
-  if cur and redis.call('GET', KEYS[4]) == cur then return {'ATTEMPTING', cur} end
+  if cur and redis.call('HGET', KEYS[1], 'attempt') == cur then return {'ATTEMPTING', cur} end
   local p = redis.pcall('XPENDING', KEYS[2], ARGV[3], ARGV[4], ARGV[4], 1)
   if type(p) ~= 'table' or p.err or #p == 0 then return {'STALE', ''} end
   p = redis.call('XPENDING', KEYS[2], ARGV[3], '-', '+', 1)

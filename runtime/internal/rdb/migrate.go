@@ -1,0 +1,113 @@
+package rdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var scriptMigrateField = script("migrate_field")
+
+// MigrateLayout moves what the earlier key layout (layout 1, legacy.go)
+// kept of groups into this layout's keys: the halt records and pause
+// marks its indexes list (seqby:__halted__:group, seqby:__paused__:group)
+// into the fields halt and paused of their control hashes, listed in
+// MarksKey, and a handler's pause into its HandlerPauseKey. Run calls it
+// once it knows no engine of the earlier layout runs the groups
+// (ErrUpgrade). It is idempotent and safe beside another engine running
+// it: each record moves in one script that keeps a field already there,
+// its new hash is listed before it moves and its old listing removed
+// after. A pm's state keeps its key ({value}:__pmstate__:pm) and needs no
+// move; generation counters need none (a generation is at least the
+// Redis time in µs); attempt marks, resolved and resumed notes end with
+// their TTLs; a reaped partition's old keys go with it (reap.lua).
+func MigrateLayout(ctx context.Context, c redis.UniversalClient, groups []string) error {
+	for _, g := range groups {
+		if err := migrateIndex(ctx, c, g, legacyHaltedKey(g), MetaHalt, func(key string) (string, bool) {
+			if stream, ok := strings.CutSuffix(key, ":__halt__:"+g); ok {
+				return MetaKey(LeaseKey(stream, g)), true
+			}
+			if rest, ok := strings.CutPrefix(key, "{"); ok {
+				if value, ok := strings.CutSuffix(rest, "}:__pmhalt__:"+g); ok {
+					return MetaKey(PMLeaseKey(g, value)), true
+				}
+			}
+			return "", false
+		}); err != nil {
+			return err
+		}
+		if err := migrateIndex(ctx, c, g, legacyPausedKey(g), MetaPaused, func(key string) (string, bool) {
+			lease, ok := strings.CutSuffix(key, ":__paused__")
+			if !ok {
+				return "", false
+			}
+			return MetaKey(lease), true
+		}); err != nil {
+			return err
+		}
+		if err := migrateHandlerPause(ctx, c, g); err != nil {
+			return err
+		}
+	}
+	// One key, no TTL: an engine of the earlier layout still leading the
+	// maintenance (it runs other handlers only) writes it again, harmless.
+	if err := c.Del(ctx, legacyMaintenanceGeneration).Err(); err != nil {
+		return fmt.Errorf("migrate the key layout: %w", err)
+	}
+	return nil
+}
+
+// migrateIndex moves the records listed in the earlier layout's index of
+// group into field of their control hashes (meta names it).
+func migrateIndex(ctx context.Context, c redis.UniversalClient, group, index, field string, meta func(string) (string, bool)) error {
+	keys, err := c.SMembers(ctx, index).Result()
+	if err != nil {
+		return fmt.Errorf("migrate the key layout: list %s: %w", index, err)
+	}
+	for _, key := range keys {
+		if m, ok := meta(key); ok {
+			if err := c.SAdd(ctx, MarksKey(group), m).Err(); err != nil {
+				return fmt.Errorf("migrate the key layout: list %s: %w", m, err)
+			}
+			moved, err := scriptMigrateField.Run(ctx, c, []string{key, m}, field).Int64()
+			if err != nil {
+				return fmt.Errorf("migrate the key layout: move %s into %s: %w", key, m, err)
+			}
+			if moved == 0 {
+				// A stale member: listed only if its hash holds something.
+				if err := unmark(ctx, c, group, m); err != nil {
+					return err
+				}
+			}
+		}
+		if err := c.SRem(ctx, index, key).Err(); err != nil {
+			return fmt.Errorf("migrate the key layout: unlist %s: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// migrateHandlerPause moves group's handler pause of the earlier layout
+// (a string of its own slot) into the field paused of HandlerPauseKey:
+// stored first (HSETNX keeps a pause of this layout), then the old one
+// deleted if unchanged.
+func migrateHandlerPause(ctx context.Context, c redis.UniversalClient, group string) error {
+	old := legacyHandlerPauseKey(group)
+	v, err := c.Get(ctx, old).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("migrate the key layout: read %s: %w", old, err)
+	}
+	if err := c.HSetNX(ctx, HandlerPauseKey(group), MetaPaused, v).Err(); err != nil {
+		return fmt.Errorf("migrate the key layout: move %s: %w", old, err)
+	}
+	if err := scriptMigrateField.Run(ctx, c, []string{old}, MetaPaused, v).Err(); err != nil {
+		return fmt.Errorf("migrate the key layout: delete %s: %w", old, err)
+	}
+	return nil
+}
