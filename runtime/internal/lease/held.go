@@ -245,7 +245,7 @@ func (h *Held) confirm(ctx context.Context, head bool) error {
 	var err error
 	if head {
 		h.marked.Store(true)
-		err = h.lease.BeginAttempt(ctx, h.ls.cfg.Client)
+		err = h.lease.BeginAttempt(ctx, h.ls.cfg.Client, h.ls.cfg.LeaseTTL)
 	} else {
 		err = h.ls.cfg.Batch.Verify(ctx, h.lease)
 	}
@@ -256,8 +256,8 @@ func (h *Held) confirm(ctx context.Context, head bool) error {
 }
 
 // EndAttempt removes h's attempt mark, if it set one. A failure leaves it
-// until the end of the next attempt of the head (which removes it again)
-// or of the lease: a mark whose lease has moved on refuses nothing.
+// until its expiry: the renewer extends only the marks of attempts still
+// running, so it refuses an operator's resolve a lease TTL at most.
 func (h *Held) EndAttempt() {
 	if !h.marked.Swap(false) {
 		return
@@ -265,7 +265,7 @@ func (h *Held) EndAttempt() {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(h.ctx), h.ls.cfg.HeartbeatInterval)
 	defer cancel()
 	if err := h.lease.EndAttempt(ctx, h.ls.cfg.Client); err != nil {
-		h.ls.cfg.Log.Debug("seqby: removing an attempt mark failed; it ends with the next attempt or the lease", "handler", h.id.Handler, "stream", h.id.Stream, "err", err)
+		h.ls.cfg.Log.Debug("seqby: removing an attempt mark failed; it expires within a lease TTL", "handler", h.id.Handler, "stream", h.id.Stream, "err", err)
 	}
 }
 

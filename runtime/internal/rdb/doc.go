@@ -99,7 +99,7 @@
 //	admit_age_read.lua     reads only
 //	append_once.lua        the second run finds the message id and appends nothing
 //	audit.lua              keeps the action's op with the entry id for 10 minutes: the second run appends nothing and answers that id
-//	begin_attempt.lua      sets the same attempt mark again
+//	begin_attempt.lua      sets the same attempt mark again, its expiry the lease's
 //	check_head.lua         reads only
 //	clear_halt.lua         deletes only the record it was given; a second run finds nothing and the listing drops the index member
 //	clear_pause.lua        keeps the resume's op with the note it deleted for 10 minutes (the field resumed, with its expiry): the second run answers with that note
@@ -125,6 +125,7 @@
 //	release.lua            the second run is fenced (the lease is gone) and the caller ignores it
 //	release_cold.lua       a second run over cold lanes with the lease gone answers released
 //	renew.lua              the same PEXPIRE again under the same token
+//	renew_attempt.lua      extends the attempt mark again to the same bound, the lease's expiry
 //	renew_many.lua         the same PEXPIREs and wake names again
 //	resolve_head.lua       keeps the resolve's op in its note: the second run answers with the first's dead-letter id
 //	round.lua              each op is its single script's (A ack, R read, O read_oldest, V verify); N names the last entry its owner holds and hands back its pending entries after it

@@ -70,7 +70,7 @@ func ReapingKey(category string) string { return "{" + category + "}:__reaping__
 // "{seqby:__maintenance__}:__meta__" (tagged to share the lease's slot, as
 // acquire.lua writes both).
 func MaintenanceLease() LeaseRef {
-	return LeaseRef{Key: "seqby:__maintenance__", Meta: MetaKey("seqby:__maintenance__")}
+	return LeaseRef{Key: "seqby:__maintenance__", Meta: MetaKey("seqby:__maintenance__"), Legacy: legacyMaintenanceGeneration}
 }
 
 // ReapCategoriesKey is the sorted set of the categories engines want
@@ -156,13 +156,14 @@ const (
 	// MetaHalt is the halt record (JSON) of the halted partition or pm
 	// value (RecordHalt).
 	MetaHalt = "halt"
-	// MetaAttempt holds the token of the lease's owner while it attempts
+	// MetaAttempt is "<token> <expiry>" while the lease's owner attempts
 	// the halted head (begin_attempt.lua): an operator's resolve refuses
-	// while it names the token the lease holds now (lib/head.lua), so a
-	// skip or a DLQ move never runs beside a retry of the head. It is
-	// valid only while the lease holds that token: it needs no expiry, and
-	// one left by a crashed owner refuses nothing once its lease is gone.
-	// The owner deletes it once the attempt's outcome is settled.
+	// while it names the token the lease holds now and its expiry (Redis
+	// ms) has not passed (lib/head.lua), so a skip or a DLQ move never
+	// runs beside a retry of the head. The owner renews it with the lease
+	// (renew_attempt.lua) and deletes it once the attempt's outcome is
+	// settled; one it failed to delete, or left by a crashed owner,
+	// refuses nothing after a lease TTL.
 	MetaAttempt = "attempt"
 	// MetaResolved tells the halted owner that an operator resolved its
 	// head (a skip or a DLQ move) and deleted the lease: JSON

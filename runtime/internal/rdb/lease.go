@@ -16,6 +16,9 @@ import (
 type LeaseRef struct {
 	Key  string // holds "<owner_id>~<incarnation>:<generation>" while owned
 	Meta string // its control hash (MetaKey), holding the last generation (see acquire.lua)
+	// Legacy is the earlier key layout's generation counter of the lease,
+	// which acquire.lua takes over (legacy.go); kept for one release.
+	Legacy string
 	// Group is the handler or pm the lease is for, and Wake the partition
 	// streams it covers: the lease's owner is named in their wake hashes
 	// (WakeKey) while it holds the lease, so publishers wake it alone.
@@ -37,14 +40,14 @@ func (r LeaseRef) wakeKeys() []string {
 // PartitionLease returns the LeaseRef of group's lease on a stream.
 func PartitionLease(stream, group string) LeaseRef {
 	return LeaseRef{Key: LeaseKey(stream, group), Meta: MetaKey(LeaseKey(stream, group)),
-		Group: group, Wake: []string{stream}}
+		Legacy: legacyGenerationKey(stream, group), Group: group, Wake: []string{stream}}
 }
 
 // PMLease returns the LeaseRef of pm's lease on a correlation value whose
 // partition streams (one per category the pm handles) are streams.
 func PMLease(pm, correlation string, streams []string) LeaseRef {
 	return LeaseRef{Key: PMLeaseKey(pm, correlation), Meta: MetaKey(PMLeaseKey(pm, correlation)),
-		Group: pm, Wake: streams}
+		Legacy: legacyPMGenerationKey(pm, correlation), Group: pm, Wake: streams}
 }
 
 // Lease is a held lease, the fencing token of its owner. Like an etcd
@@ -80,7 +83,7 @@ func Acquire(ctx context.Context, c redis.UniversalClient, ref LeaseRef, owner s
 // ErrCold when the lanes are cold for idle (see lib/cold.lua): such a
 // partition is left to the reaper. An idle of 0 never refuses.
 func AcquireWarm(ctx context.Context, c redis.UniversalClient, ref LeaseRef, owner string, ttl, idle time.Duration, lanes []string) (Lease, error) {
-	keys := append(append([]string{ref.Key, ref.Meta}, lanes...), ref.wakeKeys()...)
+	keys := append(append([]string{ref.Key, ref.Meta, ref.Legacy}, lanes...), ref.wakeKeys()...)
 	res, err := scriptAcquire.Run(ctx, c, keys, owner, ttl.Milliseconds(), idle.Milliseconds(), ref.Group, len(ref.Wake)).Slice()
 	return acquired(ref, owner, res, err)
 }
@@ -106,7 +109,7 @@ func AcquireAll(ctx context.Context, c redis.UniversalClient, reqs []AcquireReq,
 		cmds := make([]*redis.Cmd, len(todo))
 		for j, i := range todo {
 			ref := reqs[i].Ref
-			keys := append(append([]string{ref.Key, ref.Meta}, reqs[i].Lanes...), ref.wakeKeys()...)
+			keys := append(append([]string{ref.Key, ref.Meta, ref.Legacy}, reqs[i].Lanes...), ref.wakeKeys()...)
 			cmds[j] = scriptAcquire.EvalSha(ctx, pipe, keys, owner, ttl.Milliseconds(), idle.Milliseconds(), ref.Group, len(ref.Wake))
 		}
 		pipe.Exec(ctx)
@@ -323,16 +326,28 @@ func (l Lease) Verify(ctx context.Context, c redis.UniversalClient) error {
 }
 
 // BeginAttempt is Verify for an attempt of a halted head: it also marks
-// the attempt (MetaAttempt: the token, valid while the lease holds it), so
-// an operator's resolve refuses while it runs. ErrFenced when the lease
-// does not hold this token. End it with EndAttempt; a mark left behind
-// refuses nothing once the lease is gone.
-func (l Lease) BeginAttempt(ctx context.Context, c redis.UniversalClient) error {
+// the attempt (MetaAttempt: the token, until the lease's expiry), so an
+// operator's resolve refuses while it runs. ErrFenced when the lease does
+// not hold this token. Renew the mark with the lease while the attempt
+// runs (RenewAttempt) and end it with EndAttempt; a mark left behind
+// refuses nothing once its expiry passes or the lease moves on.
+func (l Lease) BeginAttempt(ctx context.Context, c redis.UniversalClient, ttl time.Duration) error {
 	keys := []string{l.Ref.Key, MetaKey(l.Ref.Key)}
-	if err := scriptBeginAttempt.Run(ctx, c, keys, l.Token()).Err(); err != nil {
+	if err := scriptBeginAttempt.Run(ctx, c, keys, l.Token(), ttl.Milliseconds()).Err(); err != nil {
 		return fmt.Errorf("begin an attempt under lease %s: %w", l.Ref.Key, fenced(err, l))
 	}
 	return nil
+}
+
+// RenewAttempt extends the attempt mark BeginAttempt set to the lease's
+// expiry, and reports whether the lease and the mark still name this
+// token.
+func (l Lease) RenewAttempt(ctx context.Context, c redis.UniversalClient) (bool, error) {
+	n, err := scriptRenewAttempt.Run(ctx, c, []string{l.Ref.Key, MetaKey(l.Ref.Key)}, l.Token()).Int64()
+	if err != nil {
+		return false, fmt.Errorf("renew the attempt mark under lease %s: %w", l.Ref.Key, err)
+	}
+	return n == 1, nil
 }
 
 // EndAttempt deletes the attempt mark BeginAttempt set, if it still

@@ -3,6 +3,7 @@ package rdb
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,5 +151,73 @@ func TestParseToken(t *testing.T) {
 		if (err == nil) != tt.ok || (tt.ok && (o != tt.owner || g != tt.gen)) {
 			t.Errorf("ParseToken(%q) = %q, %d, %v", tt.token, o, g, err)
 		}
+	}
+}
+
+// TestAttemptMark follows a halted head's attempt mark: set under the
+// lease until its expiry, extended with the lease, deleted by its own
+// token only, and never extended once the lease or the mark moved on.
+func TestAttemptMark(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	ref := PartitionLease(PartitionStream("o", "a"), "g")
+	l, err := Acquire(ctx, c, ref, "p1", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := func() (tok string, exp int64) {
+		m := c.HGet(ctx, ref.Meta, MetaAttempt).Val()
+		i := strings.LastIndexByte(m, ' ')
+		if i < 0 {
+			return m, 0
+		}
+		exp, _ = strconv.ParseInt(m[i+1:], 10, 64)
+		return m[:i], exp
+	}
+	if err := l.BeginAttempt(ctx, c, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	tok, exp := mark()
+	if tok != l.Token() {
+		t.Fatalf("mark names %q, want %q", tok, l.Token())
+	}
+	now := time.Now().UnixMilli()
+	if exp < now+50_000 || exp > now+70_000 {
+		t.Fatalf("mark expires at %d, want the lease's expiry, about %d", exp, now+60_000)
+	}
+	// The lease renewed to an hour: RenewAttempt follows it.
+	c.PExpire(ctx, ref.Key, time.Hour)
+	if ok, err := l.RenewAttempt(ctx, c); err != nil || !ok {
+		t.Fatalf("RenewAttempt: %v, %v; want true", ok, err)
+	}
+	if _, exp2 := mark(); exp2 < now+3_500_000 {
+		t.Fatalf("mark expires at %d after the renewal, want about an hour from %d", exp2, now)
+	}
+	// Another token's EndAttempt leaves it; its own deletes it.
+	other := l
+	other.Generation++
+	if err := other.EndAttempt(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if tok, _ := mark(); tok != l.Token() {
+		t.Fatalf("another token's EndAttempt removed the mark (now %q)", tok)
+	}
+	for range 2 { // run twice: a resend finds nothing left
+		if err := l.EndAttempt(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c.HExists(ctx, ref.Meta, MetaAttempt).Val() {
+		t.Fatal("EndAttempt left the mark")
+	}
+	if ok, _ := l.RenewAttempt(ctx, c); ok {
+		t.Fatal("RenewAttempt extended an ended mark")
+	}
+	// A lease lost: the mark is not extended.
+	if err := l.BeginAttempt(ctx, c, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	c.Set(ctx, ref.Key, "p2:1", time.Minute)
+	if ok, _ := l.RenewAttempt(ctx, c); ok {
+		t.Fatal("RenewAttempt extended the mark of a lost lease")
 	}
 }

@@ -1,11 +1,11 @@
 package rdb
 
-import "strings"
-
 // The names of the earlier key layout (layout 1, docs/upgrading.md) that
-// this one no longer writes. Migrate moves what they hold into the
-// layout-2 keys; reap.lua deletes a reaped partition's. They are kept
-// here, and nowhere else, for that. Their formats, as the earlier
+// this one no longer writes. MigrateLayout moves the halts and pauses
+// they hold into the layout-2 keys, a lease's first acquire takes over
+// its generation counter (LeaseRef.Legacy), reap.lua deletes a reaped
+// partition's, and the rest (attempt marks, notes) end with their TTLs.
+// They are kept here, and nowhere else, for that. Their formats, as the earlier
 // release wrote them:
 //
 //	category:{key}:__gen__:handler                      string  generation counter
@@ -28,17 +28,9 @@ func legacyPMGenerationKey(pm, correlation string) string {
 	return "{" + correlation + "}:__pmgen__:" + pm
 }
 func legacyPMHaltKey(pm, correlation string) string { return "{" + correlation + "}:__pmhalt__:" + pm }
-func legacyAttemptKey(leaseKey string) string       { return leaseKey + ":__attempt__" }
-func legacyResolvedKey(leaseKey string) string      { return leaseKey + ":__resolved__" }
 func legacyPauseKey(leaseKey string) string         { return leaseKey + ":__paused__" }
-func legacyResumedKey(mark string) string {
-	if i := strings.IndexByte(mark, '{'); i >= 0 && strings.IndexByte(mark[i+1:], '}') > 0 {
-		return mark + ":__resumed__"
-	}
-	return "{" + mark + "}:__resumed__"
-}
-func legacyHaltedKey(group string) string       { return "seqby:__halted__:" + group }
-func legacyPausedKey(group string) string       { return "seqby:__paused__:" + group }
-func legacyHandlerPauseKey(group string) string { return "seqby:__pause__:" + group }
+func legacyHaltedKey(group string) string           { return "seqby:__halted__:" + group }
+func legacyPausedKey(group string) string           { return "seqby:__paused__:" + group }
+func legacyHandlerPauseKey(group string) string     { return "seqby:__pause__:" + group }
 
 const legacyMaintenanceGeneration = "{seqby:__maintenance__}:__gen__"

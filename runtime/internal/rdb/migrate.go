@@ -21,8 +21,8 @@ var scriptMigrateField = script("migrate_field")
 // it: each record moves in one script that keeps a field already there,
 // its new hash is listed before it moves and its old listing removed
 // after. A pm's state keeps its key ({value}:__pmstate__:pm) and needs no
-// move; generation counters need none (a generation is at least the
-// Redis time in µs); attempt marks, resolved and resumed notes end with
+// move; a generation counter is taken over by the lease's first acquire
+// (LeaseRef.Legacy, acquire.lua); attempt marks, resolved and resumed notes end with
 // their TTLs; a reaped partition's old keys go with it (reap.lua).
 func MigrateLayout(ctx context.Context, c redis.UniversalClient, groups []string) error {
 	for _, g := range groups {
@@ -52,11 +52,6 @@ func MigrateLayout(ctx context.Context, c redis.UniversalClient, groups []string
 			return err
 		}
 	}
-	// One key, no TTL: an engine of the earlier layout still leading the
-	// maintenance (it runs other handlers only) writes it again, harmless.
-	if err := c.Del(ctx, legacyMaintenanceGeneration).Err(); err != nil {
-		return fmt.Errorf("migrate the key layout: %w", err)
-	}
 	return nil
 }
 
@@ -68,7 +63,22 @@ func migrateIndex(ctx context.Context, c redis.UniversalClient, group, index, fi
 		return fmt.Errorf("migrate the key layout: list %s: %w", index, err)
 	}
 	for _, key := range keys {
-		if m, ok := meta(key); ok {
+		m, ok := meta(key)
+		if ok && slot(m) != slot(key) {
+			// Not a key the earlier release wrote (its keys share their
+			// control hash's tag): moving it would be a cross-slot call
+			// on a cluster. A record there stays, listed, for the
+			// operator; a stale member is unlisted.
+			n, err := c.Exists(ctx, key).Result()
+			if err != nil {
+				return fmt.Errorf("migrate the key layout: read %s: %w", key, err)
+			}
+			if n == 1 {
+				continue
+			}
+			ok = false
+		}
+		if ok {
 			if err := c.SAdd(ctx, MarksKey(group), m).Err(); err != nil {
 				return fmt.Errorf("migrate the key layout: list %s: %w", m, err)
 			}

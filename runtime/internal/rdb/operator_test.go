@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/go-redis/v9"
@@ -287,6 +289,20 @@ func TestCheckHeadAgreesWithResolveHead(t *testing.T) {
 		{"another owner retrying", func(ctx context.Context, c redis.UniversalClient, r *HaltRecord, _ *string, _ []string) {
 			c.Set(ctx, r.LeaseKey, "w2:9", 0)
 		}, ErrResolveRetrying},
+		{"halted owner attempting the head", func(ctx context.Context, c redis.UniversalClient, r *HaltRecord, _ *string, _ []string) {
+			c.Set(ctx, r.LeaseKey, r.Token, 0)
+			c.HSet(ctx, r.RecordKey(), MetaAttempt, r.Token+" "+strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10))
+		}, ErrResolveAttempting},
+		// A mark its owner failed to delete, no longer renewed, ends at its
+		// expiry even while the owner keeps the lease.
+		{"attempt mark expired", func(ctx context.Context, c redis.UniversalClient, r *HaltRecord, _ *string, _ []string) {
+			c.Set(ctx, r.LeaseKey, r.Token, 0)
+			c.HSet(ctx, r.RecordKey(), MetaAttempt, r.Token+" "+strconv.FormatInt(time.Now().Add(-time.Second).UnixMilli(), 10))
+		}, nil},
+		{"attempt mark of an earlier token", func(ctx context.Context, c redis.UniversalClient, r *HaltRecord, _ *string, _ []string) {
+			c.Set(ctx, r.LeaseKey, r.Token, 0)
+			c.HSet(ctx, r.RecordKey(), MetaAttempt, "w1:0 "+strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10))
+		}, nil},
 		{"head acked", func(ctx context.Context, c redis.UniversalClient, r *HaltRecord, _ *string, _ []string) {
 			c.XAck(ctx, r.Stream, r.Handler, r.EntryID)
 		}, ErrResolveStale},

@@ -30,7 +30,7 @@ func TestPauseMarkRefusesAttempts(t *testing.T) {
 	}{
 		{"Verify", func() error { return l.Verify(ctx, c) }},
 		{"Batcher.Verify", func() error { return b.Verify(ctx, l) }},
-		{"BeginAttempt", func() error { return l.BeginAttempt(ctx, c) }},
+		{"BeginAttempt", func() error { return l.BeginAttempt(ctx, c, time.Minute) }},
 		{"FencedRead", func() error { _, _, err := FencedRead(ctx, c, l, "g", rc.lanes, nil); return err }},
 		{"FencedReadOldest", func() error {
 			_, _, err := FencedReadOldest(ctx, c, l, "g", rc.lanes, 1, nil)

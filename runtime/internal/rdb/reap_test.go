@@ -81,6 +81,18 @@ func TestReapConditions(t *testing.T) {
 			CreateGroup(ctx, c, stream, "retired", false)
 			c.Set(ctx, LeaseKey(stream, "retired"), "o:1", time.Minute)
 		}},
+		// An operator's resolve left its note for the halted owner and for
+		// a resend of the resolve: the partition stays until it expires.
+		{name: "fresh resolved note", setup: func(t *testing.T) {
+			handled(t, ctx, c, "k", stream, "h")
+			exp := c.Time(ctx).Val().Add(time.Minute).UnixMilli()
+			c.HSet(ctx, MetaKey(LeaseKey(stream, "h")), MetaResolved, fmt.Sprintf(`{"op":"x","exp":%d}`, exp))
+		}},
+		{name: "expired resolved note", reap: true, setup: func(t *testing.T) {
+			handled(t, ctx, c, "k", stream, "h")
+			exp := c.Time(ctx).Val().Add(-time.Second).UnixMilli()
+			c.HSet(ctx, MetaKey(LeaseKey(stream, "h")), MetaResolved, fmt.Sprintf(`{"op":"x","exp":%d}`, exp))
+		}},
 		{name: "not idle long enough", idle: time.Hour, setup: func(t *testing.T) {
 			handled(t, ctx, c, "k", stream, "h")
 		}},

@@ -155,7 +155,7 @@ func (w *Worker) hasHaltRecord(en rdb.Entry) bool {
 
 // An operator resolves a halted head (seqbyctl skip or dlq move) by acking
 // it and deleting the halted owner's lease in one script, which leaves a
-// note next to the lease (rdb.ResolvedKey). For the halted owner that is
+// note next to the lease (rdb.MetaResolved). For the halted owner that is
 // the expected end of its partition, not an incident: it logs it at info
 // level with the operator's audit entry and counts it in
 // seqby.partitions.resolved, while seqby.lease.lost counts real losses

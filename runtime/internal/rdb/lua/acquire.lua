@@ -6,7 +6,10 @@
 -- KEYS[1] lease (holds "<owner_id>:<generation>")
 -- KEYS[2] the lease's control hash (rdb.MetaKey): its field gen holds the
 --         last generation
--- KEYS[3..] the lanes the lease covers (optional: only for the cold check),
+-- KEYS[3] the earlier key layout's generation counter of the lease
+--         (rdb.LeaseRef.Legacy), read and deleted at the first acquire
+--         under this layout
+-- KEYS[4..] the lanes the lease covers (optional: only for the cold check),
 --           then w pairs: a partition stream it covers, its wake hash
 --           (WakeKey)
 -- ARGV[1] owner id
@@ -27,16 +30,19 @@
 -- last lease (a restart without persistence or from an older snapshot, a
 -- failover to a replica that missed writes, or a reaped partition): only a
 -- server clock set back by more than the time since the last acquire
--- could repeat one. TIME is safe in a script since Redis 7 replicates
+-- could repeat one. The earlier layout's counter counts as stored too
+-- (once: it is deleted as the field takes it over), so a generation
+-- after an upgrade is above every one the earlier release handed out,
+-- even with a server clock set back since. TIME is safe in a script since Redis 7 replicates
 -- scripts by their effects. Lua numbers are doubles, exact up to 2^53
 -- (microseconds until the year 2255).
 local cur = redis.call('GET', KEYS[1])
 if cur then return {0, cur} end
 local idle = tonumber(ARGV[3] or '0')
 local w = 2 * tonumber(ARGV[5] or '0')
-if #KEYS - w > 2 and idle > 0 then
+if #KEYS - w > 3 and idle > 0 then
   local lanes = {}
-  for i = 3, #KEYS - w do lanes[#lanes + 1] = KEYS[i] end
+  for i = 4, #KEYS - w do lanes[#lanes + 1] = KEYS[i] end
   if cold(lanes, idle) then
     -- Wanted, unowned: publishes wake everyone. Best effort: at maxmemory
     -- the write is refused, and the refusal still answers cold.
@@ -46,7 +52,13 @@ if #KEYS - w > 2 and idle > 0 then
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local gen = math.max(tonumber(redis.call('HGET', KEYS[2], 'gen') or '0') + 1, now)
+local stored = tonumber(redis.call('HGET', KEYS[2], 'gen') or '0')
+local legacy = redis.pcall('GET', KEYS[3])
+if type(legacy) == 'string' then
+  stored = math.max(stored, tonumber(legacy) or 0)
+  redis.call('DEL', KEYS[3])
+end
+local gen = math.max(stored + 1, now)
 gen = string.format('%.0f', gen)
 redis.call('HSET', KEYS[2], 'gen', gen)
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. gen, 'NX', 'PX', ARGV[2])

@@ -11,14 +11,23 @@
 -- detail}: NOT_HALTED (the record changed), RETRYING (another owner holds
 -- the lease), ATTEMPTING (the lease's owner, the halting one included,
 -- is running an attempt of the head now: the attempt mark names the
--- token the lease holds), STALE (the entry is no longer pending),
+-- token the lease holds and has not expired), STALE (the entry is no longer pending),
 -- NOT_HEAD (another entry is the group's first pending one on the lane).
 local function head_refusal()
   local rec = redis.call('HGET', KEYS[1], 'halt')
   if rec ~= ARGV[1] then return {'NOT_HALTED', rec or ''} end
   local cur = redis.call('GET', KEYS[3])
   if cur and cur ~= ARGV[2] then return {'RETRYING', cur} end
-  if cur and redis.call('HGET', KEYS[1], 'attempt') == cur then return {'ATTEMPTING', cur} end
+  if cur then
+    local m = redis.call('HGET', KEYS[1], 'attempt')
+    local tok, exp = string.match(m or '', '^(.*) (%d+)$')
+    if tok == cur then
+      local t = redis.call('TIME')
+      if tonumber(exp) > tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
+        return {'ATTEMPTING', cur}
+      end
+    end
+  end
   local p = redis.pcall('XPENDING', KEYS[2], ARGV[3], ARGV[4], ARGV[4], 1)
   if type(p) ~= 'table' or p.err or #p == 0 then return {'STALE', ''} end
   p = redis.call('XPENDING', KEYS[2], ARGV[3], '-', '+', 1)
