@@ -80,7 +80,7 @@ func TestMigrateLayout(t *testing.T) {
 // generation, and the old counter is deleted.
 func TestAcquireTakesOverLegacyGeneration(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
-	ahead := time.Now().Add(24*time.Hour).UnixMicro()
+	ahead := time.Now().Add(24 * time.Hour).UnixMicro()
 	for _, ref := range []LeaseRef{
 		PartitionLease(PartitionStream("order", "a"), "h"),
 		PMLease("pm", "v", []string{PartitionStream("order", "v")}),
