@@ -383,3 +383,61 @@ func TestOperatorPMMoveToDLQ(t *testing.T) {
 		t.Fatalf("dlq length %d", n)
 	}
 }
+
+// failEndAttempt fails every end_attempt.lua call before it is sent: an
+// owner that cannot delete its attempt marks.
+type failEndAttempt struct{ failed atomic.Int64 }
+
+func (h *failEndAttempt) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *failEndAttempt) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); len(a) > 1 && strings.EqualFold(cmd.Name(), "evalsha") && rdb.ScriptName(fmt.Sprint(a[1])) == "end_attempt" {
+			h.failed.Add(1)
+			cmd.SetErr(errors.New("test: end_attempt lost"))
+			return cmd.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *failEndAttempt) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// An owner whose attempt of a halted head failed, and whose delete of the
+// attempt mark failed too, keeps its lease and tries the head again only
+// after HaltedRetryInterval: the mark it left refuses an operator's skip
+// for a lease TTL at most, not as long as the owner holds the lease.
+func TestSkipAfterALostEndAttempt(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	if err := NewPublisher(c).Publish(ctx, ev("x", 1)); err != nil {
+		t.Fatal(err)
+	}
+	// x's head halted at an earlier owner, which is gone.
+	x := rdb.PartitionStream("order", "x")
+	c.XGroupCreate(ctx, x, "ea", "0")
+	got, err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "ea", Consumer: "old~1:5", Streams: []string{x, ">"}, Count: 1, Block: -1}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := got[0].Messages[0].ID
+	r := rdb.HaltRecord{Handler: "ea", Partition: x, Category: "order", Key: "x", Stream: x, Streams: []string{x},
+		EntryID: head, Reason: "handler failed", Owner: "old", Token: "old~1:5", LeaseKey: rdb.LeaseKey(x, "ea"), At: time.Now().UTC()}
+	rec, _ := json.Marshal(r)
+	c.HSet(ctx, r.RecordKey(), rdb.MetaHalt, string(rec))
+	c.SAdd(ctx, rdb.MarksKey("ea"), r.RecordKey())
+
+	ec := redis.NewClient(&redis.Options{Addr: c.Options().Addr})
+	t.Cleanup(func() { ec.Close() })
+	hook := &failEndAttempt{}
+	ec.AddHook(hook)
+	opts := fastOptions("new")
+	opts.Retry.HaltedRetryInterval, opts.Retry.MaxRetries = time.Hour, 1
+	startEngine(t, ec, opts, keyedHandler("ea", func(context.Context, *testEvent) error { return errors.New("still failing") }))
+
+	eventually(t, 20*time.Second, "the new owner's failed attempt and lost end_attempt", func() bool { return hook.failed.Load() > 0 })
+	in := inspect.New(c)
+	eventually(t, 20*time.Second, "the skip of x's head", func() bool {
+		_, err := in.Skip(ctx, "ea", x, head)
+		return err == nil
+	})
+}
