@@ -53,10 +53,12 @@ var (
 	ErrKindChanged = membership.ErrKindChanged
 	// ErrUpgrade is Run's error when a live engine instance of an earlier
 	// seqby release, which keeps its state under the previous Redis key
-	// layout, runs a handler this engine registers; the error names those
-	// instances. Stop every engine of the earlier release, then start this
-	// one (docs/upgrading.md). An engine of the earlier release started
-	// beside engines of this one refuses in turn, with its ErrKindChanged.
+	// layout, runs a handler this engine registers, as its deploy record
+	// shows; the error names those instances. A live instance whose
+	// record is gone is not found (docs/upgrading.md says when): stop
+	// every engine of the earlier release, then start this one. An engine
+	// of the earlier release started beside engines of this one refuses
+	// in turn, with its ErrKindChanged.
 	ErrUpgrade = membership.ErrUpgrade
 )
 

@@ -57,10 +57,11 @@ import (
 // kind than a live instance of it does; runtime re-exports it.
 var ErrKindChanged = errors.New("handler kind changed under its name while the other kind runs")
 
-// ErrUpgrade is Run's error (RegisterDeploy's) when a live engine
-// instance of another key layout (rdb.Layout; an earlier release) runs a
-// handler this instance registers: the two would read and write each
-// partition's state under different keys. runtime re-exports it.
+// ErrUpgrade is Run's error (RegisterDeploy's) when a live deploy record
+// of another key layout (rdb.Layout; an earlier release) names a handler
+// this instance registers: the two would keep each partition's halts and
+// pauses under different keys. A live member without a record is not
+// refused (see RegisterDeploy). runtime re-exports it.
 var ErrUpgrade = errors.New("engines of an earlier seqby release run this engine's handlers on the previous key layout: stop every engine of the earlier release, then start this one; see docs/upgrading.md")
 
 // Kinds, as recorded.

@@ -64,11 +64,12 @@ func migrateIndex(ctx context.Context, c redis.UniversalClient, group, index, fi
 	}
 	for _, key := range keys {
 		m, ok := meta(key)
-		if ok && slot(m) != slot(key) {
-			// Not a key the earlier release wrote (its keys share their
-			// control hash's tag): moving it would be a cross-slot call
-			// on a cluster. A record there stays, listed, for the
-			// operator; a stale member is unlisted.
+		if !ok || slot(m) != slot(key) {
+			// Not a key the earlier release wrote: a name it would not
+			// build, or one whose control hash is in another slot (its
+			// keys share their control hash's tag; moving it would be a
+			// cross-slot call on a cluster). A record there stays,
+			// listed, for the operator; a stale member is unlisted.
 			n, err := c.Exists(ctx, key).Result()
 			if err != nil {
 				return fmt.Errorf("migrate the key layout: read %s: %w", key, err)
