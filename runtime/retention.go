@@ -56,8 +56,12 @@ func (e *Engine) registerGroups(ctx context.Context, cs []consumer) (map[executo
 	for i, b := range builds {
 		names[i] = b.Name
 	}
-	if err := rdb.MigrateLayout(ctx, e.c, names); err != nil {
+	left, err := rdb.MigrateLayout(ctx, e.c, names)
+	if err != nil {
 		return nil, err
+	}
+	for _, key := range left {
+		e.o.Logger.Warn("seqby: a key of the earlier key layout was not migrated: no engine reads it; look at it, then delete it and its member in seqby:__halted__:<handler> or seqby:__paused__:<handler> (docs/upgrading.md)", "key", key)
 	}
 	starts := map[executor.Group]string{}
 	for _, c := range cs {

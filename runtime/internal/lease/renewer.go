@@ -70,7 +70,7 @@ type renewFailure struct {
 	err    error
 }
 
-// Renew renews every listed lease in one call, then the attempt marks of
+// Renew renews every listed lease in one call, with the attempt marks of
 // the halted heads being retried.
 func (r *Renewer) Renew(ctx context.Context) {
 	cfg := &r.ls.cfg
@@ -84,14 +84,14 @@ func (r *Renewer) Renew(ctx context.Context) {
 		r.ok.Store(time.Now().UnixNano())
 		return
 	}
-	leases := make([]rdb.Lease, len(parts))
+	leases, marked := make([]rdb.Lease, len(parts)), make([]bool, len(parts))
 	for i, h := range parts {
-		leases[i] = h.lease
+		leases[i], marked[i] = h.lease, h.marked.Load()
 	}
 	for try := 0; try < 2; try++ {
 		rctx, cancel := context.WithTimeout(ctx, cfg.HeartbeatInterval)
 		sent := time.Now()
-		errs, named := rdb.RenewAll(rctx, cfg.Client, leases, cfg.LeaseTTL)
+		errs, named := rdb.RenewAll(rctx, cfg.Client, leases, marked, cfg.LeaseTTL)
 		answered := time.Now()
 		cancel()
 		cfg.Telemetry.RenewDuration(ctx, time.Since(sent))
@@ -100,15 +100,11 @@ func (r *Renewer) Renew(ctx context.Context) {
 		noscript := false
 		failed := map[string]*renewFailure{} // by handler: one line each, not one per lease
 		var confirm []*Held                  // renewed, for the strict mode's barrier
-		var marked []*Held                   // renewed, attempting a halted head
 		for i, err := range errs {
 			h := parts[i]
 			switch {
 			case err == nil:
 				h.renewErrs = 0
-				if h.marked.Load() {
-					marked = append(marked, h)
-				}
 				// A stream the renewal named this owner in, which it did
 				// not know named, wakes the worker once.
 				h.renewedNamed(named[i])
@@ -147,7 +143,6 @@ func (r *Renewer) Renew(ctx context.Context) {
 			}
 			cfg.Replicas.ConfirmRenewals(ctx, keys, sent, answered, cfg.LeaseTTL, func(i int) { confirm[i].Renewed(sent) })
 		}
-		r.renewMarks(ctx, marked)
 		for _, handler := range slices.Sorted(maps.Keys(failed)) {
 			f := failed[handler]
 			cfg.Log.Warn("seqby: lease renew failed; will retry", "handler", handler, "failed", f.n,
@@ -160,23 +155,6 @@ func (r *Renewer) Renew(ctx context.Context) {
 		if err := rdb.LoadScripts(ctx, cfg.Client); err != nil {
 			cfg.Log.Warn("seqby: reloading scripts failed", "err", err)
 			return
-		}
-	}
-}
-
-// renewMarks extends the attempt marks of renewed leases whose halted
-// head is being attempted, one call each (a halted head's attempts are
-// rare). A mark not extended expires with the lease's last renewal, so an
-// operator's resolve may then run beside the attempt: the failure is
-// logged.
-func (r *Renewer) renewMarks(ctx context.Context, marked []*Held) {
-	cfg := &r.ls.cfg
-	for _, h := range marked {
-		rctx, cancel := context.WithTimeout(ctx, cfg.HeartbeatInterval)
-		_, err := h.lease.RenewAttempt(rctx, cfg.Client)
-		cancel()
-		if err != nil {
-			cfg.Log.Warn("seqby: renewing an attempt mark failed; an operator's resolve may run beside the attempt once it expires", "handler", h.id.Handler, "stream", h.id.Stream, "err", err)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package rdb
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -13,7 +14,7 @@ import (
 func CheckHead(ctx context.Context, c redis.UniversalClient, handler string, r HaltRecord, raw string) error {
 	reply, err := scriptCheckHead.Run(ctx, c, []string{r.RecordKey(), r.Stream, r.LeaseKey}, raw, r.Token, handler, r.EntryID).StringSlice()
 	if err != nil {
-		return err
+		return fmt.Errorf("check the head %s of %s: %w", r.EntryID, r.Partition, err)
 	}
 	_, err = headReply(reply)
 	return err

@@ -16,7 +16,7 @@
 //	category:{key}:dlq                   stream      its dead-letter stream, where an operator moves a halted head
 //	category:{key}:dlq:__op__:id         string      "<op> <entry id>": the operator call that replayed (and what it appended) or dropped DLQ entry id, so a resent one answers alike (TTL 10 min)
 //	category:{key}:__lease__:handler     string      the partition's lease: "<owner_id>~<incarnation>:<generation>", PX TTL (released, or ends with it)
-//	category:{key}:__lease__:handler:__meta__  hash    its control hash: gen (max(stored + 1, Redis time in µs) per acquire), halt (the halt record, JSON, while halted), attempt ("<token> <expiry ms>" while an owner retries the halted head, extended with the lease; it counts while the lease holds the token and it has not expired), resolved (an operator's resolve's note for the halted owner, JSON with its expiry), paused (the pause note, JSON) and resumed ("<expiry ms> <op> <note>" of the resume that ended it); one field each; deleted by the reaper (a paused partition, or one with an unexpired resolved note, is kept); a pm's is its state hash
+//	category:{key}:__lease__:handler:__meta__  hash    its control hash: gen (max(stored + 1, Redis time in µs) per acquire), halt (the halt record, JSON, while halted), attempt ("<token> <expiry ms>" while an owner retries the halted head, extended with the lease; it counts while the lease holds the token and it has not expired), resolved (an operator's resolve's note for the halted owner, JSON with its time and expiry; the reaper keeps the partition until the expiry or ReapAfter after the time, whichever is first), paused (the pause note, JSON) and resumed ("<expiry ms> <op> <note>" of the resume that ended it); one field each; deleted by the reaper (a paused partition, or one with an unexpired resolved note, is kept); a pm's is its state hash
 //	category:{key}:__wake__              hash        owners to wake: handler or pm -> owner incarnation holding its lease ("": found cold); reaped
 //	category:{key}:__msgid__:id          string      entry id of message id, for the dedup window (PX TTL)
 //	{category}:__msgid__:id              string      the same for an unpartitioned category's stream
@@ -125,8 +125,7 @@
 //	release.lua            the second run is fenced (the lease is gone) and the caller ignores it
 //	release_cold.lua       a second run over cold lanes with the lease gone answers released
 //	renew.lua              the same PEXPIRE again under the same token
-//	renew_attempt.lua      extends the attempt mark again to the same bound, the lease's expiry
-//	renew_many.lua         the same PEXPIREs and wake names again
+//	renew_many.lua         the same PEXPIREs, attempt marks and wake names again
 //	resolve_head.lua       keeps the resolve's op in its note: the second run answers with the first's dead-letter id
 //	round.lua              each op is its single script's (A ack, R read, O read_oldest, V verify); N names the last entry its owner holds and hands back its pending entries after it
 //	save_state.lua         keeps the save's nonce (saved_by): the second run answers saved

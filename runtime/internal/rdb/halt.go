@@ -299,7 +299,7 @@ func ResolveHead(ctx context.Context, c redis.UniversalClient, handler string, r
 	}
 	reply, err := scriptResolveHead.Run(ctx, c, keys, args...).StringSlice()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("resolve the head %s of %s: %w", r.EntryID, r.Partition, err)
 	}
 	dlqID, err := headReply(reply)
 	if err != nil {
@@ -321,7 +321,9 @@ type Resolution struct {
 	// ("" for a skip): a resend of that call answers with them.
 	Op         string `json:"op,omitempty"`
 	DLQEntryID string `json:"dlq_id,omitempty"`
-	// Expires is when the note stops counting for a resend (Redis ms).
+	// At is when the resolve ran, and Expires when the note stops
+	// counting for a resend and for the reaper (Redis ms).
+	At      int64 `json:"at,omitempty"`
 	Expires int64 `json:"exp,omitempty"`
 }
 

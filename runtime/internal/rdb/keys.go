@@ -161,7 +161,7 @@ const (
 	// while it names the token the lease holds now and its expiry (Redis
 	// ms) has not passed (lib/head.lua), so a skip or a DLQ move never
 	// runs beside a retry of the head. The owner renews it with the lease
-	// (renew_attempt.lua) and deletes it once the attempt's outcome is
+	// (renew_many.lua) and deletes it once the attempt's outcome is
 	// settled; one it failed to delete, or left by a crashed owner,
 	// refuses nothing after a lease TTL.
 	MetaAttempt = "attempt"

@@ -2,6 +2,7 @@ package rdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -230,9 +231,12 @@ func (l Lease) Renew(ctx context.Context, c redis.UniversalClient, ttl time.Dura
 	return nil
 }
 
-// RenewAll renews every lease and returns one error per lease: nil when
-// renewed, ErrLeaseLost when the lease is gone or held by another token,
-// else the Redis error; and, per renewed lease covering partitions, what
+// RenewAll renews every lease, with the attempt mark of each lease whose
+// marked[i] is true (the owner is attempting its halted head; marked may
+// be nil or shorter), and returns one error per lease: nil when renewed,
+// ErrLeaseLost when the lease is gone or held by another token,
+// else the Redis error (a lease whose mark could not be extended is not
+// renewed either, so the two never expire apart); and, per renewed lease covering partitions, what
 // Lease.Named says at an acquire, once renewed: the renewal names the
 // owner in the wake hash of each stream that exists, so named[i][j] is
 // false only where stream j of lease i has none (nil when not renewed or
@@ -244,7 +248,7 @@ func (l Lease) Renew(ctx context.Context, c redis.UniversalClient, ttl time.Dura
 // renewBatch leases each, all in one pipeline. A pipeline has no EVAL
 // fallback: a script cache lost by the server (restart, SCRIPT FLUSH)
 // shows as IsNoScript errors; LoadScripts, then renew again.
-func RenewAll(ctx context.Context, c redis.UniversalClient, leases []Lease, ttl time.Duration) (errs []error, named [][]bool) {
+func RenewAll(ctx context.Context, c redis.UniversalClient, leases []Lease, marked []bool, ttl time.Duration) (errs []error, named [][]bool) {
 	_, single := c.(*redis.Client)
 	bySlot := map[int][]int{}
 	var slots []int
@@ -269,12 +273,17 @@ func RenewAll(ctx context.Context, c redis.UniversalClient, leases []Lease, ttl 
 		for len(ix) > 0 {
 			n := min(len(ix), renewBatch)
 			keys := make([]string, 0, n)
-			args := make([]any, 1, 3*n+1)
+			args := make([]any, 1, 4*n+1)
 			args[0] = ttl.Milliseconds()
 			for _, i := range ix[:n] {
 				ref := leases[i].Ref
-				keys = append(append(keys, ref.Key), ref.wakeKeys()...)
-				args = append(args, leases[i].Token(), ref.Group, len(ref.Wake))
+				keys = append(keys, ref.Key)
+				m := 0
+				if i < len(marked) && marked[i] {
+					keys, m = append(keys, MetaKey(ref.Key)), 1
+				}
+				keys = append(keys, ref.wakeKeys()...)
+				args = append(args, leases[i].Token(), ref.Group, len(ref.Wake), m)
 			}
 			calls = append(calls, call{ix[:n], scriptRenewMany.EvalSha(ctx, pipe, keys, args...)})
 			ix = ix[n:]
@@ -294,6 +303,8 @@ func RenewAll(ctx context.Context, c redis.UniversalClient, leases []Lease, ttl 
 				errs[i] = fmt.Errorf("renew lease %s: unexpected reply %v", leases[i].Ref.Key, res)
 			case res[j] == int64(-1):
 				errs[i] = fmt.Errorf("renew lease %s: %w", leases[i].Ref.Key, errWrongTypeLease)
+			case res[j] == int64(-2):
+				errs[i] = fmt.Errorf("renew lease %s: %w", leases[i].Ref.Key, errAttemptMark)
 			case res[j] == int64(1):
 			default:
 				// Renewed, with the state of its wake hashes.
@@ -329,7 +340,7 @@ func (l Lease) Verify(ctx context.Context, c redis.UniversalClient) error {
 // the attempt (MetaAttempt: the token, until the lease's expiry), so an
 // operator's resolve refuses while it runs. ErrFenced when the lease does
 // not hold this token. Renew the mark with the lease while the attempt
-// runs (RenewAttempt) and end it with EndAttempt; a mark left behind
+// runs (RenewAll, marked) and end it with EndAttempt; a mark left behind
 // refuses nothing once its expiry passes or the lease moves on.
 func (l Lease) BeginAttempt(ctx context.Context, c redis.UniversalClient, ttl time.Duration) error {
 	keys := []string{l.Ref.Key, MetaKey(l.Ref.Key)}
@@ -337,17 +348,6 @@ func (l Lease) BeginAttempt(ctx context.Context, c redis.UniversalClient, ttl ti
 		return fmt.Errorf("begin an attempt under lease %s: %w", l.Ref.Key, fenced(err, l))
 	}
 	return nil
-}
-
-// RenewAttempt extends the attempt mark BeginAttempt set to the lease's
-// expiry, and reports whether the lease and the mark still name this
-// token.
-func (l Lease) RenewAttempt(ctx context.Context, c redis.UniversalClient) (bool, error) {
-	n, err := scriptRenewAttempt.Run(ctx, c, []string{l.Ref.Key, MetaKey(l.Ref.Key)}, l.Token()).Int64()
-	if err != nil {
-		return false, fmt.Errorf("renew the attempt mark under lease %s: %w", l.Ref.Key, err)
-	}
-	return n == 1, nil
 }
 
 // EndAttempt deletes the attempt mark BeginAttempt set, if it still
@@ -461,6 +461,11 @@ func (e *HeldError) Error() string {
 }
 
 func (e *HeldError) Is(target error) bool { return target == ErrLeaseHeld }
+
+// errAttemptMark is a lease left unrenewed because Redis refused to
+// extend its attempt mark (a write at maxmemory): the next heartbeat tries
+// again.
+var errAttemptMark = errors.New("its attempt mark could not be extended (Redis refused the write; at maxmemory?), so it was not renewed; the next heartbeat tries again")
 
 // errWrongTypeLease is a lease key holding something other than a string:
 // an error reply (Permanent) of that lease alone.

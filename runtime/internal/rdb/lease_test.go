@@ -184,13 +184,23 @@ func TestAttemptMark(t *testing.T) {
 	if exp < now+50_000 || exp > now+70_000 {
 		t.Fatalf("mark expires at %d, want the lease's expiry, about %d", exp, now+60_000)
 	}
-	// The lease renewed to an hour: RenewAttempt follows it.
-	c.PExpire(ctx, ref.Key, time.Hour)
-	if ok, err := l.RenewAttempt(ctx, c); err != nil || !ok {
-		t.Fatalf("RenewAttempt: %v, %v; want true", ok, err)
+	// The lease renewed to an hour, with its mark.
+	if err := LoadScripts(ctx, c); err != nil {
+		t.Fatal(err)
 	}
-	if _, exp2 := mark(); exp2 < now+3_500_000 {
+	if errs, _ := RenewAll(ctx, c, []Lease{l}, []bool{true}, time.Hour); errs[0] != nil {
+		t.Fatalf("RenewAll: %v", errs[0])
+	}
+	_, exp2 := mark()
+	if exp2 < now+3_500_000 {
 		t.Fatalf("mark expires at %d after the renewal, want about an hour from %d", exp2, now)
+	}
+	// A renewal that does not say the attempt runs leaves the mark to lapse.
+	if errs, _ := RenewAll(ctx, c, []Lease{l}, nil, 2*time.Hour); errs[0] != nil {
+		t.Fatalf("RenewAll: %v", errs[0])
+	}
+	if _, exp3 := mark(); exp3 != exp2 {
+		t.Fatalf("an unmarked renewal moved the mark's expiry from %d to %d", exp2, exp3)
 	}
 	// Another token's EndAttempt leaves it; its own deletes it.
 	other := l
@@ -209,15 +219,19 @@ func TestAttemptMark(t *testing.T) {
 	if c.HExists(ctx, ref.Meta, MetaAttempt).Val() {
 		t.Fatal("EndAttempt left the mark")
 	}
-	if ok, _ := l.RenewAttempt(ctx, c); ok {
-		t.Fatal("RenewAttempt extended an ended mark")
+	if errs, _ := RenewAll(ctx, c, []Lease{l}, []bool{true}, time.Hour); errs[0] != nil || c.HExists(ctx, ref.Meta, MetaAttempt).Val() {
+		t.Fatalf("RenewAll of an ended mark: %v, or it wrote a mark", errs[0])
 	}
 	// A lease lost: the mark is not extended.
 	if err := l.BeginAttempt(ctx, c, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	c.Set(ctx, ref.Key, "p2:1", time.Minute)
-	if ok, _ := l.RenewAttempt(ctx, c); ok {
-		t.Fatal("RenewAttempt extended the mark of a lost lease")
+	_, before := mark()
+	if errs, _ := RenewAll(ctx, c, []Lease{l}, []bool{true}, time.Hour); !errors.Is(errs[0], ErrLeaseLost) {
+		t.Fatalf("RenewAll of a lost lease: %v, want ErrLeaseLost", errs[0])
+	}
+	if _, after := mark(); after != before {
+		t.Fatal("RenewAll extended the mark of a lost lease")
 	}
 }

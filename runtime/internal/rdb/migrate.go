@@ -23,10 +23,12 @@ var scriptMigrateField = script("migrate_field")
 // after. A pm's state keeps its key ({value}:__pmstate__:pm) and needs no
 // move; a generation counter is taken over by the lease's first acquire
 // (LeaseRef.Legacy, acquire.lua); attempt marks, resolved and resumed notes end with
-// their TTLs; a reaped partition's old keys go with it (reap.lua).
-func MigrateLayout(ctx context.Context, c redis.UniversalClient, groups []string) error {
+// their TTLs; a reaped partition's old keys go with it (reap.lua). It
+// returns the listed keys it left where they are: names the earlier
+// release would not write (see migrateIndex), for the caller to report.
+func MigrateLayout(ctx context.Context, c redis.UniversalClient, groups []string) (left []string, err error) {
 	for _, g := range groups {
-		if err := migrateIndex(ctx, c, g, legacyHaltedKey(g), MetaHalt, func(key string) (string, bool) {
+		l, err := migrateIndex(ctx, c, g, legacyHaltedKey(g), MetaHalt, func(key string) (string, bool) {
 			if stream, ok := strings.CutSuffix(key, ":__halt__:"+g); ok {
 				return MetaKey(LeaseKey(stream, g)), true
 			}
@@ -36,31 +38,35 @@ func MigrateLayout(ctx context.Context, c redis.UniversalClient, groups []string
 				}
 			}
 			return "", false
-		}); err != nil {
-			return err
+		})
+		if err != nil {
+			return left, err
 		}
-		if err := migrateIndex(ctx, c, g, legacyPausedKey(g), MetaPaused, func(key string) (string, bool) {
+		left = append(left, l...)
+		l, err = migrateIndex(ctx, c, g, legacyPausedKey(g), MetaPaused, func(key string) (string, bool) {
 			lease, ok := strings.CutSuffix(key, ":__paused__")
 			if !ok {
 				return "", false
 			}
 			return MetaKey(lease), true
-		}); err != nil {
-			return err
+		})
+		if err != nil {
+			return left, err
 		}
+		left = append(left, l...)
 		if err := migrateHandlerPause(ctx, c, g); err != nil {
-			return err
+			return left, err
 		}
 	}
-	return nil
+	return left, nil
 }
 
 // migrateIndex moves the records listed in the earlier layout's index of
 // group into field of their control hashes (meta names it).
-func migrateIndex(ctx context.Context, c redis.UniversalClient, group, index, field string, meta func(string) (string, bool)) error {
+func migrateIndex(ctx context.Context, c redis.UniversalClient, group, index, field string, meta func(string) (string, bool)) (left []string, err error) {
 	keys, err := c.SMembers(ctx, index).Result()
 	if err != nil {
-		return fmt.Errorf("migrate the key layout: list %s: %w", index, err)
+		return nil, fmt.Errorf("migrate the key layout: list %s: %w", index, err)
 	}
 	for _, key := range keys {
 		m, ok := meta(key)
@@ -69,36 +75,38 @@ func migrateIndex(ctx context.Context, c redis.UniversalClient, group, index, fi
 			// build, or one whose control hash is in another slot (its
 			// keys share their control hash's tag; moving it would be a
 			// cross-slot call on a cluster). A record there stays,
-			// listed, for the operator; a stale member is unlisted.
+			// listed, and is reported (left) for the operator to look
+			// at; a stale member is unlisted.
 			n, err := c.Exists(ctx, key).Result()
 			if err != nil {
-				return fmt.Errorf("migrate the key layout: read %s: %w", key, err)
+				return left, fmt.Errorf("migrate the key layout: read %s: %w", key, err)
 			}
 			if n == 1 {
+				left = append(left, key)
 				continue
 			}
 			ok = false
 		}
 		if ok {
 			if err := c.SAdd(ctx, MarksKey(group), m).Err(); err != nil {
-				return fmt.Errorf("migrate the key layout: list %s: %w", m, err)
+				return left, fmt.Errorf("migrate the key layout: list %s: %w", m, err)
 			}
 			moved, err := scriptMigrateField.Run(ctx, c, []string{key, m}, field).Int64()
 			if err != nil {
-				return fmt.Errorf("migrate the key layout: move %s into %s: %w", key, m, err)
+				return left, fmt.Errorf("migrate the key layout: move %s into %s: %w", key, m, err)
 			}
 			if moved == 0 {
 				// A stale member: listed only if its hash holds something.
 				if err := unmark(ctx, c, group, m); err != nil {
-					return err
+					return left, err
 				}
 			}
 		}
 		if err := c.SRem(ctx, index, key).Err(); err != nil {
-			return fmt.Errorf("migrate the key layout: unlist %s: %w", key, err)
+			return left, fmt.Errorf("migrate the key layout: unlist %s: %w", key, err)
 		}
 	}
-	return nil
+	return left, nil
 }
 
 // migrateHandlerPause moves group's handler pause of the earlier layout

@@ -38,8 +38,8 @@ func TestMigrateLayout(t *testing.T) {
 	// A halt this layout recorded since is kept.
 	c.HSet(ctx, MetaKey(lease2), MetaHalt, `{"new":true}`)
 	for run := range 2 {
-		if err := MigrateLayout(ctx, c, []string{"h"}); err != nil {
-			t.Fatalf("run %d: %v", run, err)
+		if left, err := MigrateLayout(ctx, c, []string{"h"}); err != nil || len(left) != 0 {
+			t.Fatalf("run %d: left %v, %v", run, left, err)
 		}
 		for _, f := range []struct{ key, field, want string }{
 			{MetaKey(lease), MetaHalt, old[legacyHaltKey(stream, "h")]},
@@ -116,7 +116,7 @@ func TestMigrateLayoutConcurrently(t *testing.T) {
 	}
 	errs := make(chan error, 2)
 	for range 2 {
-		go func() { errs <- MigrateLayout(ctx, c, []string{"h"}) }()
+		go func() { _, err := MigrateLayout(ctx, c, []string{"h"}); errs <- err }()
 	}
 	for range 2 {
 		if err := <-errs; err != nil {
@@ -155,8 +155,8 @@ func TestMigrateLayoutCluster(t *testing.T) {
 		}
 		cc.SAdd(ctx, legacyHaltedKey("h"), k)
 	}
-	if err := MigrateLayout(ctx, cc, []string{"h"}); err != nil {
-		t.Fatalf("MigrateLayout: %v", err)
+	if left, err := MigrateLayout(ctx, cc, []string{"h"}); err != nil || len(left) != 1 || left[0] != bad {
+		t.Fatalf("MigrateLayout: left %v, %v; want %s left", left, err, bad)
 	}
 	if got := cc.HGet(ctx, MetaKey(LeaseKey(PartitionStream("order", "a"), "h")), MetaHalt).Val(); got != `{"k":"`+good+`"}` {
 		t.Errorf("tagged record not moved: %q", got)

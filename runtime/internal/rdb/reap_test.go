@@ -42,6 +42,9 @@ func TestReapConditions(t *testing.T) {
 	c := newRedis(t)
 	ctx := ctxT(t)
 	stream, backfill := PartitionStream("order", "k"), BackfillStream("order", "k", DefaultBackfillSuffix)
+	note := func(at, exp time.Time) {
+		c.HSet(ctx, MetaKey(LeaseKey(stream, "h")), MetaResolved, fmt.Sprintf(`{"op":"x","at":%d,"exp":%d}`, at.UnixMilli(), exp.UnixMilli()))
+	}
 	for _, tc := range []struct {
 		name  string
 		setup func(t *testing.T)
@@ -81,17 +84,21 @@ func TestReapConditions(t *testing.T) {
 			CreateGroup(ctx, c, stream, "retired", false)
 			c.Set(ctx, LeaseKey(stream, "retired"), "o:1", time.Minute)
 		}},
-		// An operator's resolve left its note for the halted owner and for
-		// a resend of the resolve: the partition stays until it expires.
-		{name: "fresh resolved note", setup: func(t *testing.T) {
-			handled(t, ctx, c, "k", stream, "h")
-			exp := c.Time(ctx).Val().Add(time.Minute).UnixMilli()
-			c.HSet(ctx, MetaKey(LeaseKey(stream, "h")), MetaResolved, fmt.Sprintf(`{"op":"x","exp":%d}`, exp))
+		// An operator's resolve counts as activity: the partition stays
+		// until its note expires or the idle time has passed since the
+		// resolve, whichever is first. No lane: cold however long the
+		// idle time, so only the note can keep it.
+		{name: "resolved within the idle time", idle: time.Hour, setup: func(t *testing.T) {
+			now := c.Time(ctx).Val()
+			note(now, now.Add(ResolvedTTL))
 		}},
-		{name: "expired resolved note", reap: true, setup: func(t *testing.T) {
-			handled(t, ctx, c, "k", stream, "h")
-			exp := c.Time(ctx).Val().Add(-time.Second).UnixMilli()
-			c.HSet(ctx, MetaKey(LeaseKey(stream, "h")), MetaResolved, fmt.Sprintf(`{"op":"x","exp":%d}`, exp))
+		{name: "resolved note expired", idle: time.Hour, reap: true, setup: func(t *testing.T) {
+			now := c.Time(ctx).Val()
+			note(now.Add(-20*time.Minute), now.Add(-10*time.Minute))
+		}},
+		{name: "resolved longer than the idle time ago", idle: time.Second, reap: true, setup: func(t *testing.T) {
+			now := c.Time(ctx).Val()
+			note(now.Add(-2*time.Second), now.Add(8*time.Minute))
 		}},
 		{name: "not idle long enough", idle: time.Hour, setup: func(t *testing.T) {
 			handled(t, ctx, c, "k", stream, "h")

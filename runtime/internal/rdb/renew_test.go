@@ -60,13 +60,13 @@ func renewAll(t *testing.T, c redis.UniversalClient) {
 		t.Fatal(err)
 	}
 	// A pipeline has no EVAL fallback: a cold script cache says so.
-	if errs, _ := RenewAll(ctx, c, leases, time.Minute); !IsNoScript(errs[0]) {
+	if errs, _ := RenewAll(ctx, c, leases, nil, time.Minute); !IsNoScript(errs[0]) {
 		t.Fatalf("before LoadScripts: %v, want NOSCRIPT", errs[0])
 	}
 	if err := LoadScripts(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	errs, _ := RenewAll(ctx, c, leases, time.Minute)
+	errs, _ := RenewAll(ctx, c, leases, nil, time.Minute)
 	if !Permanent(errs[7]) {
 		t.Errorf("lease 7: %v, want a permanent error", errs[7])
 	}

@@ -106,7 +106,6 @@ var (
 	scriptVerify          = script("verify")
 	scriptBeginAttempt    = script("begin_attempt")
 	scriptEndAttempt      = script("end_attempt")
-	scriptRenewAttempt    = script("renew_attempt")
 	scriptOwnerClaim      = script("owner_claim")
 	scriptOwnerState      = script("owner_state")
 	scriptAppendOnce      = script("append_once")

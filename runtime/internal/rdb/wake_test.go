@@ -189,7 +189,7 @@ func TestPMLeaseWakesEveryCategory(t *testing.T) {
 	// Twice, as go-redis resends a call whose reply was lost: the same
 	// reply, the state after it.
 	for range 2 {
-		errs, named := RenewAll(ctx, c, []Lease{l}, time.Minute)
+		errs, named := RenewAll(ctx, c, []Lease{l}, nil, time.Minute)
 		if errs[0] != nil {
 			t.Fatal(errs[0])
 		}

@@ -52,10 +52,18 @@ if #KEYS - w > 3 and idle > 0 then
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local stored = tonumber(redis.call('HGET', KEYS[2], 'gen') or '0')
+-- A counter is taken only as the digits seqby writes, below 2^53: a
+-- corrupt one ("inf", "1e30") would make a generation no engine parses.
+local function counter(v)
+  if type(v) ~= 'string' or not string.match(v, '^%d+$') then return 0 end
+  local n = tonumber(v)
+  if n >= 2 ^ 53 then return 0 end
+  return n
+end
+local stored = counter(redis.call('HGET', KEYS[2], 'gen'))
 local legacy = redis.pcall('GET', KEYS[3])
 if type(legacy) == 'string' then
-  stored = math.max(stored, tonumber(legacy) or 0)
+  stored = math.max(stored, counter(legacy))
   redis.call('DEL', KEYS[3])
 end
 local gen = math.max(stored + 1, now)

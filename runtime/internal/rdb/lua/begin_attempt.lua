@@ -13,7 +13,7 @@
 --
 -- The mark is "<token> <expiry>" in the field attempt, the expiry in
 -- Redis milliseconds, the lease's own: the owner renews it with the lease
--- while the attempt runs (renew_attempt.lua) and deletes it once the
+-- while the attempt runs (renew_many.lua) and deletes it once the
 -- attempt's outcome is settled (end_attempt.lua). A resolve refuses only
 -- while the mark names the lease's current token and has not expired, so
 -- a mark left by an owner that lost the lease, crashed, or failed to

@@ -22,8 +22,9 @@
 --             registered groups, and any other the caller found on them)
 -- Returns {1} when reaped, {0} when kept (not cold, a lease is held, an
 -- operator paused it for a group, a lease was acquired within the idle
--- time, or an operator's resolved note has not expired: the halted owner
--- and a resend of the resolve read it),
+-- time, or an operator resolved a halted head within the idle time and
+-- its note has not expired: the halted owner and a resend of the resolve
+-- read it),
 -- {-1, group...} when a lane has a group not in ARGV: call again with those
 -- groups too, so their leases and states are covered.
 --
@@ -80,10 +81,16 @@ local t = redis.call('TIME')
 local newest = (tonumber(t[1]) - tonumber(ARGV[1]) / 1000) * 1000000 + tonumber(t[2])
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 for i = n + 1, last, 9 do
+  -- An operator's resolve counts as activity: the partition is kept
+  -- until its note expires (the halted owner and a resend of the resolve
+  -- read it) or the idle time has passed since, whichever is first.
   local note = redis.call('HGET', KEYS[i + 2], 'resolved')
   if note then
     local ok, r = pcall(cjson.decode, note)
-    if ok and type(r) == 'table' and tonumber(r.exp or 0) > now then return {0} end
+    if ok and type(r) == 'table' then
+      local keep = math.min(tonumber(r.exp) or 0, (tonumber(r.at) or 0) + tonumber(ARGV[1]))
+      if keep > now then return {0} end
+    end
   end
   local gens = {redis.call('HGET', KEYS[i + 2], 'gen'), redis.call('HGET', KEYS[i + 3], 'gen'),
     redis.call('GET', KEYS[i + 4]), redis.call('GET', KEYS[i + 5])}

@@ -50,14 +50,14 @@ if refused then
   local done = redis.call('HGET', KEYS[1], 'resolved')
   if done then
     local ok, n = pcall(cjson.decode, done)
-    if ok and type(n) == 'table' and n.op == ARGV[7] and tonumber(n.exp or 0) > now then
+    if ok and type(n) == 'table' and n.op == ARGV[7] and (tonumber(n.exp) or 0) > now then
       return {'OK', n.dlq_id or ''}
     end
   end
   return refused
 end
 local note = {token = redis.call('GET', KEYS[3]) or '', entry_id = ARGV[4], command = ARGV[6], op = ARGV[7], dlq_id = '',
-  exp = now + tonumber(ARGV[5])}
+  at = now, exp = now + tonumber(ARGV[5])}
 redis.call('HSET', KEYS[1], 'resolved', cjson.encode(note))
 local dlqid = ''
 if KEYS[4] then
