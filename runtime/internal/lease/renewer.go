@@ -108,6 +108,13 @@ func (r *Renewer) Renew(ctx context.Context) {
 				// A stream the renewal named this owner in, which it did
 				// not know named, wakes the worker once.
 				h.renewedNamed(named[i])
+				if !marked[i] && h.marked.Load() {
+					// An attempt of the halted head began while the call
+					// was on its way: its mark may not have moved with the
+					// lease, so the local deadline does not either; the
+					// next heartbeat renews both.
+					break
+				}
 				if cfg.Replicas != nil {
 					confirm = append(confirm, h)
 				} else {

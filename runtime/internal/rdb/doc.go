@@ -16,7 +16,7 @@
 //	category:{key}:dlq                   stream      its dead-letter stream, where an operator moves a halted head
 //	category:{key}:dlq:__op__:id         string      "<op> <entry id>": the operator call that replayed (and what it appended) or dropped DLQ entry id, so a resent one answers alike (TTL 10 min)
 //	category:{key}:__lease__:handler     string      the partition's lease: "<owner_id>~<incarnation>:<generation>", PX TTL (released, or ends with it)
-//	category:{key}:__lease__:handler:__meta__  hash    its control hash: gen (max(stored + 1, Redis time in µs) per acquire), halt (the halt record, JSON, while halted), attempt ("<token> <expiry ms>" while an owner retries the halted head, extended with the lease; it counts while the lease holds the token and it has not expired), resolved (an operator's resolve's note for the halted owner, JSON with its time and expiry; the reaper keeps the partition until the expiry or ReapAfter after the time, whichever is first), paused (the pause note, JSON) and resumed ("<expiry ms> <op> <note>" of the resume that ended it); one field each; deleted by the reaper (a paused partition, or one with an unexpired resolved note, is kept); a pm's is its state hash
+//	category:{key}:__lease__:handler:__meta__  hash    its control hash: gen (max(stored + 1, Redis time in µs) per acquire), halt (the halt record, JSON, while halted), attempt ("<token> <expiry ms>" while an owner retries the halted head, extended with the lease; it counts while the lease holds the token and it has not expired), resolved (an operator's resolve's note for the halted owner, JSON with its time and expiry; the reaper keeps the partition until the expiry or ReapAfter after the time, whichever is first), paused (the pause note, JSON) and resumed ("<expiry ms> <op> <note>" of the resume that ended it); one field each; deleted by the reaper (a paused partition is kept, and one resolved lately (see resolved)); a pm's is its state hash
 //	category:{key}:__wake__              hash        owners to wake: handler or pm -> owner incarnation holding its lease ("": found cold); reaped
 //	category:{key}:__msgid__:id          string      entry id of message id, for the dedup window (PX TTL)
 //	{category}:__msgid__:id              string      the same for an unpartitioned category's stream
@@ -25,7 +25,7 @@
 //	{category}:__signal__                stream      wake-up signals: field k = partition key (capped, approximate)
 //	{category}:__fanout__                string      set (TTL) while an engine runs an unkeyed handler on the category: every publish signals {category}:__signal__
 //	{category}:__groups__                hash        the category's handlers (consumer groups) and where each new one starts
-//	{category}:__reaping__               set         keys being reaped, read with the index (reap.go)
+//	{category}:__reaping__               set         keys being reaped, read with the index (Reap, Partitions)
 //	seqby:__maintenance__                string      the maintenance leader's lease (one engine reaps every category), <owner_id>~<incarnation>:<generation>, PX TTL
 //	{seqby:__maintenance__}:__meta__     hash        its control hash: gen, the generation counter (max(stored + 1, Redis time in µs) per acquire); no TTL, one key
 //	{seqby:__maintenance__}:__categories__  sorted set  the categories to reap: {"c":category,"a":ReapAfter ms,"b":backfill suffix} per engine setting, score = last announcement (Redis ms); dropped after 15 min, the set expires 15 min after the last
@@ -66,7 +66,7 @@
 // error prefix SEQBY_FENCED when the token no longer holds; the Go side
 // maps it to ErrFenced.
 //
-// One script breaks the KEYS rule, for a reason: round.lua (round.go)
+// One script breaks the KEYS rule, for a reason: round.lua (Round)
 // carries many partitions' fenced acks and reads in one call, each
 // partition a slice replying on its own (applied, fenced, failed), since
 // invoking a script costs more Redis time than a fenced read's commands.

@@ -194,7 +194,7 @@ func MarksKey(group string) string { return "seqby:__marks__:" + group }
 // while its MetaPaused field exists, engines start no attempt of the
 // handler from their next discovery on; MetaResumed as in a partition's
 // (MetaKey): "seqby:__control__:group", no expiry. (The earlier layout's
-// string seqby:__pause__:group is moved here at Run: migrate.go.)
+// string seqby:__pause__:group is moved here at Run: MigrateLayout.)
 func HandlerPauseKey(group string) string { return "seqby:__control__:" + group }
 
 // OwnerKey holds the incarnation of the live engine instance running with

@@ -18,7 +18,7 @@ type LeaseRef struct {
 	Key  string // holds "<owner_id>~<incarnation>:<generation>" while owned
 	Meta string // its control hash (MetaKey), holding the last generation (see acquire.lua)
 	// Legacy is the earlier key layout's generation counter of the lease,
-	// which acquire.lua takes over (legacy.go); kept for one release.
+	// which acquire.lua takes over; kept for one release.
 	Legacy string
 	// Group is the handler or pm the lease is for, and Wake the partition
 	// streams it covers: the lease's owner is named in their wake hashes
@@ -235,8 +235,9 @@ func (l Lease) Renew(ctx context.Context, c redis.UniversalClient, ttl time.Dura
 // marked[i] is true (the owner is attempting its halted head; marked may
 // be nil or shorter), and returns one error per lease: nil when renewed,
 // ErrLeaseLost when the lease is gone or held by another token,
-// else the Redis error (a lease whose mark could not be extended is not
-// renewed either, so the two never expire apart); and, per renewed lease covering partitions, what
+// errAttemptMark when Redis refused to extend its mark (then the lease is
+// not renewed either, so the two never expire apart), else the Redis
+// error; and, per renewed lease covering partitions, what
 // Lease.Named says at an acquire, once renewed: the renewal names the
 // owner in the wake hash of each stream that exists, so named[i][j] is
 // false only where stream j of lease i has none (nil when not renewed or

@@ -11,7 +11,7 @@ import (
 
 var scriptMigrateField = script("migrate_field")
 
-// MigrateLayout moves what the earlier key layout (layout 1, legacy.go)
+// MigrateLayout moves what the earlier key layout (layout 1)
 // kept of groups into this layout's keys: the halt records and pause
 // marks its indexes list (seqby:__halted__:group, seqby:__paused__:group)
 // into the fields halt and paused of their control hashes, listed in

@@ -96,9 +96,14 @@ func TestReapConditions(t *testing.T) {
 			now := c.Time(ctx).Val()
 			note(now.Add(-20*time.Minute), now.Add(-10*time.Minute))
 		}},
-		{name: "resolved longer than the idle time ago", idle: time.Second, reap: true, setup: func(t *testing.T) {
+		{name: "resolved longer ago than the idle time", idle: time.Second, reap: true, setup: func(t *testing.T) {
 			now := c.Time(ctx).Val()
 			note(now.Add(-2*time.Second), now.Add(8*time.Minute))
+		}},
+		// A generation counter that is not seqby's digits is no generation:
+		// it does not keep the partition.
+		{name: "corrupt generation", reap: true, setup: func(t *testing.T) {
+			c.HSet(ctx, MetaKey(LeaseKey(stream, "h")), MetaGen, "inf")
 		}},
 		{name: "not idle long enough", idle: time.Hour, setup: func(t *testing.T) {
 			handled(t, ctx, c, "k", stream, "h")

@@ -3,6 +3,7 @@ package rdb
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -115,5 +116,73 @@ func TestAcquireAll(t *testing.T) {
 		if v, _ := c.Get(ctx, refs[i].Key).Result(); v != leases[i].Token() || leases[i].Owner != "me" {
 			t.Fatalf("lease %d: %q in Redis, %+v returned", i, v, leases[i])
 		}
+	}
+}
+
+// One renew_many call carries leases with and without attempt marks, with
+// and without wake pairs: only the marked ones' marks move, with their
+// leases; and a mark Redis refuses to extend (a write at maxmemory, the
+// call's first) leaves its lease unrenewed too, as a transient error.
+func TestRenewAllMarks(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	sa, sb := PartitionStream("o", "a"), PartitionStream("o", "b")
+	pa, pb := PartitionStream("x", "v"), PartitionStream("y", "v")
+	for _, s := range []string{sa, sb, pa, pb} {
+		c.XAdd(ctx, &redis.XAddArgs{Stream: s, Values: []any{"n", "1"}})
+	}
+	refs := []LeaseRef{PartitionLease(sa, "g"), MaintenanceLease(), PMLease("pm", "v", []string{pa, pb}), PartitionLease(sb, "g")}
+	var ls []Lease
+	for _, r := range refs {
+		l, err := Acquire(ctx, c, r, "p1", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+	}
+	for _, i := range []int{1, 2, 3} {
+		if err := ls[i].BeginAttempt(ctx, c, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mark := func(i int) int64 {
+		m := c.HGet(ctx, refs[i].Meta, MetaAttempt).Val()
+		e, _ := strconv.ParseInt(m[strings.LastIndexByte(m, ' ')+1:], 10, 64)
+		return e
+	}
+	unmarked := mark(3)
+	if err := LoadScripts(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	errs, named := RenewAll(ctx, c, ls, []bool{false, true, true, false}, time.Hour)
+	now := time.Now().UnixMilli()
+	for i := range ls {
+		if errs[i] != nil {
+			t.Fatalf("lease %d: %v", i, errs[i])
+		}
+		if p := c.PTTL(ctx, refs[i].Key).Val(); p < 50*time.Minute {
+			t.Errorf("lease %d: PTTL %v after an hour's renewal", i, p)
+		}
+	}
+	for _, i := range []int{1, 2} {
+		if e := mark(i); e < now+3_500_000 {
+			t.Errorf("mark %d not extended with its lease: %d", i, e)
+		}
+	}
+	if mark(3) != unmarked {
+		t.Errorf("an unmarked lease's mark was extended")
+	}
+	if len(named[0]) != 1 || named[1] != nil || len(named[2]) != 2 || len(named[3]) != 1 {
+		t.Errorf("named %v, want the wake flags of leases 0, 2 and 3", named)
+	}
+	c.ConfigSet(ctx, "maxmemory-policy", "noeviction")
+	c.ConfigSet(ctx, "maxmemory", "1")
+	t.Cleanup(func() { c.ConfigSet(ctx, "maxmemory", "0") })
+	before, m1 := c.PTTL(ctx, refs[1].Key).Val(), mark(1)
+	errs, _ = RenewAll(ctx, c, ls[1:2], []bool{true}, 2*time.Hour)
+	if !errors.Is(errs[0], errAttemptMark) || Permanent(errs[0]) {
+		t.Fatalf("renewal whose mark was refused: %v, want errAttemptMark, transient", errs[0])
+	}
+	if after := c.PTTL(ctx, refs[1].Key).Val(); after > before || mark(1) != m1 {
+		t.Fatalf("the lease (PTTL %v, was %v) or its mark moved without the other", after, before)
 	}
 }

@@ -52,18 +52,28 @@ if #KEYS - w > 3 and idle > 0 then
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
--- A counter is taken only as the digits seqby writes, below 2^53: a
--- corrupt one ("inf", "1e30") would make a generation no engine parses.
+-- A counter is a generation only as the digits seqby writes, below 2^53
+-- ("inf" or "1e30" would make a generation no engine parses): a corrupt
+-- one of this layout refuses the acquire, naming the field to delete; a
+-- corrupt one of the earlier layout is ignored.
 local function counter(v)
-  if type(v) ~= 'string' or not string.match(v, '^%d+$') then return 0 end
+  if type(v) ~= 'string' or not string.match(v, '^%d+$') then return nil end
   local n = tonumber(v)
-  if n >= 2 ^ 53 then return 0 end
+  if n >= 2 ^ 53 then return nil end
   return n
 end
-local stored = counter(redis.call('HGET', KEYS[2], 'gen'))
+local g = redis.call('HGET', KEYS[2], 'gen')
+local stored = 0
+if g then
+  stored = counter(g)
+  if not stored then
+    return redis.error_reply('ERR the generation counter (field gen of ' .. KEYS[2] .. ') holds ' .. g ..
+      ', not a generation: delete the field (HDEL)')
+  end
+end
 local legacy = redis.pcall('GET', KEYS[3])
 if type(legacy) == 'string' then
-  stored = math.max(stored, counter(legacy))
+  stored = math.max(stored, counter(legacy) or 0)
   redis.call('DEL', KEYS[3])
 end
 local gen = math.max(stored + 1, now)

@@ -83,20 +83,25 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 for i = n + 1, last, 9 do
   -- An operator's resolve counts as activity: the partition is kept
   -- until its note expires (the halted owner and a resend of the resolve
-  -- read it) or the idle time has passed since, whichever is first.
+  -- read it) or the idle time has passed since, whichever is first (an
+  -- idle time shorter than a heartbeat may leave the halted owner no
+  -- note to read: it then reports a lost lease, not a resolution).
   local note = redis.call('HGET', KEYS[i + 2], 'resolved')
   if note then
     local ok, r = pcall(cjson.decode, note)
     if ok and type(r) == 'table' then
-      local keep = math.min(tonumber(r.exp) or 0, (tonumber(r.at) or 0) + tonumber(ARGV[1]))
+      local exp = tonumber(r.exp) or 0
+      local keep = math.min(exp, (tonumber(r.at) or exp) + tonumber(ARGV[1]))
       if keep > now then return {0} end
     end
   end
   local gens = {redis.call('HGET', KEYS[i + 2], 'gen'), redis.call('HGET', KEYS[i + 3], 'gen'),
     redis.call('GET', KEYS[i + 4]), redis.call('GET', KEYS[i + 5])}
   for j = 1, 4 do
-    local g = tonumber(gens[j] or '0')
-    if g and g > newest then return {0} end
+    -- A counter that is not seqby's digits is no generation: it goes.
+    local g = gens[j]
+    g = type(g) == 'string' and string.match(g, '^%d+$') and tonumber(g) or 0
+    if g > newest then return {0} end
   end
 end
 redis.call('DEL', KEYS[#KEYS])

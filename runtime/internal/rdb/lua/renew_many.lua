@@ -17,7 +17,8 @@
 -- does not (no stream); 0 when it is gone or held by another token; -1
 -- when its key holds another type (a fault of that lease alone: the
 -- others are still renewed); -2 when its attempt mark could not be
--- extended (a write refused, at maxmemory): neither is. Each lease is compare-and-set on its own
+-- extended (its write refused: Redis 7.0 refuses writes at maxmemory
+-- until a script's first write): neither is. Each lease is compare-and-set on its own
 -- token, as in renew.lua.
 --
 -- An attempt mark (begin_attempt.lua) is extended to the lease's new
@@ -46,7 +47,8 @@ while k <= #KEYS do
     out[#out + 1] = -1
   elseif v == token then
     -- The mark first: a lease is renewed only with its mark, so the two
-    -- never expire apart (a write refused at maxmemory renews neither).
+    -- never expire apart (a mark's write refused, at maxmemory before the
+    -- call's first write, renews neither).
     local marked = true
     if meta then
       local mark = redis.pcall('HGET', meta, 'attempt')

@@ -20,14 +20,15 @@
 --   - the halt record must still be the one the operator read (NOT_HALTED),
 --   - the lease must be free or held by the owner that halted (RETRYING),
 --   - and that owner must not be attempting the head now (ATTEMPTING: its
---     attempt mark holds the lease's token),
+--     attempt mark holds the lease's token and has not expired),
 --   - the entry must still be pending (STALE: the partition moved past it
 --     and the record is stale),
 --   - and be the group's first pending entry on the lane (NOT_HEAD, with
 --     the actual first pending id).
 -- Then: leave the resolved note for the halted owner (JSON: the token
 -- the lease held, "" when it was free, the entry id, the command, the op,
--- the dead-letter entry id and its expiry, exp in Redis ms), first, so that a user not allowed to
+-- the dead-letter entry id, at, when, and exp, its expiry, in Redis ms),
+-- first, so that a user not allowed to
 -- write it (an older ACL line without SET) fails before anything changed;
 -- copy the entry (its fields, then the metadata) to the dead-letter stream
 -- when given, XACK it, delete the lease so the halted owner's next renew
