@@ -264,15 +264,10 @@ const DefaultBackfillSuffix = "backfill"
 // AuditKey is the stream of operator actions (skip, DLQ move, replay,
 // drop, pause, resume) that changed something: fields who, when, command,
 // handler, partition, stream, entry_id, result, op (the action's nonce,
-// AuditOpKey). It is capped at about AuditMaxLen entries (XADD MAXLEN ~),
+// by which a resent append finds its entry: AppendAudit). It is capped at about AuditMaxLen entries (XADD MAXLEN ~),
 // so it has a documented end; in its own slot.
 const AuditKey = "seqby:__audit__"
 
 // AuditMaxLen is about how many entries AuditKey keeps: the oldest go
 // first.
 const AuditMaxLen = 10000
-
-// AuditOpKey remembers, for OpTTL, that the operator action op was
-// appended to AuditKey, with the entry's id: "{seqby:__audit__}:__op__:op",
-// tagged with the audit stream's name so it shares its slot (audit.lua).
-func AuditOpKey(op string) string { return "{" + AuditKey + "}:__op__:" + op }

@@ -38,7 +38,6 @@ func layout() []string {
 		OwnerKey("owner"),
 		OwnedKey("handler", "owner"),
 		AdmitAgeKey("handler"),
-		BarrierKey,
 		taggedBarrierKey("tag") + ":nonce",
 		OwnerSignalKey("incarnation"),
 		FaultsKey("owner"),
@@ -46,7 +45,6 @@ func layout() []string {
 		MarksKey("handler"),
 		HandlerPauseKey("handler"),
 		AuditKey,
-		AuditOpKey("op"),
 	}
 }
 
