@@ -36,14 +36,11 @@ func layout() []string {
 		StateKey("pm", "value"),
 		MembersKey("handler"),
 		OwnerKey("owner"),
-		OwnedKey("handler", "owner"),
-		AdmitAgeKey("handler"),
 		taggedBarrierKey("tag") + ":nonce",
 		OwnerSignalKey("incarnation"),
-		FaultsKey("owner"),
 		DeployKey("handler"),
 		MarksKey("handler"),
-		HandlerPauseKey("handler"),
+		ControlKey("handler"),
 		AuditKey,
 	}
 }
