@@ -121,12 +121,19 @@ func (in *Instance) Faults() []Fault {
 	return out
 }
 
+// MaxReportedFaults bounds the faults of one handler an instance reports
+// in Redis (Status().Faults has them all).
+const MaxReportedFaults = 100
+
 // ReportFaults keeps this instance's faults in Redis for operators (the
 // console's overview, inspect.Inspector.Faults): each handler's control
 // hash holds this instance's faults of that handler as JSON while there
 // are any, expiring 2 × LeaseTTL after the last heartbeat that wrote them
 // (a killed instance's report ends so), deleted by the first heartbeat
-// that finds none. Heartbeat loop only.
+// that finds none. At most MaxReportedFaults of a handler go (the first,
+// by kind and stream): the record is rewritten at every heartbeat, and
+// written and pruned in a script that reads the control hash whole.
+// Heartbeat loop only.
 func (in *Instance) ReportFaults(ctx context.Context) {
 	fs := in.Faults()
 	if len(fs) == 0 && len(in.faultsReported) == 0 {
@@ -141,7 +148,9 @@ func (in *Instance) ReportFaults(ctx context.Context) {
 		if f.Err != nil {
 			r.Err = f.Err.Error()
 		}
-		byHandler[f.Handler] = append(byHandler[f.Handler], r)
+		if len(byHandler[f.Handler]) < MaxReportedFaults {
+			byHandler[f.Handler] = append(byHandler[f.Handler], r)
+		}
 	}
 	var clear []string
 	for h := range in.faultsReported {
@@ -150,6 +159,13 @@ func (in *Instance) ReportFaults(ctx context.Context) {
 		}
 	}
 	if err := rdb.ReportFaults(ctx, in.cfg.Client, in.cfg.Owner, byHandler, clear, 2*in.cfg.LeaseTTL); err != nil {
+		// Some records may be written: clear them once their faults end.
+		if in.faultsReported == nil {
+			in.faultsReported = map[string]bool{}
+		}
+		for h := range byHandler {
+			in.faultsReported[h] = true
+		}
 		in.cfg.Log.Debug("seqby: reporting faults failed", "err", err)
 		return
 	}

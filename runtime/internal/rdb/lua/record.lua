@@ -21,7 +21,10 @@ local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
   local f = all[i]
   if string.sub(f, 1, 6) == 'owned:' or string.sub(f, 1, 7) == 'faults:' then
-    if (tonumber(string.match(all[i + 1], '^(%d+) ') or '0') or 0) <= now then redis.call('HDEL', KEYS[1], f) end
+    -- Only a record in this format, expired, goes: a value it cannot read
+    -- (a later release's) is left to its writer.
+    local exp = tonumber(string.match(all[i + 1], '^(%d+) ') or '')
+    if exp and exp <= now then redis.call('HDEL', KEYS[1], f) end
   end
 end
 if ARGV[2] == '' then
