@@ -190,3 +190,27 @@ func TestPublishAfterScriptFlush(t *testing.T) {
 		}
 	})
 }
+
+// A fault report, an owned count and an audit append whose replies were
+// lost (Redis ran them, go-redis resent them) leave what one run leaves:
+// one record each, one audit entry.
+func TestRecordsRunTwice(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	lc, l := lossy(t, c, "record")
+	fs := map[string][]FaultReport{"h": {{Kind: "unowned", Handler: "h", Key: "a"}}}
+	if err := ReportFaults(ctx, lc, "w1", fs, nil, time.Minute); err != nil || l.Lost() != 1 {
+		t.Fatalf("a fault report whose reply was lost (lost %d): %v", l.Lost(), err)
+	}
+	got, err := Faults(ctx, c)
+	if err != nil || len(got) != 1 || got[0].Owner != "w1" || got[0].Key != "a" {
+		t.Fatalf("Faults = %+v, %v; want w1's one fault", got, err)
+	}
+	lc, l = lossy(t, c, "audit")
+	id, err := AppendAudit(ctx, lc, NewOp(), []any{"who", "alice"})
+	if err != nil || l.Lost() != 1 {
+		t.Fatalf("an audit append whose reply was lost (lost %d): %v", l.Lost(), err)
+	}
+	if n := c.XLen(ctx, AuditKey).Val(); n != 1 || c.XRange(ctx, AuditKey, "-", "+").Val()[0].ID != id {
+		t.Fatalf("the audit stream holds %d entries, want the one answered (%s)", n, id)
+	}
+}
