@@ -36,12 +36,17 @@ func layout() []string {
 		StateKey("pm", "value"),
 		MembersKey("handler"),
 		OwnerKey("owner"),
+		OwnedKey("handler", "owner"),
+		AdmitAgeKey("handler"),
+		BarrierKey,
 		taggedBarrierKey("tag") + ":nonce",
 		OwnerSignalKey("incarnation"),
+		FaultsKey("owner"),
 		DeployKey("handler"),
 		MarksKey("handler"),
-		ControlKey("handler"),
+		HandlerPauseKey("handler"),
 		AuditKey,
+		AuditOpKey("op"),
 	}
 }
 
