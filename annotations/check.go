@@ -191,7 +191,7 @@ func CheckCategory(c string) error {
 // CheckHandlerName applies the rules for a //seqby:name value, the name of
 // a handler's consumer group: letters, digits and '.', '_', '-', '/',
 // starting with a letter or digit, not of the reserved __name__ form. The
-// name becomes part of Redis key names (seqby:__owned__:NAME:OWNER, where ':'
+// name becomes part of Redis key names (seqby:__members__:NAME, where ':'
 // separates fields and '{' '}' would make a Redis Cluster hash tag) and an
 // argument of seqbyctl (where white space splits and a leading '-' reads
 // as a flag); the default name, an import path and type name, fits the same

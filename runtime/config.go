@@ -128,7 +128,7 @@ func (e *Engine) newMaintenance(o Options, index *discovery.Index) *maintenance.
 	return maintenance.New(maintenance.Config{Client: e.c, Owner: o.OwnerID, Incarnation: e.incarnation,
 		LeaseTTL: o.LeaseTTL, DiscoveryInterval: o.DiscoveryInterval, ReapAfter: o.ReapAfter,
 		BackfillSuffix: o.BackfillSuffix, MemberTTL: e.members.MemberTTL(), Log: e.log, Replicas: e.replicas,
-		Adopt: e.leases.Adopt, Invalidate: index.Invalidate, Owned: e.ownedUnits,
+		Adopt: e.leases.Adopt, Invalidate: index.Invalidate, Owned: e.workers.OwnedUnits,
 		Report: func(id string, f membership.Fault) {
 			e.members.AddFault(id, f)
 			e.alertFault(faultOf(f))

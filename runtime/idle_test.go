@@ -98,9 +98,8 @@ func TestUnownedCheckSkipsOwnedPartitions(t *testing.T) {
 	// each instance after that, which forgets the partitions marked while
 	// they were still free during the start.
 	eventually(t, 20*time.Second, "the counts recorded", func() bool {
-		a, _ := c.Get(ctx, rdb.OwnedKey("orders", "e1")).Int()
-		b, _ := c.Get(ctx, rdb.OwnedKey("orders", "e2")).Int()
-		return a+b == parts
+		sum, complete, err := rdb.OwnedByOthers(ctx, c, "orders", "", map[string]bool{"e1": true, "e2": true})
+		return err == nil && complete && sum == int64(parts)
 	})
 	recorded := time.Now()
 	eventually(t, 20*time.Second, "a check on each instance since", func() bool {

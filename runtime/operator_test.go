@@ -414,12 +414,7 @@ func TestSkipAfterALostEndAttempt(t *testing.T) {
 	}
 	// x's head halted at an earlier owner, which is gone.
 	x := rdb.PartitionStream("order", "x")
-	c.XGroupCreate(ctx, x, "ea", "0")
-	got, err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "ea", Consumer: "old~1:5", Streams: []string{x, ">"}, Count: 1, Block: -1}).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	head := got[0].Messages[0].ID
+	head := deliverToEarlierOwner(t, c, x, "ea")
 	r := rdb.HaltRecord{Handler: "ea", Partition: x, Category: "order", Key: "x", Stream: x, Streams: []string{x},
 		EntryID: head, Reason: "handler failed", Owner: "old", Token: "old~1:5", LeaseKey: rdb.LeaseKey(x, "ea"), At: time.Now().UTC()}
 	rec, _ := json.Marshal(r)

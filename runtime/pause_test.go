@@ -652,7 +652,7 @@ func TestAdmitAgeStoredOverASlowLinkOnce(t *testing.T) {
 	if l.Lost() != 1 {
 		t.Fatalf("lost %d replies of admit_age, want 1: the attempt started without storing an admitted age", l.Lost())
 	}
-	members, err := base.ZRange(ctx, rdb.AdmitAgeKey("slow"), 0, -1).Result()
+	members, _, err := rdb.AdmitAgeRecords(ctx, base, "slow")
 	if err != nil || len(members) != 1 || !strings.HasSuffix(members[0], "|"+r.incarnation) {
 		t.Fatalf("admitted ages %v (%v), want one of incarnation %s", members, err, r.incarnation)
 	}
@@ -675,7 +675,7 @@ func TestHandlerPauseHoldsWhileItCannotBeRead(t *testing.T) {
 	t.Cleanup(func() { c.Close() })
 	c.AddHook(&fault)
 	pauseRead := func(args []string) bool {
-		return strings.EqualFold(args[0], "hmget") && len(args) == 3 && args[1] == rdb.HandlerPauseKey("pu")
+		return strings.EqualFold(args[0], "hmget") && len(args) == 3 && args[1] == rdb.ControlKey("pu")
 	}
 	var starts attemptStarts
 	started := func() []time.Time { return starts.of("a") }

@@ -30,14 +30,7 @@ func TestUpgradeMigratesLayout1(t *testing.T) {
 	}
 	// x's head, delivered to the earlier release's owner, halted there.
 	x := rdb.PartitionStream("order", "x")
-	if err := c.XGroupCreate(ctx, x, "mig", "0").Err(); err != nil {
-		t.Fatal(err)
-	}
-	got, err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "mig", Consumer: "old~1:5", Streams: []string{x, ">"}, Count: 1, Block: -1}).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	head := got[0].Messages[0].ID
+	head := deliverToEarlierOwner(t, c, x, "mig")
 	rec, _ := json.Marshal(rdb.HaltRecord{Handler: "mig", Partition: x, Category: "order", Key: "x", Stream: x, Streams: []string{x},
 		EntryID: head, Reason: "handler failed", Owner: "old", Token: "old~1:5", LeaseKey: rdb.LeaseKey(x, "mig"), At: time.Now().UTC()})
 	old := map[string]string{
@@ -134,14 +127,7 @@ func TestUpgradeMigratesLayout1PM(t *testing.T) {
 	}
 	// h's head, delivered to the earlier release's owner, halted there.
 	hs := rdb.PartitionStream("pmorder", "h")
-	if err := c.XGroupCreate(ctx, hs, "mf", "0").Err(); err != nil {
-		t.Fatal(err)
-	}
-	got, err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "mf", Consumer: "old~1:5", Streams: []string{hs, ">"}, Count: 1, Block: -1}).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	head := got[0].Messages[0].ID
+	head := deliverToEarlierOwner(t, c, hs, "mf")
 	rec, _ := json.Marshal(rdb.HaltRecord{Handler: "mf", PM: true, Partition: "h", Category: "pmorder", Key: "h", Stream: hs,
 		Streams: []string{hs, rdb.PartitionStream("pmpayment", "h")}, EntryID: head, Reason: "handler failed", Owner: "old",
 		Token: "old~1:5", LeaseKey: "{h}:__pmlease__:mf", At: time.Now().UTC()})
@@ -204,4 +190,20 @@ func TestUpgradeMigratesLayout1PM(t *testing.T) {
 		f, _ := loadFlow(t, e.o.StateStore, "mf", "a")
 		return slices.Equal(f.Orders, []int{1, 2})
 	})
+}
+
+// deliverToEarlierOwner creates group on stream and delivers its first
+// entry to an earlier owner's consumer ("old~1:5"), as a halted head is
+// left pending there; it returns the entry's id.
+func deliverToEarlierOwner(t *testing.T, c redis.UniversalClient, stream, group string) string {
+	t.Helper()
+	ctx := ctxT(t)
+	if err := c.XGroupCreate(ctx, stream, group, "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: "old~1:5", Streams: []string{stream, ">"}, Count: 1, Block: -1}).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got[0].Messages[0].ID
 }

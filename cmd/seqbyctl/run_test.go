@@ -321,7 +321,7 @@ func TestPauseUnsettledIsAudited(t *testing.T) {
 		_, err := inspect.New(c).Handler(ctx, "ops")
 		return err == nil
 	})
-	if err := c.Set(ctx, "seqby:__admitage__:ops", "not a sorted set", 0).Err(); err != nil {
+	if err := c.HSet(ctx, "seqby:__control__:ops", "admit:not-an-age|x", "99999999999999").Err(); err != nil {
 		t.Fatal(err)
 	}
 	var out, errb bytes.Buffer
@@ -333,7 +333,7 @@ func TestPauseUnsettledIsAudited(t *testing.T) {
 	if err != nil || len(entries) != 1 || !strings.Contains(fmt.Sprint(entries[0].Values), "unsettled") {
 		t.Fatalf("the audit stream holds %v (%v); want the unsettled pause", entries, err)
 	}
-	if err := c.Del(ctx, "seqby:__admitage__:ops").Err(); err != nil {
+	if err := c.HDel(ctx, "seqby:__control__:ops", "admit:not-an-age|x").Err(); err != nil {
 		t.Fatal(err)
 	}
 	out.Reset()

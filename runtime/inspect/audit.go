@@ -27,7 +27,7 @@ func (i *Inspector) Audit(ctx context.Context, e AuditEntry) (AuditEntry, error)
 	}
 	id, err := rdb.AppendAudit(ctx, i.c, e.Op, []any{
 		"who", e.Who, "when", e.When.Format(time.RFC3339), "command", e.Command, "handler", e.Handler,
-		"partition", e.Partition, "stream", e.Stream, "entry_id", e.EntryID, "result", e.Result, "op", e.Op,
+		"partition", e.Partition, "stream", e.Stream, "entry_id", e.EntryID, "result", e.Result,
 	})
 	e.ID = id
 	return e, err

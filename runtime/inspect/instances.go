@@ -17,7 +17,7 @@ type Instance struct {
 	Owner    string    `json:"owner"`
 	LastSeen time.Time `json:"last_seen"` // on Redis's clock
 	// Live: its heartbeats go on. Each heartbeat records how many of the
-	// handler's partitions it owns (seqby:__owned__:handler:owner) with
+	// handler's partitions it owns (the field owned:<owner> of seqby:__control__:handler) with
 	// a TTL of the engine's LeaseTTL; Live is false once that record has
 	// expired (a crashed or stopped engine, listed until a live one
 	// prunes the member set).
@@ -33,20 +33,18 @@ func (i *Inspector) Instances(ctx context.Context, handler string) ([]Instance, 
 		return nil, fmt.Errorf("read the instances of %s: %w", handler, err)
 	}
 	out := make([]Instance, 0, len(zs))
-	live := make([]*redis.IntCmd, 0, len(zs))
-	pipe := i.c.Pipeline()
+	owners := make([]string, 0, len(zs))
 	for _, z := range zs {
 		owner := fmt.Sprint(z.Member)
 		out = append(out, Instance{Owner: owner, LastSeen: time.UnixMilli(int64(z.Score)).UTC()})
-		live = append(live, pipe.Exists(ctx, rdb.OwnedKey(handler, owner)))
+		owners = append(owners, owner)
 	}
-	if len(zs) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("read the heartbeats of %s's instances: %w", handler, err)
-		}
+	live, err := rdb.OwnedRecorded(ctx, i.c, handler, owners)
+	if err != nil {
+		return nil, fmt.Errorf("read the heartbeats of %s's instances: %w", handler, err)
 	}
 	for j := range out {
-		out[j].Live = live[j].Val() == 1
+		out[j].Live = live[out[j].Owner]
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].LastSeen.After(out[b].LastSeen) })
 	return out, nil
@@ -76,7 +74,7 @@ func (i *Inspector) LastEntries(ctx context.Context, stream string, n int) ([]En
 type Fault = rdb.FaultReport
 
 // Faults lists the faults the live engine instances report
-// (seqby:__faults__:owner, kept by their heartbeats), sorted by owner,
+// (the faults:<owner> fields of each handler's control hash, kept by their heartbeats), sorted by owner,
 // handler and stream.
 func (i *Inspector) Faults(ctx context.Context) ([]Fault, error) {
 	fs, err := rdb.Faults(ctx, i.c)

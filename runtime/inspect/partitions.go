@@ -115,7 +115,7 @@ func (i *Inspector) describe(ctx context.Context, handler string, rows []Partiti
 	if err != nil {
 		return nil, err
 	}
-	_, handlerPaused, err := rdb.GetPause(ctx, i.c, rdb.HandlerPauseKey(handler))
+	_, handlerPaused, err := rdb.GetPause(ctx, i.c, rdb.ControlKey(handler))
 	if err != nil {
 		return nil, fmt.Errorf("read the handler's pause: %w", err)
 	}

@@ -138,10 +138,10 @@ func (i *Inspector) Paused(ctx context.Context, handler string) ([]Pause, error)
 	}
 	var out []Pause
 	for _, h := range handlers {
-		if n, ok, err := rdb.GetPause(ctx, i.c, rdb.HandlerPauseKey(h)); err != nil {
+		if n, ok, err := rdb.GetPause(ctx, i.c, rdb.ControlKey(h)); err != nil {
 			return nil, err
 		} else if ok {
-			out = append(out, Pause{Handler: h, Mark: rdb.HandlerPauseKey(h), By: n.By, At: n.At})
+			out = append(out, Pause{Handler: h, Mark: rdb.ControlKey(h), By: n.By, At: n.At})
 		}
 		marks, err := rdb.PausedMarks(ctx, i.c, h, !i.readOnly)
 		if err != nil {

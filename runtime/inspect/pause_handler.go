@@ -9,7 +9,7 @@ import (
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
-// The pause of a whole handler: one mark (rdb.HandlerPauseKey) that every
+// The pause of a whole handler: one mark (rdb.ControlKey) that every
 // engine reads each discovery cycle, rather than a mark per partition.
 
 // PauseHandler pauses every partition of handler until ResumeHandler;
@@ -50,7 +50,7 @@ func (i *Inspector) pauseHandler(ctx context.Context, handler, by string, check 
 	if err := i.keyedHandler(ctx, handler); err != nil {
 		return Pause{}, fmt.Errorf("pause handler %s: %w", handler, err)
 	}
-	mark := rdb.HandlerPauseKey(handler)
+	mark := rdb.ControlKey(handler)
 	p := Pause{Handler: handler, Mark: mark}
 	if check {
 		n, ok, err := rdb.GetPause(ctx, i.c, mark)
@@ -71,7 +71,7 @@ func (i *Inspector) pauseHandler(ctx context.Context, handler, by string, check 
 }
 
 func (i *Inspector) resumeHandler(ctx context.Context, handler string, check bool) (Pause, error) {
-	mark := rdb.HandlerPauseKey(handler)
+	mark := rdb.ControlKey(handler)
 	if _, err := i.Handler(ctx, handler); err != nil {
 		// A handler removed while paused keeps its pause, which
 		// ResumeHandler still ends (else it would come back paused).

@@ -203,7 +203,7 @@ func TestResentOperatorCalls(t *testing.T) {
 				mark := rdb.MetaKey(rdb.LeaseKey(stream, "h"))
 				pause := func() (Pause, error) { return in.Pause(ctx, "h", stream, "alice") }
 				if all {
-					mark = rdb.HandlerPauseKey("h")
+					mark = rdb.ControlKey("h")
 					pause = func() (Pause, error) { return in.PauseHandler(ctx, "h", "alice") }
 				}
 				defer c.Del(ctx, mark)
@@ -237,7 +237,7 @@ func TestResentOperatorCalls(t *testing.T) {
 				mark := rdb.MetaKey(rdb.LeaseKey(stream, "h"))
 				resume := func() (Pause, error) { return in.Resume(ctx, "h", stream) }
 				if all {
-					mark = rdb.HandlerPauseKey("h")
+					mark = rdb.ControlKey("h")
 					resume = func() (Pause, error) { return in.ResumeHandler(ctx, "h") }
 				}
 				var err error

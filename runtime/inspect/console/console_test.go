@@ -263,7 +263,7 @@ func TestPagesReadOnly(t *testing.T) {
 	s.publish(&placed{Client: hostile, Seq: 2}) // wakes its owner (a raw XADD signals nothing)
 	s.waitHalted(2, "a and the hostile key halted")
 	// A fault an engine reports (its heartbeats write these).
-	if err := rdb.ReportFaults(s.ctx, s.c, "w9", []rdb.FaultReport{{Kind: "released", Handler: "orders", Stream: "shop:{zz}", Err: "NOPERM <u>no</u>", Since: time.Now()}}, time.Minute); err != nil {
+	if err := rdb.ReportFaults(s.ctx, s.c, "w9", map[string][]rdb.FaultReport{"orders": {{Kind: "released", Handler: "orders", Stream: "shop:{zz}", Err: "NOPERM <u>no</u>", Since: time.Now()}}}, nil, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	base := serve(t, s, Options{SampleInterval: 50 * time.Millisecond})
@@ -715,14 +715,14 @@ func TestHaltedPagePause(t *testing.T) {
 }
 
 // A pause whose mark was stored but not settled (the engines' admitted
-// confirmation age unreadable until the request's time ran out: the key
-// holds a string) is recorded in the audit stream, and the console shows
+// confirmation age unreadable until the request's time ran out: a record
+// is not one) is recorded in the audit stream, and the console shows
 // the error (seen before: it showed the error and recorded nothing).
 func TestUnsettledPauseIsAudited(t *testing.T) {
 	s := newScene(t, 1)
 	s.publish(&placed{Client: "a", Seq: 1})
 	eventually(t, 20*time.Second, "a applied", func() bool { return s.count("a") == 1 })
-	if err := s.c.Set(s.ctx, "seqby:__admitage__:orders", "not a sorted set", 0).Err(); err != nil {
+	if err := s.c.HSet(s.ctx, "seqby:__control__:orders", "admit:not-an-age|x", "99999999999999").Err(); err != nil {
 		t.Fatal(err)
 	}
 	alice := newClient(t, serve(t, s, Options{Write: true, Token: "s3cret", Timeout: time.Second}), "alice", "s3cret")

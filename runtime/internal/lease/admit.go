@@ -22,7 +22,7 @@ import (
 // So each engine keeps, per handler, an admitted age A, VerifyBound until
 // raised. A confirmation sent holding a slot is used only if it is at
 // most VerifyBound old, or at most the A that was stored in Redis
-// (rdb.StoreAdmitAge, seqby:__admitage__:handler) before it was sent,
+// (rdb.StoreAdmitAge, in the handler's control hash) before it was sent,
 // while that record lasts. One answered later raises A to twice its age,
 // at most LeaseTTL/2 (admitAgeCap), stores it and waits for Redis's
 // answer (in the strict mode also for ReplicaAcks replicas, as for every

@@ -19,11 +19,10 @@ func TestAdmitAgeComesDownOnceItsRecordEnded(t *testing.T) {
 	ls := newLeases(t, c, "d", time.Second, nil) // LeaseMargin 100ms
 	members := func() []string {
 		t.Helper()
-		ms, err := c.ZRange(ctx, rdb.AdmitAgeKey("h"), 0, -1).Result()
+		ms, _, err := rdb.AdmitAgeRecords(ctx, c, "h")
 		if err != nil {
 			t.Fatal(err)
 		}
-		slices.Sort(ms)
 		return ms
 	}
 	if err := ls.raiseAdmitAge(ctx, "h", 400*time.Millisecond); err != nil {

@@ -94,7 +94,7 @@ func (ps *Pauses) pauseReadLimit() time.Duration { return 2 * ps.cfg.DiscoveryIn
 func (ps *Pauses) Read(ctx context.Context, handler string) {
 	sent := time.Now()
 	// HMGET rather than HEXISTS: the documented engine ACL line grants it.
-	v, err := ps.cfg.Client.HMGet(ctx, rdb.HandlerPauseKey(handler), rdb.MetaPaused).Result()
+	v, err := ps.cfg.Client.HMGet(ctx, rdb.ControlKey(handler), rdb.MetaPaused).Result()
 	if err != nil {
 		ps.cfg.Log.Debug("seqby: reading the handler's pause failed", "handler", handler, "err", err)
 		ps.mu.Lock()

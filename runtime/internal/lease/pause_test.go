@@ -18,7 +18,7 @@ func TestPausesFollowReadsAndFailClosed(t *testing.T) {
 	if ps.Paused("h") != nil {
 		t.Fatal("paused before any pause was stored")
 	}
-	if err := c.HSet(ctx, rdb.HandlerPauseKey("h"), rdb.MetaPaused, "{}").Err(); err != nil {
+	if err := c.HSet(ctx, rdb.ControlKey("h"), rdb.MetaPaused, "{}").Err(); err != nil {
 		t.Fatal(err)
 	}
 	ps.Read(ctx, "h")
@@ -29,7 +29,7 @@ func TestPausesFollowReadsAndFailClosed(t *testing.T) {
 	if got := ps.Handlers(); len(got) != 1 || got[0] != "h" {
 		t.Errorf("Handlers = %v, want [h]", got)
 	}
-	c.Del(ctx, rdb.HandlerPauseKey("h"))
+	c.Del(ctx, rdb.ControlKey("h"))
 	ps.Read(ctx, "h")
 	if ps.Paused("h") != nil || hp.Context().Err() == nil {
 		t.Fatal("the pause lives on after a read found it gone")

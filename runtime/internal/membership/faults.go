@@ -121,29 +121,56 @@ func (in *Instance) Faults() []Fault {
 	return out
 }
 
+// MaxReportedFaults bounds the faults of one handler an instance reports
+// in Redis (Status().Faults has them all).
+const MaxReportedFaults = 100
+
 // ReportFaults keeps this instance's faults in Redis for operators (the
-// console's overview, inspect.Inspector.Faults): FaultsKey holds them as
-// JSON while there are any, expiring 2 × LeaseTTL after the last
-// heartbeat that wrote it (a killed instance's report ends so), and is
-// deleted by the first heartbeat that finds none. Heartbeat loop only.
+// console's overview, inspect.Inspector.Faults): each handler's control
+// hash holds this instance's faults of that handler as JSON while there
+// are any, expiring 2 × LeaseTTL after the last heartbeat that wrote them
+// (a killed instance's report ends so), deleted by the first heartbeat
+// that finds none. At most MaxReportedFaults of a handler go (the first,
+// by kind and stream): the record is rewritten at every heartbeat, and
+// written and pruned in a script that reads the control hash whole.
+// Heartbeat loop only.
 func (in *Instance) ReportFaults(ctx context.Context) {
 	fs := in.Faults()
-	if len(fs) == 0 && !in.faultsReported {
+	if len(fs) == 0 && len(in.faultsReported) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, in.cfg.HeartbeatInterval)
 	defer cancel()
-	reports := make([]rdb.FaultReport, len(fs))
-	for i, f := range fs {
-		reports[i] = rdb.FaultReport{Kind: f.Kind, Handler: f.Handler, Category: f.Category, Key: f.Key, Stream: f.Stream,
+	byHandler := map[string][]rdb.FaultReport{}
+	for _, f := range fs {
+		r := rdb.FaultReport{Kind: f.Kind, Handler: f.Handler, Category: f.Category, Key: f.Key, Stream: f.Stream,
 			Since: f.Since, Until: f.Until}
 		if f.Err != nil {
-			reports[i].Err = f.Err.Error()
+			r.Err = f.Err.Error()
+		}
+		if len(byHandler[f.Handler]) < MaxReportedFaults {
+			byHandler[f.Handler] = append(byHandler[f.Handler], r)
 		}
 	}
-	if err := rdb.ReportFaults(ctx, in.cfg.Client, in.cfg.Owner, reports, 2*in.cfg.LeaseTTL); err != nil {
+	var clear []string
+	for h := range in.faultsReported {
+		if byHandler[h] == nil {
+			clear = append(clear, h)
+		}
+	}
+	if err := rdb.ReportFaults(ctx, in.cfg.Client, in.cfg.Owner, byHandler, clear, 2*in.cfg.LeaseTTL); err != nil {
+		// Some records may be written: clear them once their faults end.
+		if in.faultsReported == nil {
+			in.faultsReported = map[string]bool{}
+		}
+		for h := range byHandler {
+			in.faultsReported[h] = true
+		}
 		in.cfg.Log.Debug("seqby: reporting faults failed", "err", err)
 		return
 	}
-	in.faultsReported = len(fs) > 0
+	in.faultsReported = map[string]bool{}
+	for h := range byHandler {
+		in.faultsReported[h] = true
+	}
 }

@@ -59,9 +59,10 @@ type Instance struct {
 	// workStruck: some partition was released for permanent errors since
 	// Run started, so acks must clear work strikes.
 	workStruck atomic.Bool
-	// faultsReported: the last report in Redis listed faults, so a
-	// heartbeat that finds none deletes it. Heartbeat loop only.
-	faultsReported bool
+	// faultsReported: the handlers whose faults the last report in Redis
+	// listed, so a heartbeat that finds none of one deletes its record.
+	// Heartbeat loop only.
+	faultsReported map[string]bool
 	// deployed is the builds Run recorded in the deploy records, to
 	// record them again; set by RegisterDeploy.
 	deployed []Build

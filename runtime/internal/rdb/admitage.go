@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,11 +16,11 @@ import (
 // holding a concurrency slot only while that confirmation is younger than
 // its admitted confirmation age, which it stores here before relying on
 // it (package lease, the gate); Pause reads the largest and waits that long
-// after storing its mark (inspect.Inspector.Pause). One sorted set per
-// handler, AdmitAgeKey, members "<age ms>|<incarnation>" scored by when
-// they end (Redis ms): only engines that raised their age above
-// Options.VerifyBound write there, a member counts until its end (AdmitAge
-// reads by Redis's clock), and the set ends with its last member.
+// after storing its mark (inspect.Inspector.Pause). The records are fields
+// of the handler's control hash (ControlKey), "admit:<age ms>|<incarnation>"
+// holding when they end (Redis ms): only engines that raised their age
+// above Options.VerifyBound write there, a record counts until its end
+// (AdmitAge reads by Redis's clock), and each store drops the ended ones.
 
 var (
 	scriptAdmitAge     = script("admit_age")
@@ -45,8 +46,8 @@ func StoreAdmitAge(ctx context.Context, c redis.UniversalClient, group, incarnat
 // strict replication mode), then waits up to timeout for that many
 // replicas of the key's primary to have the store (WAIT, on the
 // connection that stored it; on a Redis Cluster a connection to the
-// key's node, since the key has no hash tag and lives on a shard of its
-// own). Fewer is ErrAdmitAgeNotReplicated: a failover could lose the
+// control hash's node, since the key has no hash tag and lives on a shard
+// of its own). Fewer is ErrAdmitAgeNotReplicated: a failover could lose the
 // store, and with it the wait an operator's Pause owes the engine's
 // attempts, so the caller must not rely on the age. Safe to run twice, as
 // StoreAdmitAge: a connection that lost the reply is not used again, so
@@ -55,7 +56,7 @@ func StoreAdmitAge(ctx context.Context, c redis.UniversalClient, group, incarnat
 func StoreAdmitAgeAcked(ctx context.Context, c redis.UniversalClient, group, incarnation string, age, ttl time.Duration, replicas int, timeout time.Duration) error {
 	ms := (age + time.Millisecond - 1) / time.Millisecond
 	member := strconv.FormatInt(int64(ms), 10) + "|" + incarnation
-	key := AdmitAgeKey(group)
+	key := ControlKey(group)
 	if replicas <= 0 {
 		if err := scriptAdmitAge.Run(ctx, c, []string{key}, member, ttl.Milliseconds()).Err(); err != nil {
 			return fmt.Errorf("store the admitted confirmation age of %s (%s): %w", group, key, err)
@@ -103,9 +104,9 @@ func StoreAdmitAgeAcked(ctx context.Context, c redis.UniversalClient, group, inc
 // answered, and an engine relies on a store once the primary answered it.
 // Only reads: seqbyctl's ACL user may run it.
 func AdmitAge(ctx context.Context, c redis.UniversalClient, group string) (time.Duration, error) {
-	members, err := scriptAdmitAgeRead.Run(ctx, c, []string{AdmitAgeKey(group)}).StringSlice()
+	members, err := scriptAdmitAgeRead.Run(ctx, c, []string{ControlKey(group)}).StringSlice()
 	if err != nil {
-		return 0, fmt.Errorf("read the admitted confirmation ages of %s (%s): %w", group, AdmitAgeKey(group), err)
+		return 0, fmt.Errorf("read the admitted confirmation ages of %s (%s): %w", group, ControlKey(group), err)
 	}
 	var most time.Duration
 	for _, m := range members {
@@ -117,4 +118,23 @@ func AdmitAge(ctx context.Context, c redis.UniversalClient, group string) (time.
 		most = max(most, time.Duration(n)*time.Millisecond)
 	}
 	return most, nil
+}
+
+// AdmitAgeRecords returns every admitted confirmation age record of group
+// in its control hash, ended or not, "<age ms>|<incarnation>", sorted, with
+// when each ends (Redis ms): for tests and operators.
+func AdmitAgeRecords(ctx context.Context, c redis.UniversalClient, group string) (members []string, ends map[string]int64, err error) {
+	all, err := c.HGetAll(ctx, ControlKey(group)).Result()
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the admitted confirmation ages of %s (%s): %w", group, ControlKey(group), err)
+	}
+	ends = map[string]int64{}
+	for f, v := range all {
+		if m, ok := strings.CutPrefix(f, "admit:"); ok {
+			members = append(members, m)
+			ends[m], _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	slices.Sort(members)
+	return members, ends, nil
 }

@@ -15,17 +15,16 @@ var scriptAudit = script("audit")
 // entry's id. The trim is approximate (MAXLEN ~) so it costs nothing
 // until a whole stream node can go.
 //
-// op names the action (NewOp; the caller puts it in fields too, so a
-// reader can tell the actions apart): an append with an op appended
-// within OpTTL appends nothing and returns that entry's id, so an append
-// Redis ran twice (its reply lost, then resent) records the action once
-// (audit.lua, the op kept at AuditOpKey).
+// op names the action (NewOp), written as the entry's field op: an
+// append whose op an entry of the last OpTTL holds appends nothing and
+// returns that entry's id, so an append Redis ran twice (its reply lost,
+// then resent) records the action once (audit.lua).
 func AppendAudit(ctx context.Context, c redis.UniversalClient, op string, fields []any) (string, error) {
 	if op == "" {
 		return "", errors.New("append to the audit stream: no op")
 	}
-	args := append([]any{AuditMaxLen, OpTTL.Milliseconds()}, fields...)
-	id, err := scriptAudit.Run(ctx, c, []string{AuditKey, AuditOpKey(op)}, args...).Text()
+	args := append([]any{AuditMaxLen, op, OpTTL.Milliseconds()}, fields...)
+	id, err := scriptAudit.Run(ctx, c, []string{AuditKey}, args...).Text()
 	if err != nil {
 		return "", fmt.Errorf("append to the audit stream %s: %w", AuditKey, err)
 	}

@@ -2,7 +2,9 @@ package rdb
 
 import (
 	"os"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -96,5 +98,88 @@ func TestDeployLayouts(t *testing.T) {
 	_, conflict, err := RecordDeploy(ctx, c, "h2", "new", "keyed", "b1", `{"incarnation":"new~1"}`, nil, nil)
 	if err != nil || conflict == nil || conflict.Owner != "old" || conflict.Kind != "keyed" || conflict.Layout != 1 {
 		t.Fatalf("beside a record of layout 1: %+v, %v", conflict, err)
+	}
+}
+
+// An instance's owned count lives in its handler's control hash until
+// its expiry: read while it lasts, not after, dropped by the next record
+// of any instance, and the same when written twice.
+func TestOwnedRecords(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	if err := LoadScripts(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // run twice: a resend writes the same record
+		if err := AnnounceAll(ctx, c, []string{"h"}, []int{3}, "a", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := AnnounceAll(ctx, c, []string{"h"}, []int{4}, "b", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	sum, complete, err := OwnedByOthers(ctx, c, "h", "self", map[string]bool{"a": true, "b": true, "self": true})
+	if err != nil || !complete || sum != 7 {
+		t.Fatalf("OwnedByOthers = %d, %v, %v; want 7, complete", sum, complete, err)
+	}
+	// a's record expired (its engine killed): not counted, and dropped by
+	// b's next heartbeat.
+	c.HSet(ctx, ControlKey("h"), "owned:a", "1 3")
+	if _, complete, _ := OwnedByOthers(ctx, c, "h", "self", map[string]bool{"a": true, "b": true}); complete {
+		t.Fatal("an expired record counted")
+	}
+	rec, err := OwnedRecorded(ctx, c, "h", []string{"a", "b"})
+	if err != nil || rec["a"] || !rec["b"] {
+		t.Fatalf("OwnedRecorded = %v, %v; want b only", rec, err)
+	}
+	if err := AnnounceAll(ctx, c, []string{"h"}, []int{4}, "b", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if c.HExists(ctx, ControlKey("h"), "owned:a").Val() {
+		t.Fatal("the expired record was not dropped")
+	}
+	// An earlier release's count (its own key) still says the instance lives.
+	c.Set(ctx, legacyOwnedKey("h", "old"), "2", time.Minute)
+	if rec, _ := OwnedRecorded(ctx, c, "h", []string{"old"}); !rec["old"] {
+		t.Fatal("an earlier release's owned count not read")
+	}
+}
+
+// An instance's faults live in each handler's control hash while it has
+// some: read back per owner, cleared per handler, an expired record
+// ignored, and an earlier release's report (its own key) read too.
+func TestFaultRecords(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	f := func(h, key string) FaultReport {
+		return FaultReport{Kind: "unowned", Handler: h, Category: "o", Key: key, Stream: PartitionStream("o", key), Since: time.Now().UTC().Truncate(time.Second)}
+	}
+	by := map[string][]FaultReport{"h1": {f("h1", "a"), f("h1", "b")}, "h2": {f("h2", "c")}}
+	for range 2 { // run twice: the same records
+		if err := ReportFaults(ctx, c, "w1", by, nil, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := func() []string {
+		fs, err := Faults(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, f := range fs {
+			out = append(out, f.Owner+" "+f.Handler+" "+f.Key)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := keys(); !slices.Equal(got, []string{"w1 h1 a", "w1 h1 b", "w1 h2 c"}) {
+		t.Fatalf("Faults = %v", got)
+	}
+	// h2's faults went: its record goes; w2's expired record counts not.
+	if err := ReportFaults(ctx, c, "w1", map[string][]FaultReport{"h1": by["h1"]}, []string{"h2"}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	c.HSet(ctx, ControlKey("h1"), "faults:w2", `1 [{"kind":"unowned","handler":"h1","key":"z"}]`)
+	c.Set(ctx, legacyFaultsKey("old"), `[{"kind":"released","handler":"h9","key":"y"}]`, time.Minute)
+	if got := keys(); !slices.Equal(got, []string{"old h9 y", "w1 h1 a", "w1 h1 b"}) {
+		t.Fatalf("Faults after clearing h2 = %v", got)
 	}
 }

@@ -33,17 +33,12 @@
 //	{value}:__pmstate__:pm               hash        pm state: version, data (JSON), applied:<stream> (last entry included), saved_by (the last save's nonce), and the fields of its lease's control hash (gen, halt, attempt, resolved, paused, resumed); kept (the reaper blanks its applied marks of reaped lanes and drops gen)
 //	seqby:__members__:handler            sorted set  live instances, score = last announcement (Redis ms)
 //	seqby:__owner__:owner                string      the incarnation of the live engine with OwnerID owner (TTL LeaseTTL)
-//	seqby:__owned__:handler:owner        string      partitions owner held at its last heartbeat (expires with its membership)
-//	seqby:__admitage__:handler           sorted set  admitted confirmation ages of the handler's engines raised above VerifyBound: "<ms>|<incarnation>", score = its end (Redis ms, LeaseTTL after its last store); Pause waits the largest not ended
-//	seqby:__barrier__                    string      the strict mode's replica barrier on one primary, written before each WAIT; expires a minute after the last
-//	seqby:__barrier__:{tag}:nonce        string      the same on a cluster, a fresh key per barrier and slot (tag hashes to it), deleted after the WAIT, else expiring a minute after
+//	seqby:__barrier__:{tag}:nonce        string      the strict mode's replica barrier: a fresh key per barrier (on a cluster, per slot: tag hashes to it), written before each WAIT, deleted after it, else expiring a minute after
 //	seqby:__wake__:incarnation           stream      an engine incarnation's wake-ups: fields c = category, k = partition key (capped; made at Run, TTL 10 min renewed by its heartbeats)
-//	seqby:__faults__:owner               string      the faults an engine instance reports (JSON), TTL 2 × LeaseTTL renewed by its heartbeats
 //	seqby:__deploy__:handler             hash        deploy records: owner id -> kind, build, routes, deploy time (rolling deploys)
 //	seqby:__marks__:handler              set         the control hashes of the handler's halted and paused partitions (and pm values), for operators; a member with neither is dropped by the listing
-//	seqby:__control__:handler            hash        the handler's control hash: paused (JSON: who, when) while an operator pauses the whole handler, resumed ("<expiry ms> <op> <note>") after a resume; no TTL: DEL it with the handler
-//	seqby:__audit__                      stream      operator actions that changed something (who, when, what), capped at about 10,000
-//	{seqby:__audit__}:__op__:op          string      the audit entry of operator action op (its nonce), so a resent append records it once (TTL 10 min)
+//	seqby:__control__:handler            hash        the handler's control hash: paused (JSON: who, when) while an operator pauses the whole handler, resumed ("<expiry ms> <op> <note>") after a resume, owned:<owner> ("<expiry ms> <count>": partitions owner held at its last heartbeat, dropped by a heartbeat once expired), admit:<age ms>|<incarnation> (when it ends, Redis ms: an admitted confirmation age raised above VerifyBound, which Pause waits out; each store drops the ended ones); faults:<owner> ("<expiry ms> <JSON>": the faults the instance reports of the handler, while it has any, 2 × LeaseTTL after its last heartbeat); no TTL: DEL it with the handler
+//	seqby:__audit__                      stream      operator actions that changed something (who, when, what, op: a resent append finds its op there), capped at about 10,000
 //
 // A partition's keys are tagged with its key, so a key's streams in every
 // category, their lanes, lease, counter and halt record share a slot, and a
@@ -98,7 +93,7 @@
 //	admit_age.lua          adds the same member again, its end no earlier: the age read is the same
 //	admit_age_read.lua     reads only
 //	append_once.lua        the second run finds the message id and appends nothing
-//	audit.lua              keeps the action's op with the entry id for 10 minutes: the second run appends nothing and answers that id
+//	audit.lua              writes the action's op in its entry: the second run finds it among the entries of the last 10 minutes, appends nothing and answers that id
 //	begin_attempt.lua      sets the same attempt mark again, its expiry the lease's
 //	check_head.lua         reads only
 //	clear_halt.lua         deletes only the record it was given; a second run finds nothing and the listing drops the index member
@@ -113,6 +108,7 @@
 //	member.lua             the same member with a fresh score
 //	migrate_field.lua      moves an old key's value into a field it keeps if there (HSETNX) and deletes the old key: the second run finds it gone
 //	name.lua                names the owner where the name differs, under the fence: a second run writes nothing and replies the same
+//	owned_read.lua         reads only
 //	owner_claim.lua        the same incarnation may claim again
 //	owner_state.lua        reads only
 //	read.lua               the second run's pending pass hands back what the first delivered, one entry at a time
@@ -120,6 +116,7 @@
 //	reap.lua               the second run finds the partition gone and answers as the first
 //	reap_categories.lua    announces the same categories again: only their scores move, and the list is the same
 //	reclaim.lua            claims the same entries again (JUSTID: no delivery counted)
+//	record.lua             the same record with a later expiry, or the same delete
 //	record_halt.lua        writes the same record again under the same fence
 //	register_group.lua     HSETNX: the second run reads the start the first stored
 //	release.lua            the second run is fenced (the lease is gone) and the caller ignores it

@@ -146,7 +146,7 @@ func MetaKey(leaseKey string) string {
 	return "{" + leaseKey + "}:__meta__"
 }
 
-// The fields of a control hash (MetaKey; a handler's HandlerPauseKey has
+// The fields of a control hash (MetaKey; a handler's ControlKey has
 // the last two).
 const (
 	// MetaGen is the lease's last generation: a fresh lease takes
@@ -190,12 +190,18 @@ const (
 // removed by the listing.
 func MarksKey(group string) string { return "seqby:__marks__:" + group }
 
-// HandlerPauseKey is the control hash of a whole handler (every key):
-// while its MetaPaused field exists, engines start no attempt of the
-// handler from their next discovery on; MetaResumed as in a partition's
-// (MetaKey): "seqby:__control__:group", no expiry. (The earlier layout's
-// string seqby:__pause__:group is moved here at Run: MigrateLayout.)
-func HandlerPauseKey(group string) string { return "seqby:__control__:" + group }
+// ControlKey is the control hash of a whole handler:
+// "seqby:__control__:group", no expiry. While its MetaPaused field
+// exists, engines start no attempt of the handler (any key) from their
+// next discovery on; MetaResumed as in a partition's (MetaKey); and each
+// live instance's owned count, the field "owned:<owner>" holding
+// "<expiry ms> <count>" (record.lua), which the unowned check sums before
+// it looks at any partition; each instance's faults of the handler,
+// "faults:<owner>" holding "<expiry ms> <JSON>" while it has any; and the admitted confirmation ages raised
+// above Options.VerifyBound, "admit:<age ms>|<incarnation>" holding when
+// each ends (admit_age.lua), which Pause waits out. (The earlier layout's string
+// seqby:__pause__:group is moved here at Run: MigrateLayout.)
+func ControlKey(group string) string { return "seqby:__control__:" + group }
 
 // OwnerKey holds the incarnation of the live engine instance running with
 // an OwnerID: "seqby:__owner__:<owner id>", taken at Run with the lease
@@ -207,16 +213,6 @@ func OwnerKey(ownerID string) string { return "seqby:__owner__:" + ownerID }
 // MembersKey is the sorted set of live engine instances consuming for
 // group, scored by their last heartbeat (Redis time, ms).
 func MembersKey(group string) string { return "seqby:__members__:" + group }
-
-// OwnedKey is how many of group's partitions owner held at its last
-// heartbeat, expiring with its membership: "seqby:__owned__:group:owner".
-// The check for unowned partitions sums them before it looks at any
-// partition.
-func OwnedKey(group, owner string) string { return "seqby:__owned__:" + group + ":" + owner }
-
-// AdmitAgeKey is the sorted set of the admitted confirmation ages of
-// group's engines (package lease): "seqby:__admitage__:group".
-func AdmitAgeKey(group string) string { return "seqby:__admitage__:" + group }
 
 // A process manager's keys are per (pm, correlation value), never per
 // stream: one lease covers the value's streams in every category the pm
@@ -264,15 +260,10 @@ const DefaultBackfillSuffix = "backfill"
 // AuditKey is the stream of operator actions (skip, DLQ move, replay,
 // drop, pause, resume) that changed something: fields who, when, command,
 // handler, partition, stream, entry_id, result, op (the action's nonce,
-// AuditOpKey). It is capped at about AuditMaxLen entries (XADD MAXLEN ~),
+// by which a resent append finds its entry: AppendAudit). It is capped at about AuditMaxLen entries (XADD MAXLEN ~),
 // so it has a documented end; in its own slot.
 const AuditKey = "seqby:__audit__"
 
 // AuditMaxLen is about how many entries AuditKey keeps: the oldest go
 // first.
 const AuditMaxLen = 10000
-
-// AuditOpKey remembers, for OpTTL, that the operator action op was
-// appended to AuditKey, with the entry's id: "{seqby:__audit__}:__op__:op",
-// tagged with the audit stream's name so it shares its slot (audit.lua).
-func AuditOpKey(op string) string { return "{" + AuditKey + "}:__op__:" + op }

@@ -36,17 +36,12 @@ func layout() []string {
 		StateKey("pm", "value"),
 		MembersKey("handler"),
 		OwnerKey("owner"),
-		OwnedKey("handler", "owner"),
-		AdmitAgeKey("handler"),
-		BarrierKey,
 		taggedBarrierKey("tag") + ":nonce",
 		OwnerSignalKey("incarnation"),
-		FaultsKey("owner"),
 		DeployKey("handler"),
 		MarksKey("handler"),
-		HandlerPauseKey("handler"),
+		ControlKey("handler"),
 		AuditKey,
-		AuditOpKey("op"),
 	}
 }
 

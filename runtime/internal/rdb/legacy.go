@@ -4,7 +4,8 @@ package rdb
 // this one no longer writes. MigrateLayout moves the halts and pauses
 // they hold into the layout-2 keys, a lease's first acquire takes over
 // its generation counter (LeaseRef.Legacy), reap.lua deletes a reaped
-// partition's, and the rest (attempt marks, notes) end with their TTLs.
+// partition's, OwnedRecorded and Faults read an earlier instance's owned count and faults,
+// and the rest (attempt marks, notes, owned counts) end with their TTLs.
 // They are kept here, and nowhere else, for that. Their formats, as the earlier
 // release wrote them:
 //
@@ -21,6 +22,9 @@ package rdb
 //	seqby:__pause__:handler                             string  a handler's pause note (JSON), no TTL
 //	{seqby:__pause__:handler}:__resumed__               string  "<op> <note>" (10 min TTL)
 //	{seqby:__maintenance__}:__gen__                     string  the maintenance leader's generation
+//	seqby:__owned__:handler:owner                       string  an instance's owned count (TTL: its membership's)
+//	seqby:__admitage__:handler                          zset    admitted confirmation ages (expires with its last)
+//	seqby:__faults__:owner                              string  an instance's faults (JSON, TTL 2 × LeaseTTL)
 
 func legacyGenerationKey(stream, group string) string { return SubStream(stream, "__gen__:"+group) }
 func legacyHaltKey(stream, group string) string       { return SubStream(stream, "__halt__:"+group) }
@@ -31,6 +35,10 @@ func legacyPMHaltKey(pm, correlation string) string { return "{" + correlation +
 func legacyPauseKey(leaseKey string) string         { return leaseKey + ":__paused__" }
 func legacyHaltedKey(group string) string           { return "seqby:__halted__:" + group }
 func legacyPausedKey(group string) string           { return "seqby:__paused__:" + group }
-func legacyHandlerPauseKey(group string) string     { return "seqby:__pause__:" + group }
+func legacyControlKey(group string) string          { return "seqby:__pause__:" + group }
+
+func legacyOwnedKey(group, owner string) string { return "seqby:__owned__:" + group + ":" + owner }
+
+func legacyFaultsKey(owner string) string { return "seqby:__faults__:" + owner }
 
 const legacyMaintenanceGeneration = "{seqby:__maintenance__}:__gen__"

@@ -21,14 +21,14 @@ func Announce(ctx context.Context, c redis.UniversalClient, group, owner string,
 
 // AnnounceAll joins owner to every group's member set in one pipeline,
 // and records how many of each group's partitions owner holds (owned[i]
-// for groups[i]) for ttl (OwnedKey). A pipeline has no EVAL fallback: an
-// IsNoScript error means the server lost its script cache; LoadScripts,
-// then announce again.
+// for groups[i]) for ttl, in the group's control hash (record.lua). A
+// pipeline has no EVAL fallback: an IsNoScript error means the server
+// lost its script cache; LoadScripts, then announce again.
 func AnnounceAll(ctx context.Context, c redis.UniversalClient, groups []string, owned []int, owner string, ttl time.Duration) error {
 	pipe := c.Pipeline()
 	for i, g := range groups {
 		scriptMember.EvalSha(ctx, pipe, []string{MembersKey(g)}, owner, ttl.Milliseconds(), "1")
-		pipe.Set(ctx, OwnedKey(g, owner), owned[i], ttl)
+		scriptRecord.EvalSha(ctx, pipe, []string{ControlKey(g)}, "owned:"+owner, owned[i], ttl.Milliseconds())
 	}
 	_, err := pipe.Exec(ctx)
 	return err
@@ -39,29 +39,51 @@ func AnnounceAll(ctx context.Context, c redis.UniversalClient, groups []string, 
 // record (it stopped announcing, or runs a version that does not record):
 // the sum then says nothing.
 func OwnedByOthers(ctx context.Context, c redis.UniversalClient, group, self string, owners map[string]bool) (sum int64, complete bool, err error) {
-	pipe := c.Pipeline()
-	var cmds []*redis.StringCmd
+	var others []string
 	for o := range owners {
 		if o != self {
-			cmds = append(cmds, pipe.Get(ctx, OwnedKey(group, o)))
+			others = append(others, o)
 		}
 	}
-	if len(cmds) == 0 {
-		return 0, true, nil
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return 0, false, fmt.Errorf("read owned counts of %s: %w", group, err)
+	counts, err := ownedCounts(ctx, c, group, others)
+	if err != nil {
+		return 0, false, err
 	}
 	complete = true
-	for _, cmd := range cmds {
-		n, err := cmd.Int64()
-		if err != nil {
+	for _, o := range others {
+		n, ok := counts[o]
+		if !ok {
 			complete = false
 			continue
 		}
 		sum += n
 	}
 	return sum, complete, nil
+}
+
+// ownedCounts reads the unexpired owned counts of owners in group's
+// control hash (owned_read.lua): an owner without one is missing.
+func ownedCounts(ctx context.Context, c redis.UniversalClient, group string, owners []string) (map[string]int64, error) {
+	out := make(map[string]int64, len(owners))
+	if len(owners) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(owners))
+	for i, o := range owners {
+		args[i] = o
+	}
+	res, err := scriptOwnedRead.Run(ctx, c, []string{ControlKey(group)}, args...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("read owned counts of %s: %w", group, err)
+	}
+	for i, v := range res {
+		if s, ok := v.(string); ok && i < len(owners) {
+			if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+				out[owners[i]] = n
+			}
+		}
+	}
+	return out, nil
 }
 
 func joinFlag(join bool) string {
@@ -258,23 +280,27 @@ func Incarnations(ctx context.Context, c redis.UniversalClient, owners []string)
 	return getAll(ctx, c, owners, OwnerKey)
 }
 
-// OwnedRecorded reports, for each owner, whether it has an owned count for
-// group (OwnedKey): keyed handlers and sequential pms write one with every
-// heartbeat, unkeyed handlers never.
+// OwnedRecorded reports, for each owner, whether it has an unexpired
+// owned count for group (AnnounceAll): keyed handlers and sequential pms
+// write one with every heartbeat, unkeyed handlers never. An earlier
+// release's count (its own key, expiring) counts too.
 func OwnedRecorded(ctx context.Context, c redis.UniversalClient, group string, owners []string) (map[string]bool, error) {
-	vals, err := getAll(ctx, c, owners, func(o string) string { return OwnedKey(group, o) })
+	counts, err := ownedCounts(ctx, c, group, owners)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]bool, len(vals))
-	for o, v := range vals {
-		out[o] = v != ""
+	old, err := getAll(ctx, c, owners, func(o string) string { return legacyOwnedKey(group, o) })
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(owners))
+	for _, o := range owners {
+		_, out[o] = counts[o]
+		out[o] = out[o] || old[o] != ""
 	}
 	return out, nil
 }
 
-// getAll reads key(o) for every owner in one pipeline ("" for a missing
-// key).
 func getAll(ctx context.Context, c redis.UniversalClient, owners []string, key func(string) string) (map[string]string, error) {
 	out := make(map[string]string, len(owners))
 	if len(owners) == 0 {

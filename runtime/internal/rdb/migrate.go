@@ -15,7 +15,7 @@ var scriptMigrateField = script("migrate_field")
 // kept of groups into this layout's keys: the halt records and pause
 // marks its indexes list (seqby:__halted__:group, seqby:__paused__:group)
 // into the fields halt and paused of their control hashes, listed in
-// MarksKey, and a handler's pause into its HandlerPauseKey. Run calls it
+// MarksKey, and a handler's pause into its ControlKey. Run calls it
 // once it knows no engine of the earlier layout runs the groups
 // (ErrUpgrade). It is idempotent and safe beside another engine running
 // it: each record moves in one script that keeps a field already there,
@@ -110,11 +110,11 @@ func migrateIndex(ctx context.Context, c redis.UniversalClient, group, index, fi
 }
 
 // migrateHandlerPause moves group's handler pause of the earlier layout
-// (a string of its own slot) into the field paused of HandlerPauseKey:
+// (a string of its own slot) into the field paused of ControlKey:
 // stored first (HSETNX keeps a pause of this layout), then the old one
 // deleted if unchanged.
 func migrateHandlerPause(ctx context.Context, c redis.UniversalClient, group string) error {
-	old := legacyHandlerPauseKey(group)
+	old := legacyControlKey(group)
 	v, err := c.Get(ctx, old).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil
@@ -122,7 +122,7 @@ func migrateHandlerPause(ctx context.Context, c redis.UniversalClient, group str
 	if err != nil {
 		return fmt.Errorf("migrate the key layout: read %s: %w", old, err)
 	}
-	if err := c.HSetNX(ctx, HandlerPauseKey(group), MetaPaused, v).Err(); err != nil {
+	if err := c.HSetNX(ctx, ControlKey(group), MetaPaused, v).Err(); err != nil {
 		return fmt.Errorf("migrate the key layout: move %s: %w", old, err)
 	}
 	if err := scriptMigrateField.Run(ctx, c, []string{old}, MetaPaused, v).Err(); err != nil {

@@ -24,7 +24,7 @@ func TestMigrateLayout(t *testing.T) {
 		legacyPauseKey(lease):            `{"by":"alice"}`,
 		legacyPauseKey(pm):               `{"by":"bob"}`,
 		legacyHaltKey(stream2, "h"):      `{"old":true}`,
-		legacyHandlerPauseKey("h"):       `{"by":"carol"}`,
+		legacyControlKey("h"):            `{"by":"carol"}`,
 		legacyGenerationKey(stream, "h"): "7",
 		legacyMaintenanceGeneration:      "9",
 	}
@@ -47,7 +47,7 @@ func TestMigrateLayout(t *testing.T) {
 			{MetaKey(lease), MetaPaused, old[legacyPauseKey(lease)]},
 			{StateKey("h", "v"), MetaPaused, old[legacyPauseKey(pm)]},
 			{MetaKey(lease2), MetaHalt, `{"new":true}`},
-			{HandlerPauseKey("h"), MetaPaused, old[legacyHandlerPauseKey("h")]},
+			{ControlKey("h"), MetaPaused, old[legacyControlKey("h")]},
 		} {
 			if got := c.HGet(ctx, f.key, f.field).Val(); got != f.want {
 				t.Errorf("run %d: %s %s = %q, want %q", run, f.key, f.field, got, f.want)
@@ -58,7 +58,7 @@ func TestMigrateLayout(t *testing.T) {
 			t.Errorf("run %d: listed %v, want the three control hashes", run, marks)
 		}
 		gone := []string{legacyHaltKey(stream, "h"), legacyPMHaltKey("h", "v"), legacyPauseKey(lease), legacyPauseKey(pm),
-			legacyHaltKey(stream2, "h"), legacyHandlerPauseKey("h"), legacyHaltedKey("h"), legacyPausedKey("h")}
+			legacyHaltKey(stream2, "h"), legacyControlKey("h"), legacyHaltedKey("h"), legacyPausedKey("h")}
 		if n := c.Exists(ctx, gone...).Val(); n != 0 {
 			t.Errorf("run %d: %d of the earlier layout's keys left", run, n)
 		}

@@ -47,8 +47,20 @@ func TestAudit(t *testing.T) {
 	if again, err := AppendAudit(ctx, c, op, []any{"who", "once"}); err != nil || again != first || c.XLen(ctx, AuditKey).Val() != 4 {
 		t.Fatalf("the op appended again: %q, %v, %d entries; want %q, 4 entries", again, err, c.XLen(ctx, AuditKey).Val(), first)
 	}
-	if ttl := c.PTTL(ctx, AuditOpKey(op)).Val(); ttl <= 0 || ttl > OpTTL {
-		t.Fatalf("the op's key lives %v, want at most %v", ttl, OpTTL)
+	// Other actions in between: still found, and only its own entry.
+	for range 50 {
+		if _, err := AppendAudit(ctx, c, NewOp(), []any{"who", "other"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if again, err := AppendAudit(ctx, c, op, []any{"who", "once"}); err != nil || again != first || c.XLen(ctx, AuditKey).Val() != 54 {
+		t.Fatalf("the op appended again after others: %q, %v, %d entries; want %q, 54 entries", again, err, c.XLen(ctx, AuditKey).Val(), first)
+	}
+	if e := c.XRange(ctx, AuditKey, first, first).Val(); len(e) != 1 || e[0].Values["op"] != op {
+		t.Fatalf("the entry %s holds %v, want its op %s", first, e, op)
+	}
+	if n := c.Keys(ctx, "*__op__*").Val(); len(n) != 0 {
+		t.Fatalf("keys %v beside the audit stream, want none", n)
 	}
 	// The cap: MAXLEN ~ trims whole nodes, so the length stays within a
 	// node (100 entries by default) of it.

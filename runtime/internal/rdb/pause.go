@@ -11,7 +11,7 @@ import (
 )
 
 // PauseNote is what a pause (the field MetaPaused of a partition's control
-// hash, MetaKey, or of a handler's, HandlerPauseKey) holds, as JSON.
+// hash, MetaKey, or of a handler's, ControlKey) holds, as JSON.
 type PauseNote struct {
 	By        string    `json:"by"`                  // the operator, as given
 	At        time.Time `json:"at"`                  // when it was paused
@@ -19,7 +19,7 @@ type PauseNote struct {
 }
 
 // SetPause stores note in the control hash mark (a partition lease's
-// MetaKey or a HandlerPauseKey) unless a pause is there already, and lists
+// MetaKey or a ControlKey) unless a pause is there already, and lists
 // a partition's hash in its handler's MarksKey set (listed first, so a
 // listing never misses a stored pause). It returns the note in force:
 // note when it was stored (set true), the earlier one otherwise.
@@ -147,7 +147,7 @@ func PausedMarks(ctx context.Context, c redis.UniversalClient, group string, tid
 func PausedHandlers(ctx context.Context, c redis.UniversalClient) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
-	for _, prefix := range []string{MarksKey(""), HandlerPauseKey("")} {
+	for _, prefix := range []string{MarksKey(""), ControlKey("")} {
 		keys, err := scanKeys(ctx, c, prefix+"*", "")
 		if err != nil {
 			return nil, fmt.Errorf("find paused handlers: %w", err)

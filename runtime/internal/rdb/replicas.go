@@ -15,28 +15,30 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// BarrierKey is the key a replica barrier writes: a write is what makes
-// WAIT count from the barrier (WAIT waits for the connection's last
-// write), and replication is one ordered stream, so replicas that have it
-// have every write the primary made before it. It expires a minute after
-// the last barrier.
+// BarrierKey is the prefix of the keys a replica barrier writes: a write
+// is what makes WAIT count from the barrier (WAIT waits for the
+// connection's last write), and replication is one ordered stream, so
+// replicas that have it have every write the primary made before it.
+// Each barrier writes fresh keys, "seqby:__barrier__:{tag}:<nonce>"
+// (SlotBarrierKey), deleted after its WAIT and expiring barrierTTL after,
+// if the delete is lost.
 const BarrierKey = "seqby:__barrier__"
 
-// barrierTTL is BarrierKey's lifetime after the last barrier.
+// barrierTTL is how long a barrier key outlives a lost delete.
 const barrierTTL = time.Minute
 
 // ErrNotPrimary is a barrier's or a check's answer from a server that is
 // not a primary.
 var ErrNotPrimary = errors.New("the server is not a primary")
 
-// Barrier writes BarrierKey, waits up to timeout for n replicas to
+// Barrier writes a fresh barrier key, waits up to timeout for n replicas to
 // acknowledge it (WAIT) and reads the primary's replication id, all on one
 // connection: acks is how many replicas have every write the primary made
 // before the barrier, and replid names that primary (a replica promoted by
 // a failover starts a new one). A server that is not a primary refuses the
 // write (READONLY).
 func Barrier(ctx context.Context, c redis.UniversalClient, n int, timeout time.Duration) (acks int, replid string, err error) {
-	acks, replid, refused, err := barrier(ctx, c, []string{BarrierKey}, n, timeout, false)
+	acks, replid, refused, err := barrier(ctx, c, []string{SlotBarrierKey(0) + ":" + newNonce()}, n, timeout)
 	if err == nil && refused[0] != nil {
 		err = refused[0]
 	}
@@ -56,19 +58,26 @@ func Barrier(ctx context.Context, c redis.UniversalClient, n int, timeout time.D
 // (ASK) to the new node; a key that exists nowhere is refused (ASK) by
 // the old node.
 func BarrierSlots(ctx context.Context, node *redis.Client, slots []int, n int, timeout time.Duration) (acks int, replid string, refused []error, err error) {
-	nonce := make([]byte, 8)
-	rand.Read(nonce)
+	nonce := newNonce()
 	keys := make([]string, len(slots))
 	for i, s := range slots {
-		keys[i] = SlotBarrierKey(s) + ":" + hex.EncodeToString(nonce)
+		keys[i] = SlotBarrierKey(s) + ":" + nonce
 	}
-	return barrier(ctx, node, keys, n, timeout, true)
+	return barrier(ctx, node, keys, n, timeout)
+}
+
+// newNonce is a barrier key's random suffix, so no two barriers share a
+// key (one left on an old node by a migrating slot is never confirmed).
+func newNonce() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // barrier writes keys, then WAITs and reads INFO replication, in one
 // pipeline (one connection): a write refused does not stop the others.
-// With del, the keys are deleted after (they expire anyway).
-func barrier(ctx context.Context, c redis.UniversalClient, keys []string, n int, timeout time.Duration, del bool) (int, string, []error, error) {
+// The keys are deleted after (they expire anyway).
+func barrier(ctx context.Context, c redis.UniversalClient, keys []string, n int, timeout time.Duration) (int, string, []error, error) {
 	var wait *redis.Cmd
 	var info *redis.StringCmd
 	sets := make([]*redis.StatusCmd, len(keys))
@@ -81,10 +90,8 @@ func barrier(ctx context.Context, c redis.UniversalClient, keys []string, n int,
 		// (Pipeliner has no Wait method.)
 		wait = p.Do(ctx, "WAIT", n, timeout.Milliseconds())
 		info = p.Info(ctx, "replication")
-		if del {
-			for _, k := range keys {
-				p.Del(ctx, k)
-			}
+		for _, k := range keys {
+			p.Del(ctx, k)
 		}
 		return nil
 	})

@@ -99,8 +99,8 @@ func TestStoreAdmitAgeRunTwice(t *testing.T) {
 	if a, err := AdmitAge(ctx, c, "h"); err != nil || a != 80*time.Millisecond {
 		t.Fatalf("AdmitAge: %v, %v; want 80ms", a, err)
 	}
-	if ms, err := c.ZRangeWithScores(ctx, AdmitAgeKey("h"), 0, -1).Result(); err != nil || len(ms) != 1 || ms[0].Member != "80|o~1" {
-		t.Fatalf("the set holds %v (%v); want the one member 80|o~1", ms, err)
+	if ms, _, err := AdmitAgeRecords(ctx, c, "h"); err != nil || len(ms) != 1 || ms[0] != "80|o~1" {
+		t.Fatalf("the records are %v (%v); want the one 80|o~1", ms, err)
 	}
 }
 
@@ -189,4 +189,28 @@ func TestPublishAfterScriptFlush(t *testing.T) {
 			t.Fatalf("the stream holds %d entries (%v), want 3, each once", len(xs), err)
 		}
 	})
+}
+
+// A fault report, an owned count and an audit append whose replies were
+// lost (Redis ran them, go-redis resent them) leave what one run leaves:
+// one record each, one audit entry.
+func TestRecordsRunTwice(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	lc, l := lossy(t, c, "record")
+	fs := map[string][]FaultReport{"h": {{Kind: "unowned", Handler: "h", Key: "a"}}}
+	if err := ReportFaults(ctx, lc, "w1", fs, nil, time.Minute); err != nil || l.Lost() != 1 {
+		t.Fatalf("a fault report whose reply was lost (lost %d): %v", l.Lost(), err)
+	}
+	got, err := Faults(ctx, c)
+	if err != nil || len(got) != 1 || got[0].Owner != "w1" || got[0].Key != "a" {
+		t.Fatalf("Faults = %+v, %v; want w1's one fault", got, err)
+	}
+	lc, l = lossy(t, c, "audit")
+	id, err := AppendAudit(ctx, lc, NewOp(), []any{"who", "alice"})
+	if err != nil || l.Lost() != 1 {
+		t.Fatalf("an audit append whose reply was lost (lost %d): %v", l.Lost(), err)
+	}
+	if n := c.XLen(ctx, AuditKey).Val(); n != 1 || c.XRange(ctx, AuditKey, "-", "+").Val()[0].ID != id {
+		t.Fatalf("the audit stream holds %d entries, want the one answered (%s)", n, id)
+	}
 }

@@ -106,6 +106,8 @@ var (
 	scriptVerify          = script("verify")
 	scriptBeginAttempt    = script("begin_attempt")
 	scriptEndAttempt      = script("end_attempt")
+	scriptRecord          = script("record")
+	scriptOwnedRead       = script("owned_read")
 	scriptOwnerClaim      = script("owner_claim")
 	scriptOwnerState      = script("owner_state")
 	scriptAppendOnce      = script("append_once")

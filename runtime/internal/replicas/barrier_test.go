@@ -53,6 +53,10 @@ func TestReplicaBarrierSeesANewPrimary(t *testing.T) {
 	if _, err := b.Await(ctx, 0, time.Now(), time.Now(), nil, nil); err != nil {
 		t.Fatalf("wait after the change: %v", err)
 	}
+	// Each barrier's key is deleted after its WAIT.
+	if keys := c.Keys(ctx, "seqby:__barrier__*").Val(); len(keys) != 0 {
+		t.Fatalf("barrier keys left: %v", keys)
+	}
 }
 
 // On a Redis Cluster a barrier goes to the primary of each slot waited

@@ -178,6 +178,23 @@ func (s *Set) Owned(handlers []string) []int {
 	return out
 }
 
+// OwnedUnits tells, per unit id, whether this instance owns it, and how
+// many of those its workers hold (not losing or handing them over): the
+// unowned check's Owned, read under one lock so the two agree.
+func (s *Set) OwnedUnits(ids []string) (owned []bool, holding int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	owned = make([]bool, len(ids))
+	for i, id := range ids {
+		w, ok := s.m[id]
+		owned[i] = ok
+		if ok && w.Holding() {
+			holding++
+		}
+	}
+	return owned, holding
+}
+
 // Mine lists handler's workers whose lease lives and that were not asked
 // to hand over: its share, as discovery weighs it.
 func (s *Set) Mine(handler string) []*Worker {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/lease"
+	"github.com/seqby/seqby/runtime/internal/membership"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 	"github.com/seqby/seqby/runtime/internal/telemetry"
 )
@@ -276,4 +278,144 @@ func (w *Worker) observeWork(en rdb.Entry, ok, more bool) {
 		return
 	}
 	w.lag.Set(en.ID, int64(len(w.r.ahead))+1, more)
+}
+
+// releaseGrace bounds how long a worker asked to hand over (or to stop
+// with Run) keeps retrying a failing Redis call before it gives up and
+// leaves the entry to the next owner: Run returns within a bounded time
+// whatever Redis does.
+func (w *Worker) releaseGrace() time.Duration { return w.cfg().LeaseTTL }
+
+// retryable handles a Redis error of a partition worker. Fenced (or a
+// lost lease) ends the partition. A permanent error counts toward
+// PermanentErrors, after which the partition is released (a fault).
+// Otherwise it waits a backoff that doubles from RetryBackoff to MaxBackoff
+// and returns true to retry, while the lease lasts and, once a handover or
+// shutdown was asked for, for at most releaseGrace.
+func (w *Worker) retryable(err error) bool {
+	cfg := w.cfg()
+	if errors.Is(err, rdb.ErrFenced) {
+		w.held.Lost(err)
+		return false
+	}
+	if w.held.Context().Err() != nil {
+		return false
+	}
+	permanent := rdb.Permanent(err)
+	if permanent {
+		w.redisErrs.permanent++
+		if w.redisErrs.permanent >= cfg.PermanentErrors {
+			w.releaseFaulted(err)
+			return false
+		}
+	}
+	w.redisErrs.backoff = min(max(2*w.redisErrs.backoff, cfg.RetryBackoff), cfg.MaxBackoff)
+	cfg.Log.Warn("seqby: redis error; retrying", "handler", w.unit.Handler, "stream", w.unit.Lanes[0], "permanent", permanent,
+		"retry_in", w.redisErrs.backoff, "err", err)
+	return w.backoff(w.redisErrs.backoff)
+}
+
+// backoff waits d; false when the partition must end meanwhile: its lease
+// ended, or it was asked to hand over longer than releaseGrace ago.
+func (w *Worker) backoff(d time.Duration) bool {
+	for {
+		release := w.hand.release
+		if w.releasing() {
+			release = nil
+			left := time.Until(w.releasedAt().Add(w.releaseGrace()))
+			if left <= 0 {
+				w.cfg().Log.Warn("seqby: giving up on redis while handing over; the entry in hand, if any, is processed again by the next owner",
+					"handler", w.unit.Handler, "stream", w.unit.Lanes[0])
+				return false
+			}
+			d = min(d, left)
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+			return true
+		case <-w.held.Context().Done():
+			t.Stop()
+			return false
+		case <-release:
+			t.Stop()
+		}
+	}
+}
+
+// redisOK resets the Redis error counts after a call succeeded.
+func (w *Worker) redisOK() { w.redisErrs = redisErrs{} }
+
+// redisErrs counts a worker's Redis errors since its last success. Only
+// the partition's own goroutine touches it.
+type redisErrs struct {
+	permanent int
+	backoff   time.Duration
+}
+
+// releaseFaulted reports that w gives up for permanent Redis errors: the
+// instance record benches it for FaultBench (discovery does not claim it)
+// and counts it toward this instance's stall, so others take it.
+func (w *Worker) releaseFaulted(err error) {
+	cfg := w.cfg()
+	now := time.Now()
+	category := strings.Join(w.unit.Cats, ",")
+	cfg.Members.Release(w.unit.ID, membership.Fault{Kind: membership.FaultReleased, Handler: w.unit.Handler, Category: category, Key: w.unit.Key,
+		Stream: w.unit.Lanes[0], Err: err, Since: now, Until: now.Add(cfg.FaultBench)})
+}
+
+// pauseFlags say whether an operator's pause stopped a worker.
+type pauseFlags struct {
+	// paused: the last confirmation found the partition paused by an
+	// operator, or its handler is; it sleeps until resumed.
+	paused atomic.Bool
+	// handler: paused by its handler's pause.
+	handler atomic.Bool
+}
+
+// pausedBy reports whether err says the partition is paused.
+func pausedBy(err error) bool { return errors.Is(err, rdb.ErrPaused) }
+
+// sleepPaused leaves the partition idle while it is paused, and returns
+// true (the worker sleeps). It first acks what ran (a batched partition
+// may hold acks; the handler's pause is not in the scripts, so nothing
+// acked them). A key's pause ends with a wake-up signal for the key
+// counted after marks (one per category of the partition: a pm value has
+// several; Resume sends one once the mark is gone); a handler's when hp's
+// context ends; a release or the end of the lease ends either. It sleeps
+// with no other timer than the idle safety net's (safetyNet: a due trim
+// or cold release would only read the pause again), whose re-read
+// (should Resume's signal be lost) finds the pause still there, or gone.
+func (w *Worker) sleepPaused(marks []uint64, hp *lease.HandlerPause) bool {
+	if len(w.r.unacked) > 0 {
+		if err := w.ackUnacked(); err != nil && !pausedBy(err) {
+			w.cfg().Log.Debug("seqby: acking before a pause failed; the acks go with the next read", "handler", w.unit.Handler, "stream", w.unit.Lanes[0], "err", err)
+		}
+	}
+	w.pause.handler.Store(hp != nil)
+	if !w.pause.paused.Swap(true) {
+		w.cfg().Log.Info("seqby: partition paused by an operator; the entry in flight finished, no later one starts until it is resumed",
+			"handler", w.unit.Handler, "partition", w.unit.Key, "stream", w.unit.Lanes[0], "handler_paused", hp != nil)
+	}
+	var until context.Context
+	if hp != nil {
+		until = hp.Context()
+	}
+	w.sleepUntil(w.safetyNet(), w.unit.Cats, marks, until)
+	return true
+}
+
+// handlerResumed notes, at the worker's loop top, that the handler's
+// pause it slept through has ended.
+func (w *Worker) handlerResumed() {
+	if w.pause.handler.Swap(false) {
+		w.unpaused()
+	}
+}
+
+// unpaused notes that a confirmation found the partition running again.
+func (w *Worker) unpaused() {
+	if w.pause.paused.Swap(false) {
+		w.cfg().Log.Info("seqby: partition resumed", "handler", w.unit.Handler, "partition", w.unit.Key, "stream", w.unit.Lanes[0])
+	}
 }

@@ -5,7 +5,7 @@
 -- operator's resume carries another op, and is told it was not paused.
 --
 -- KEYS[1] the control hash (rdb.MetaKey of a partition's lease, or a
---         handler's HandlerPauseKey): fields paused (the note) and
+--         handler's ControlKey): fields paused (the note) and
 --         resumed ("<expiry, Redis ms> <op> <note>")
 -- ARGV[1] the call's op (NewOp)
 -- ARGV[2] how long the resumed note lives, in milliseconds (OpTTL)
