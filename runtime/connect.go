@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/failover"
 )
 
 // Connect returns a client for url, redis://[user:password@]host:port[/db]
@@ -20,7 +21,10 @@ import (
 // with more sentinels as addr=host:port parameters (repeated), the user
 // and password of the URL being the sentinels' and the primary's given as
 // username= and password= parameters; Connect then returns a failover
-// client, which follows the primary the sentinels name. An empty url is
+// client, which follows the primary the sentinels name and keeps all its
+// connections on one of them: a go-redis failover client of your own can,
+// for seconds after a failover, send some commands to the old primary and
+// the rest to the new one ("Failover" in docs/runtime.md). An empty url is
 // ErrEmptyURL. Blocking reads honour context deadlines
 // (ContextTimeoutEnabled). Close the client when done.
 //
@@ -131,6 +135,9 @@ func connectSentinel(ctx context.Context, raw string) (redis.UniversalClient, er
 		return nil, fmt.Errorf("reach the sentinels %s: %w: %w", strings.Join(opts.SentinelAddrs, ", "), ErrConnect, last)
 	}
 	c := redis.NewFailoverClient(opts)
+	// go-redis can leave a connection dialled just before a failover on
+	// the old primary while the rest move (package failover).
+	c.AddHook(failover.New())
 	if err := c.Ping(ctx).Err(); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("reach the primary %q through the sentinels %s: %w: %w", opts.MasterName, strings.Join(opts.SentinelAddrs, ", "), ErrConnect, err)
