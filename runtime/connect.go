@@ -134,10 +134,13 @@ func connectSentinel(ctx context.Context, raw string) (redis.UniversalClient, er
 	if !reached {
 		return nil, fmt.Errorf("reach the sentinels %s: %w: %w", strings.Join(opts.SentinelAddrs, ", "), ErrConnect, last)
 	}
-	c := redis.NewFailoverClient(opts)
 	// go-redis can leave a connection dialled just before a failover on
 	// the old primary while the rest move (package failover).
-	c.AddHook(failover.New())
+	guard := failover.Install(opts)
+	c := redis.NewFailoverClient(opts)
+	if guard != nil {
+		c.AddHook(guard)
+	}
 	if err := c.Ping(ctx).Err(); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("reach the primary %q through the sentinels %s: %w: %w", opts.MasterName, strings.Join(opts.SentinelAddrs, ", "), ErrConnect, err)

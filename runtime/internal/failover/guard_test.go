@@ -22,14 +22,25 @@ func listen(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
+	var mu sync.Mutex
+	var held []net.Conn
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range held {
+			c.Close()
+		}
+	})
 	go func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
-			t.Cleanup(func() { c.Close() })
+			mu.Lock()
+			held = append(held, c)
+			mu.Unlock()
 		}
 	}()
 	return l.Addr().String()
@@ -156,6 +167,32 @@ func TestGuard(t *testing.T) {
 			t.Fatalf("got %v, want ErrMoved", err)
 		}
 	})
+	t.Run("the named address decides, not the one reached", func(t *testing.T) {
+		// One name the sentinels give, resolved to a different address at
+		// each dial (a name with several addresses, IPv4 and IPv6): one
+		// primary, nothing closed.
+		g := New()
+		d := &dials{to: []string{a, b, a}}
+		dial := g.DialHook(func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return g.Dialer(d.next)(ctx, network, "primary.example:6379")
+		})
+		var cs []net.Conn
+		for range 3 {
+			c, err := dial(ctx, "tcp", "FailoverClient")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cs = append(cs, c)
+		}
+		for i, c := range cs {
+			if closed(c) {
+				t.Errorf("connection %d (to %s) closed", i, c.RemoteAddr())
+			}
+		}
+		if n, p := g.Open(); n != 3 || p != "primary.example:6379" {
+			t.Fatalf("open %d to %s, want 3 to the named address", n, p)
+		}
+	})
 	t.Run("a closed connection is forgotten", func(t *testing.T) {
 		g := New()
 		d := &dials{to: []string{a, a}}
@@ -208,9 +245,11 @@ func TestGuardFollowsASentinelFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: s.Name, SentinelAddrs: s.SentinelAddrs(), ContextTimeoutEnabled: true})
+	opts := &redis.FailoverOptions{MasterName: s.Name, SentinelAddrs: s.SentinelAddrs(), ContextTimeoutEnabled: true}
+	guard := Install(opts)
+	c := redis.NewFailoverClient(opts)
 	defer c.Close()
-	c.AddHook(New())
+	c.AddHook(guard)
 	hold := &holdDial{old: old, reached: make(chan struct{}), release: make(chan struct{})}
 	c.AddHook(hold)
 	port := func() string {
@@ -255,5 +294,13 @@ func TestGuardFollowsASentinelFailover(t *testing.T) {
 		if p := port(); !strings.HasSuffix(primary, ":"+p) {
 			t.Fatalf("command %d after the held dial completed answered from port %s, want the new primary %s (old %s)", i, p, primary, old)
 		}
+	}
+}
+
+// A client reading from replicas picks a replica per dial: no guard.
+func TestInstallSkipsReplicaOnly(t *testing.T) {
+	opts := &redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}, ReplicaOnly: true}
+	if h := Install(opts); h != nil || opts.Dialer != nil {
+		t.Fatalf("hook %v, dialer set %v; want neither", h, opts.Dialer != nil)
 	}
 }
