@@ -53,7 +53,9 @@ func TestReplicaBarrierSeesANewPrimary(t *testing.T) {
 	if _, err := b.Await(ctx, 0, time.Now(), time.Now(), nil, nil); err != nil {
 		t.Fatalf("wait after the change: %v", err)
 	}
-	// Each barrier's key is deleted after its WAIT.
+	// Each barrier's key is deleted after its WAIT (Drain: the loop may
+	// still have one in flight, sent before the last wait ended).
+	b.Drain()
 	if keys := c.Keys(ctx, "seqby:__barrier__*").Val(); len(keys) != 0 {
 		t.Fatalf("barrier keys left: %v", keys)
 	}
