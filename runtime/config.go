@@ -54,7 +54,7 @@ func (e *Engine) newTelemetry(o Options) (*telemetry.Telemetry, error) {
 	return telemetry.New(telemetry.Config{
 		MeterProvider: o.MeterProvider, TracerProvider: o.TracerProvider, Propagator: o.Propagator,
 		Client: e.c, Log: e.log,
-		Snapshot: e.snapshot, AttemptKey: attemptKey, ErrorType: errorType,
+		Snapshot: e.snapshot,
 	})
 }
 
@@ -97,7 +97,7 @@ func (e *Engine) newLeases(o Options, batch *rdb.Batcher) *lease.Leases {
 func (e *Engine) newWorkers(o Options, batch *rdb.Batcher) *worker.Set {
 	return worker.New(worker.Config{Client: e.c, Batch: batch, Wake: e.wake, Exec: e.exec, Leases: e.leases,
 		Replicas: e.replicas, Telemetry: e.telemetry, Members: e.members, Log: e.log,
-		Paused: e.pauses.Paused, Trim: e.trim, Settled: e.countSettled,
+		Paused: e.pauses.Paused, Trim: e.trim,
 		Alert: func(h contract.Halt) { e.alert(Halt(h)) },
 		Options: worker.Options{Owner: o.OwnerID, LeaseTTL: o.LeaseTTL, HeartbeatInterval: o.HeartbeatInterval,
 			RetryBackoff: o.Retry.RetryBackoff, MaxBackoff: o.Retry.MaxBackoff, VerifyBound: o.VerifyBound, ReapAfter: o.ReapAfter,
@@ -113,7 +113,7 @@ func (e *Engine) newUnkeyed(o Options, index *discovery.Index) *unkeyed.Runner {
 		LeaseTTL: o.LeaseTTL, MemberTTL: e.members.MemberTTL(), HeartbeatInterval: o.HeartbeatInterval,
 		DiscoveryInterval: o.DiscoveryInterval, BlockTimeout: o.BlockTimeout, RetryBackoff: o.Retry.RetryBackoff,
 		MaxBackoff: o.Retry.MaxBackoff, IdleRecheck: worker.IdleRecheck, BackfillSuffix: o.BackfillSuffix,
-		Partitions: index.Partitions, KeyRule: checkKeySuffix, Settled: e.countSettled,
+		Partitions: index.Partitions, KeyRule: checkKeySuffix,
 		Trims: func(handler string, cats, lanes []string) unkeyed.Trimmer {
 			return &laneTrims{e: e, handler: handler, cats: cats, lanes: lanes}
 		},

@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/internal/redistest"
-	"github.com/seqby/seqby/runtime/internal/contract"
+	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -80,7 +80,7 @@ func ackedIn(t *testing.T, c redis.UniversalClient, stream, group, id string) bo
 	delivered := false
 	for _, g := range gs {
 		if g.Name == group {
-			delivered = !contract.EntryAfter(id, g.LastDeliveredID)
+			delivered = !executor.EntryAfter(id, g.LastDeliveredID)
 		}
 	}
 	if !delivered {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/publish"
 	"github.com/seqby/seqby/runtime/internal/rdb"
@@ -249,7 +248,7 @@ func (b *InlineBroker) attempts(ctx context.Context, m inlineMsg, id inlineID, p
 					return fmt.Errorf("inline: write the lease of %s: %w", id.key, err)
 				}
 			}
-			actx = contract.WithLease(ctx, contract.LeaseInfo(li))
+			actx = executor.WithLease(ctx, executor.LeaseInfo(li))
 		}
 		m.en.Deliveries = 1
 		err = b.exec.Attempt(actx, m.reg.Name, m.rt.Category, m.en, attempt, func(ctx context.Context) error {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/seqby/seqby/runtime/internal/contract"
+	"github.com/seqby/seqby/runtime/internal/executor"
 )
 
 // MessageInfo describes the message a handler attempt is running on, so a
@@ -84,7 +84,7 @@ type ReplayInfo struct {
 // MessageFromContext returns the message a handler attempt runs on; false
 // outside one.
 func MessageFromContext(ctx context.Context) (MessageInfo, bool) {
-	mi, ok := contract.MessageFrom(ctx)
+	mi, ok := executor.MessageFrom(ctx)
 	if !ok {
 		return MessageInfo{}, false
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/seqby/seqby/internal/redistest"
-	"github.com/seqby/seqby/runtime/internal/contract"
+	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -134,9 +134,9 @@ func TestWaitForReplicas(t *testing.T) {
 // Replay has another type, so it does not convert): every field must be
 // copied, as a new field would be forgotten silently.
 func TestMessageFromContextCopiesEveryField(t *testing.T) {
-	in := contract.MessageInfo{Stream: "s", EntryID: "1-0", MessageID: "m", PublishedAt: time.Unix(5, 0), Attempt: 2,
-		Deliveries: 3, Generation: 4, Replay: &contract.ReplayInfo{OriginalStream: "o", OriginalEntryID: "0-1", DLQ: "d", DLQEntryID: "2-0", Handler: "h"}}
-	got, ok := MessageFromContext(contract.WithMessage(context.Background(), in))
+	in := executor.MessageInfo{Stream: "s", EntryID: "1-0", MessageID: "m", PublishedAt: time.Unix(5, 0), Attempt: 2,
+		Deliveries: 3, Generation: 4, Replay: &executor.ReplayInfo{OriginalStream: "o", OriginalEntryID: "0-1", DLQ: "d", DLQEntryID: "2-0", Handler: "h"}}
+	got, ok := MessageFromContext(executor.WithMessage(context.Background(), in))
 	if !ok {
 		t.Fatal("no MessageInfo")
 	}

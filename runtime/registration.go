@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/seqby/seqby/runtime/internal/contract"
+	"github.com/seqby/seqby/runtime/internal/executor"
 )
 
 // SupportPackageIsVersion2 is referenced by code seqgen writes. If a newer
@@ -138,12 +138,12 @@ type Route struct {
 // engine and the inline broker pass it to a handle method. Use it to call
 // a pm's handle method directly in a unit test.
 func WithCorrelation(ctx context.Context, value string) context.Context {
-	return contract.WithCorrelation(ctx, value)
+	return executor.WithCorrelation(ctx, value)
 }
 
 // Correlation returns the correlation value of the pm instance being
 // handled, as the engine and inline broker put it in a handle method's
 // context.
 func Correlation(ctx context.Context) (string, bool) {
-	return contract.CorrelationFrom(ctx)
+	return executor.CorrelationFrom(ctx)
 }

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/discovery"
+	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 	"github.com/seqby/seqby/runtime/internal/replicas"
 	"github.com/seqby/seqby/runtime/internal/wake"
@@ -92,7 +92,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	signals.Keep(ctx, true) // before any worker reads: publishers find the stream, and signal a fan's category
 	// Handlers and the loops that own partitions outlive ctx long enough to
 	// finish the in-flight message; stop tells them to wind down.
-	base := contract.WithClient(context.WithoutCancel(ctx), e.c)
+	base := executor.WithClient(context.WithoutCancel(ctx), e.c)
 	stop := ctx.Done()
 	var wg sync.WaitGroup
 	waitCtx, stopWaiter := context.WithCancel(base)

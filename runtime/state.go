@@ -6,7 +6,7 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/seqby/seqby/runtime/internal/contract"
+	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -65,7 +65,7 @@ func (s *RedisStateStore) Save(ctx context.Context, pm, correlation string, data
 	if li, ok := LeaseFromContext(ctx); ok && li.Handler == pm && li.Key == correlation && li.LeaseKey != "" {
 		save.LeaseKey, save.Token = li.LeaseKey, li.Token
 	}
-	if stream, id, ok := contract.AppliedFrom(ctx); ok {
+	if stream, id, ok := executor.AppliedFrom(ctx); ok {
 		save.Stream, save.EntryID = stream, id
 	}
 	saved, stored, err := rdb.SaveState(ctx, s.c, save)
@@ -120,7 +120,7 @@ func (s *MemoryStateStore) Save(ctx context.Context, pm, correlation string, dat
 	for k, v := range old.applied {
 		applied[k] = v
 	}
-	if stream, id, ok := contract.AppliedFrom(ctx); ok {
+	if stream, id, ok := executor.AppliedFrom(ctx); ok {
 		applied[stream] = id
 	}
 	s.m[id] = memState{data: append([]byte(nil), data...), version: expectVersion + 1, applied: applied}

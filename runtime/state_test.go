@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/seqby/seqby/runtime/internal/contract"
+	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -63,7 +63,7 @@ func TestRedisStateStoreSaveFencedByLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	under := func(l rdb.Lease) context.Context {
-		return contract.WithLease(ctx, contract.LeaseInfo{Handler: "pm", Key: "o-1",
+		return executor.WithLease(ctx, executor.LeaseInfo{Handler: "pm", Key: "o-1",
 			Token: l.Token(), Generation: l.Generation, LeaseKey: l.Ref.Key})
 	}
 	if err := s.Save(under(old), "pm", "o-1", []byte(`1`), 0); err != nil {
@@ -87,7 +87,7 @@ func TestRedisStateStoreSaveFencedByLease(t *testing.T) {
 		t.Fatalf("Load = %q, %d; want 2, 2", data, v)
 	}
 	// A lease of another pm or value in ctx does not fence this instance.
-	other := contract.WithLease(ctx, contract.LeaseInfo{Handler: "pm", Key: "o-9", Token: "x:1", LeaseKey: rdb.PMLeaseKey("pm", "o-9")})
+	other := executor.WithLease(ctx, executor.LeaseInfo{Handler: "pm", Key: "o-9", Token: "x:1", LeaseKey: rdb.PMLeaseKey("pm", "o-9")})
 	if err := s.Save(other, "pm", "o-1", []byte(`3`), 2); err != nil {
 		t.Fatalf("Save with an unrelated lease in ctx: %v", err)
 	}

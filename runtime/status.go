@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/seqby/seqby/runtime/internal/contract"
+	"github.com/seqby/seqby/runtime/internal/executor"
 )
 
 // Halt describes a partition stopped on a message it cannot process. The
@@ -143,13 +143,13 @@ type LeaseInfo struct {
 // "Failover"). False outside an engine's handler (the InlineBroker has no
 // Redis).
 func ClientFromContext(ctx context.Context) (redis.UniversalClient, bool) {
-	return contract.ClientFrom(ctx)
+	return executor.ClientFrom(ctx)
 }
 
 // LeaseFromContext returns the lease a keyed handler's or a sequential
 // pm's message runs under. For a pm, Handler is the pm's name, Key the
 // correlation value and Category its categories joined by ",".
 func LeaseFromContext(ctx context.Context) (LeaseInfo, bool) {
-	li, ok := contract.LeaseFrom(ctx)
+	li, ok := executor.LeaseFrom(ctx)
 	return LeaseInfo(li), ok
 }

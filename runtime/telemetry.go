@@ -1,11 +1,8 @@
 package runtime
 
 import (
-	"context"
-	"errors"
 	"slices"
 
-	"github.com/seqby/seqby/runtime/internal/executor"
 	"github.com/seqby/seqby/runtime/internal/telemetry"
 )
 
@@ -27,42 +24,4 @@ func (e *Engine) snapshot() telemetry.Snapshot {
 	e.mu.Unlock()
 	s.Index = e.disc.Index().Sizes()
 	return s
-}
-
-// countSettled counts the outcome of an entry an owner settled.
-func (e *Engine) countSettled(handler, category string, out executor.Outcome) {
-	switch out {
-	case executor.OutDone:
-		e.telemetry.Event(context.Background(), handler, category, telemetry.OutcomeHandled)
-	case executor.OutSkip:
-		e.telemetry.Event(context.Background(), handler, category, telemetry.OutcomeSkipped)
-	case executor.OutHalt:
-		e.telemetry.Event(context.Background(), handler, category, telemetry.OutcomeFailed)
-	}
-}
-
-// attemptKey is the key an attempt's span names: its partition's, or a
-// pm's correlation value when the pm is not sequential.
-func attemptKey(ctx context.Context) string {
-	if li, ok := LeaseFromContext(ctx); ok {
-		return li.Key
-	} else if corr, ok := Correlation(ctx); ok {
-		return corr
-	}
-	return ""
-}
-
-// errorType is error.type of a failed attempt: the kind of failure the
-// engine tells apart, else "error" (an error's text would make a series
-// per message).
-func errorType(err error) string {
-	switch {
-	case errors.Is(err, ErrHandlerTimeout):
-		return "timeout"
-	case errors.Is(err, ErrPermanent):
-		return "permanent"
-	case errors.Is(err, ErrHandlerPanic):
-		return "panic"
-	}
-	return "error"
 }

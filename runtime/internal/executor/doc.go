@@ -6,7 +6,11 @@
 // until the entry is done or must halt. The engine runs every entry
 // through it, keyed or not; the InlineBroker runs its attempts through it
 // too (no timeout, no telemetry), so a unit test runs a handler the way
-// the engine does.
+// the engine does. Its context keys are the only way to set or read what
+// a handler's context carries (WithLease, LeaseFrom, WithMessage, ...):
+// package runtime's LeaseFromContext and MessageFromContext read them,
+// and LeaseInfo and MessageInfo have runtime's fields in runtime's order,
+// so runtime converts them.
 //
 // Nothing a message contains may crash an instance: a panic in a
 // handler, its generated Decode or Correlate is a failure, a bad payload

@@ -152,7 +152,7 @@ func (x *Executor) beforeStart(handler, category, id string) bool {
 		return false
 	}
 	start := (*m)[Group{Category: category, Handler: handler}]
-	return start != "" && start != "0" && contract.EntryAfter(start, id)
+	return start != "" && start != "0" && EntryAfter(start, id)
 }
 
 // New returns an Executor with no handlers.
@@ -300,7 +300,7 @@ func (x *Executor) Handle(ctx context.Context, stop <-chan struct{}, g Gate, nam
 		if corr, err = Correlate(rt, m); err != nil {
 			return OutHalt, x.Halt(name, category, en, "no correlation value", contract.Permanent(err))
 		}
-		ctx = contract.WithCorrelation(ctx, corr)
+		ctx = WithCorrelation(ctx, corr)
 	}
 	policy := h.policy
 	if halted {
@@ -349,6 +349,23 @@ func (x *Executor) Handle(ctx context.Context, stop <-chan struct{}, g Gate, nam
 			return OutStop, nil
 		}
 		backoff = min(2*backoff, policy.MaxBackoff)
+	}
+}
+
+// Settled counts the outcome of an entry an owner settled: handled,
+// skipped or halted (a lost or stopped attempt settles nothing).
+func (x *Executor) Settled(handler, category string, out Outcome) {
+	t := x.cfg.Telemetry
+	if t == nil {
+		return
+	}
+	switch out {
+	case OutDone:
+		t.Event(context.Background(), handler, category, telemetry.OutcomeHandled)
+	case OutSkip:
+		t.Event(context.Background(), handler, category, telemetry.OutcomeSkipped)
+	case OutHalt:
+		t.Event(context.Background(), handler, category, telemetry.OutcomeFailed)
 	}
 }
 

@@ -155,10 +155,10 @@ func TestAttemptMessageInfo(t *testing.T) {
 	en.Fields[rdb.FieldPublishedAt] = "2024-05-01T10:00:00.5Z"
 	en.Fields[rdb.ReplayFieldDLQID] = "9-0"
 	en.Fields[rdb.ReplayFieldOf] = "2-0"
-	ctx := contract.WithLease(context.Background(), contract.LeaseInfo{Generation: 42})
-	var got contract.MessageInfo
+	ctx := WithLease(context.Background(), LeaseInfo{Generation: 42})
+	var got MessageInfo
 	if err := x.Attempt(ctx, "h", "order", en, 2, func(ctx context.Context) error {
-		got, _ = contract.MessageFrom(ctx)
+		got, _ = MessageFrom(ctx)
 		return nil
 	}); err != nil {
 		t.Fatal(err)

@@ -95,7 +95,7 @@ func (s *memStore) Save(ctx context.Context, _, _ string, data []byte, expect in
 	if expect != s.version {
 		return fmt.Errorf("save at %d (stored %d): %w", expect, s.version, contract.ErrStateConflict)
 	}
-	if stream, id, ok := contract.AppliedFrom(ctx); ok {
+	if stream, id, ok := AppliedFrom(ctx); ok {
 		if s.applied == nil {
 			s.applied = map[string]string{}
 		}

@@ -51,7 +51,7 @@ func (x *Executor) applyPM(ctx context.Context, h *handler, rt Route, corr strin
 	if err != nil {
 		return true, fmt.Errorf("load state of pm %s for %q: %w", h.Name, corr, err)
 	}
-	if last != "" && !contract.EntryAfter(en.ID, last) {
+	if last != "" && !EntryAfter(en.ID, last) {
 		// Saved with the state by a previous owner that died before its
 		// ack: applying it again would count it twice.
 		x.log.Info("seqby: pm entry already in the saved state; acking it without applying it again",
@@ -60,7 +60,7 @@ func (x *Executor) applyPM(ctx context.Context, h *handler, rt Route, corr strin
 	}
 	saveCtx := ctx
 	if en != nil {
-		saveCtx = contract.WithApplied(ctx, en.Stream, en.ID)
+		saveCtx = WithApplied(ctx, en.Stream, en.ID)
 	}
 	state := h.NewState()
 	if data != nil {

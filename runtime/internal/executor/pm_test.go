@@ -7,7 +7,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -22,7 +21,7 @@ func pm(store *memStore, calls *int) *Executor {
 	x.Add(Handler{Name: "flow", Kind: "process manager", PM: true, NewState: func() any { return &flow{} },
 		Routes: []Route{route(func(ctx context.Context, state any, e *event) error {
 			*calls++
-			if corr, _ := contract.CorrelationFrom(ctx); corr != e.Client {
+			if corr, _ := CorrelationFrom(ctx); corr != e.Client {
 				return errors.New("no correlation value in the context")
 			}
 			f := state.(*flow)
@@ -52,7 +51,7 @@ func TestPMEntryAppliedOnceAcrossLostAck(t *testing.T) {
 	apply := func(id string, seq int) {
 		t.Helper()
 		en := rdb.Entry{Stream: "order:{o-1}", ID: id}
-		ctx := contract.WithCorrelation(context.Background(), "o-1")
+		ctx := WithCorrelation(context.Background(), "o-1")
 		if _, err := x.ApplyPM(ctx, "flow", rt, "o-1", &event{Client: "o-1", Seq: seq}, &en); err != nil {
 			t.Fatal(err)
 		}

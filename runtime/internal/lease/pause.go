@@ -162,31 +162,6 @@ func (ps *Pauses) start(handler string, unread bool) *HandlerPause {
 	return hp
 }
 
-// Paused returns handler's pause, nil when it is not paused. It
-// starts the unread pause when a read has failed and the last successful
-// one was sent more than pauseReadLimit ago: checked here, at every
-// attempt's gate, rather than only when a cycle's read fails, so that
-// once a read has failed, a later cycle held up (its read waiting out a
-// timeout, other handlers' cycles running long) does not hold it off.
-func (ps *Pauses) Paused(handler string) *HandlerPause {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	if hp := ps.m[handler]; hp != nil {
-		return hp
-	}
-	r := ps.reads[handler]
-	if r == nil || !r.failed || time.Since(r.ok) <= ps.pauseReadLimit() {
-		return nil
-	}
-	since := "never read"
-	if !r.ok.IsZero() {
-		since = time.Since(r.ok).Round(time.Millisecond).String()
-	}
-	ps.cfg.Log.Warn("seqby: cannot read the handler's pause (an operator's seqbyctl pause -all); treating the handler as paused, no attempt starts until a read succeeds",
-		"handler", handler, "last_read", since, "limit", ps.pauseReadLimit())
-	return ps.start(handler, true)
-}
-
 // End ends every handler pause as Run returns, so nothing waits on one.
 func (ps *Pauses) End() {
 	ps.mu.Lock()

@@ -2,9 +2,6 @@ package telemetry
 
 import (
 	"context"
-	"strconv"
-	"strings"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -38,48 +35,6 @@ type Work struct {
 	// Oldest, Backlog and More are what Lag.Load returns.
 	Oldest, Backlog int64
 	More            bool
-}
-
-// Lag is what the gauges see of one partition's work after its last
-// read. The partition's goroutine sets it; a collection reads it, so each
-// part is an atomic.
-type Lag struct {
-	oldest atomic.Int64 // Unix ms of the oldest entry read and not handled; 0: none
-	local  atomic.Int64 // entries read and not handled
-	more   atomic.Bool  // the last read was full: more wait in Redis
-}
-
-// Set records that the entry of stream id id is the oldest not handled,
-// with local entries read and not handled (it included), and more when
-// the last read was full.
-func (l *Lag) Set(id string, local int64, more bool) {
-	l.oldest.Store(entryMillis(id))
-	l.local.Store(local)
-	l.more.Store(more)
-}
-
-// Clear records that the partition has no work.
-func (l *Lag) Clear() {
-	l.oldest.Store(0)
-	l.local.Store(0)
-	l.more.Store(false)
-}
-
-// Load returns the oldest entry's Unix milliseconds (0: no work), the
-// entries read and not handled, and whether more wait in Redis.
-func (l *Lag) Load() (oldest, local int64, more bool) {
-	return l.oldest.Load(), l.local.Load(), l.more.Load()
-}
-
-// entryMillis is the Unix milliseconds of a stream entry id ("ms-seq"),
-// at least 1 (0 means no entry).
-func entryMillis(id string) int64 {
-	ms, _, _ := strings.Cut(id, "-")
-	n, err := strconv.ParseInt(ms, 10, 64)
-	if err != nil || n < 1 {
-		return 1
-	}
-	return n
 }
 
 // gauges are the observable instruments, observed together.

@@ -2,11 +2,16 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -35,7 +40,7 @@ const (
 	AttrOpName   = attribute.Key("messaging.operation.name")      // "process"
 	AttrOpType   = attribute.Key("messaging.operation.type")      // "process"
 	AttrMsgID    = attribute.Key("messaging.message.id")          // the message id the publisher gave
-	AttrErrType  = attribute.Key("error.type")                    // a failed attempt's kind (Config.ErrorType)
+	AttrErrType  = attribute.Key("error.type")                    // a failed attempt's kind (errorType)
 )
 
 // systemName is messaging.system on the engine's metrics and spans.
@@ -74,12 +79,6 @@ type Config struct {
 	// Snapshot returns the engine's state the gauges report, at each
 	// collection; nil reports none. It must not block on Redis.
 	Snapshot func() Snapshot
-	// AttemptKey names the partition key of an attempt's span from the
-	// attempt's context; called only when tracing. Nil: no key.
-	AttemptKey func(ctx context.Context) string
-	// ErrorType is error.type of a failed attempt: the kinds of failure
-	// the engine tells apart are its own errors. Nil: "error" for all.
-	ErrorType func(err error) string
 }
 
 // Telemetry holds the engine's instruments and tracer. Its methods are
@@ -138,12 +137,6 @@ func New(cfg Config) (*Telemetry, error) {
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
-	}
-	if cfg.AttemptKey == nil {
-		cfg.AttemptKey = func(context.Context) string { return "" }
-	}
-	if cfg.ErrorType == nil {
-		cfg.ErrorType = func(error) string { return "error" }
 	}
 	t := &Telemetry{cfg: cfg}
 	if cfg.TracerProvider != nil {
@@ -255,14 +248,14 @@ func handlerAttrs(handler string) metric.MeasurementOption {
 // its consumer span "process <category>" when tracing, and its duration
 // measurement. ctx carries the span, so the handler's own spans are its
 // children. end records both with the attempt's error (nil: success).
-func (t *Telemetry) StartAttempt(ctx context.Context, handler, category string, en rdb.Entry, n int) (_ context.Context, end func(error)) {
+func (t *Telemetry) StartAttempt(ctx context.Context, handler, category, key string, en rdb.Entry, n int) (_ context.Context, end func(error)) {
 	start := time.Now()
 	var span trace.Span
 	if t.tracer != nil {
 		attrs := []attribute.KeyValue{
 			AttrSystem.String(systemName), AttrOpName.String("process"), AttrOpType.String("process"),
 			AttrDest.String(category), AttrGroup.String(handler),
-			AttrHandler.String(handler), AttrCategory.String(category), AttrKey.String(t.cfg.AttemptKey(ctx)),
+			AttrHandler.String(handler), AttrCategory.String(category), AttrKey.String(key),
 			AttrAttempt.Int(n), AttrStream.String(en.Stream), AttrEntry.String(en.ID),
 		}
 		if id := en.Fields[rdb.FieldID]; id != "" {
@@ -280,7 +273,7 @@ func (t *Telemetry) StartAttempt(ctx context.Context, handler, category string, 
 	return ctx, func(err error) {
 		errType := ""
 		if err != nil {
-			errType = t.cfg.ErrorType(err)
+			errType = errorType(err)
 		}
 		attrs := t.cached(attrsKey{"process", handler, category, errType}, func() []attribute.KeyValue {
 			attrs := []attribute.KeyValue{AttrSystem.String(systemName), AttrOpName.String("process"),
@@ -299,4 +292,61 @@ func (t *Telemetry) StartAttempt(ctx context.Context, handler, category string, 
 			span.End()
 		}
 	}
+}
+
+// Lag is what the gauges see of one partition's work after its last
+// read. The partition's goroutine sets it; a collection reads it, so each
+// part is an atomic.
+type Lag struct {
+	oldest atomic.Int64 // Unix ms of the oldest entry read and not handled; 0: none
+	local  atomic.Int64 // entries read and not handled
+	more   atomic.Bool  // the last read was full: more wait in Redis
+}
+
+// Set records that the entry of stream id id is the oldest not handled,
+// with local entries read and not handled (it included), and more when
+// the last read was full.
+func (l *Lag) Set(id string, local int64, more bool) {
+	l.oldest.Store(entryMillis(id))
+	l.local.Store(local)
+	l.more.Store(more)
+}
+
+// Clear records that the partition has no work.
+func (l *Lag) Clear() {
+	l.oldest.Store(0)
+	l.local.Store(0)
+	l.more.Store(false)
+}
+
+// Load returns the oldest entry's Unix milliseconds (0: no work), the
+// entries read and not handled, and whether more wait in Redis.
+func (l *Lag) Load() (oldest, local int64, more bool) {
+	return l.oldest.Load(), l.local.Load(), l.more.Load()
+}
+
+// entryMillis is the Unix milliseconds of a stream entry id ("ms-seq"),
+// at least 1 (0 means no entry).
+func entryMillis(id string) int64 {
+	ms, _, _ := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+// errorType is error.type of a failed attempt: the kind of failure the
+// engine tells apart, else "error" (an error's text would make a series
+// per message).
+func errorType(err error) string {
+	switch {
+	case errors.Is(err, contract.ErrHandlerTimeout):
+		return "timeout"
+	case errors.Is(err, contract.ErrPermanent):
+		return "permanent"
+	case errors.Is(err, contract.ErrHandlerPanic):
+		return "panic"
+	}
+	return "error"
 }

@@ -2,7 +2,7 @@ package telemetry
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/seqby/seqby/internal/redistest"
+	"github.com/seqby/seqby/runtime/internal/contract"
 	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
@@ -65,7 +66,7 @@ func TestCounters(t *testing.T) {
 
 // An attempt's span is a new root named after its category, linked to the
 // publisher's span, with the attempt's attributes; a failure sets its
-// status and the duration's error.type (Config.ErrorType). Without a
+// status and the duration's error.type (errorType). Without a
 // TracerProvider no span starts, but the duration is recorded.
 func TestStartAttempt(t *testing.T) {
 	mr, mp := newReader(t)
@@ -73,9 +74,7 @@ func TestStartAttempt(t *testing.T) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
 	prop := propagation.TraceContext{}
-	tm, err := New(Config{MeterProvider: mp, TracerProvider: tp, Propagator: prop,
-		AttemptKey: func(context.Context) string { return "k1" },
-		ErrorType:  func(error) string { return "timeout" }})
+	tm, err := New(Config{MeterProvider: mp, TracerProvider: tp, Propagator: prop})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,11 +89,11 @@ func TestStartAttempt(t *testing.T) {
 	defer run.End()
 
 	en := rdb.Entry{Stream: "order:{k1}", ID: "5-0", Fields: fields}
-	ctx, end := tm.StartAttempt(rctx, "h", "order", en, 2)
+	ctx, end := tm.StartAttempt(rctx, "h", "order", "k1", en, 2)
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		t.Fatal("the handler's ctx carries no span")
 	}
-	end(errors.New("boom"))
+	end(fmt.Errorf("boom: %w", contract.ErrHandlerTimeout))
 
 	var got sdktrace.ReadOnlySpan
 	for _, s := range rec.Ended() {
@@ -140,7 +139,7 @@ func TestStartAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := len(rec.Ended())
-	ctx, end = plain.StartAttempt(context.Background(), "h", "order", en, 1)
+	ctx, end = plain.StartAttempt(context.Background(), "h", "order", "", en, 1)
 	end(nil)
 	if trace.SpanContextFromContext(ctx).IsValid() || len(rec.Ended()) != before {
 		t.Error("a span started without a TracerProvider")

@@ -66,7 +66,6 @@ func newRunner(t *testing.T, c redis.UniversalClient, owner string, fn func(n *n
 		Partitions: func(context.Context, string) ([]string, error) { return nil, nil },
 		KeyRule:    func(_, _, _, _ string) error { return nil },
 		Trims:      func(string, []string, []string) Trimmer { return noTrims{} },
-		Settled:    func(string, string, executor.Outcome) {},
 		OnHalt:     alerts.add})
 }
 

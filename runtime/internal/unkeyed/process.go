@@ -20,7 +20,7 @@ func (u *worker) process(en rdb.Entry) {
 	}
 	began := time.Now()
 	out, h := r.cfg.Exec.Handle(u.base, u.stop, r.cfg.Exec.Slots(), u.handler, u.category, en, false)
-	r.cfg.Settled(u.handler, u.category, out)
+	r.cfg.Exec.Settled(u.handler, u.category, out)
 	switch out {
 	case executor.OutDone, executor.OutSkip:
 		if !u.replicated(en, began) {

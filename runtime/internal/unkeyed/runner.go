@@ -60,8 +60,6 @@ type Config struct {
 	// Trims returns the retention of one worker's lanes (cats[i] is the
 	// category of lanes[i]); runtime owns retention.
 	Trims func(handler string, cats, lanes []string) Trimmer
-	// Settled counts the outcome of an entry a worker settled.
-	Settled func(handler, category string, out executor.Outcome)
 	// OnHalt alerts a halt, once per entry while Halts lists it; nil
 	// alerts nothing.
 	OnHalt func(contract.Halt)

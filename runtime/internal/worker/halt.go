@@ -125,32 +125,11 @@ func (w *Worker) readHaltRecord() (r rdb.HaltRecord, raw string, found, pending 
 	return r, raw, found, pending, err
 }
 
-// acked removes the prior halt record once its head was acked: the
-// partition has moved past it.
-func (w *Worker) acked(en rdb.Entry) {
-	if w.prior == nil || en.Stream != w.prior.stream || en.ID != w.prior.id {
-		return
-	}
-	ctx, cancel := context.WithTimeout(w.held.Context(), w.cfg().LeaseTTL)
-	defer cancel()
-	w.clearHalt(ctx, w.prior.raw)
-	w.prior = nil
-}
-
 // clearHalt removes w's halt record if it is still raw.
 func (w *Worker) clearHalt(ctx context.Context, raw string) {
 	if _, err := rdb.ClearHalt(ctx, w.cfg().Client, w.unit.Handler, w.haltKey(), raw); err != nil {
 		w.cfg().Log.Warn("seqby: removing a stale halt record failed; seqbyctl halted removes it later", "handler", w.unit.Handler, "partition", w.haltField(), "err", err)
 	}
-}
-
-// hasHaltRecord reports whether en is a head with a halt record: the
-// head w halted on, or the one a predecessor's record names.
-func (w *Worker) hasHaltRecord(en rdb.Entry) bool {
-	if w.head != nil && w.head.Stream == en.Stream && w.head.ID == en.ID {
-		return true
-	}
-	return w.prior != nil && w.prior.stream == en.Stream && w.prior.id == en.ID
 }
 
 // An operator resolves a halted head (seqbyctl skip or dlq move) by acking

@@ -40,7 +40,6 @@ func newSet(t *testing.T, c redis.UniversalClient, owner string, ttl time.Durati
 	return New(Config{Client: c, Batch: batch, Wake: w, Exec: x, Leases: ls, Log: log,
 		Members: membership.New(membership.Config{Client: c, Owner: owner, Incarnation: inc, LeaseTTL: ttl}),
 		Trim:    func(context.Context, string, *Trims, []string, []string) {},
-		Settled: func(string, string, executor.Outcome) {},
 		Options: Options{Owner: owner, LeaseTTL: ttl, HeartbeatInterval: ttl / 5, RetryBackoff: 10 * time.Millisecond,
 			MaxBackoff: 50 * time.Millisecond, VerifyBound: lease.DefaultVerifyBound, ReadAhead: 1, BackfillSuffix: "backfill",
 			PermanentErrors: 5, FaultBench: time.Minute}})

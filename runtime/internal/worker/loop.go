@@ -66,7 +66,7 @@ func (w *Worker) work() (asleep bool) {
 			}
 			return w.sleepPaused(marks, g.Pause())
 		}
-		cfg.Settled(w.unit.Handler, category, out)
+		cfg.Exec.Settled(w.unit.Handler, category, out)
 		if !w.settle(en, out, h) {
 			return false
 		}
@@ -348,3 +348,59 @@ func (w *Worker) trimIf(drained bool) {
 	}
 	w.cfg().Trim(w.held.Context(), w.unit.Handler, &w.trims, w.unit.LaneCats, w.unit.Lanes)
 }
+
+// cfg is the Set's Config.
+func (w *Worker) cfg() *Config { return &w.set.cfg }
+
+// observeWork records what the metrics see of w's work after a read: en,
+// when ok, is the oldest entry w has not handled, and the entries read
+// ahead wait behind it.
+func (w *Worker) observeWork(en rdb.Entry, ok, more bool) {
+	if !ok {
+		w.lag.Clear()
+		return
+	}
+	w.lag.Set(en.ID, int64(len(w.r.ahead))+1, more)
+}
+
+// redisOK resets the Redis error counts after a call succeeded.
+func (w *Worker) redisOK() { w.redisErrs = redisErrs{} }
+
+// handlerResumed notes, at the worker's loop top, that the handler's
+// pause it slept through has ended.
+func (w *Worker) handlerResumed() {
+	if w.pause.handler.Swap(false) {
+		w.unpaused()
+	}
+}
+
+// unpaused notes that a confirmation found the partition running again.
+func (w *Worker) unpaused() {
+	if w.pause.paused.Swap(false) {
+		w.cfg().Log.Info("seqby: partition resumed", "handler", w.unit.Handler, "partition", w.unit.Key, "stream", w.unit.Lanes[0])
+	}
+}
+
+// acked removes the prior halt record once its head was acked: the
+// partition has moved past it.
+func (w *Worker) acked(en rdb.Entry) {
+	if w.prior == nil || en.Stream != w.prior.stream || en.ID != w.prior.id {
+		return
+	}
+	ctx, cancel := context.WithTimeout(w.held.Context(), w.cfg().LeaseTTL)
+	defer cancel()
+	w.clearHalt(ctx, w.prior.raw)
+	w.prior = nil
+}
+
+// hasHaltRecord reports whether en is a head with a halt record: the
+// head w halted on, or the one a predecessor's record names.
+func (w *Worker) hasHaltRecord(en rdb.Entry) bool {
+	if w.head != nil && w.head.Stream == en.Stream && w.head.ID == en.ID {
+		return true
+	}
+	return w.prior != nil && w.prior.stream == en.Stream && w.prior.id == en.ID
+}
+
+// pausedBy reports whether err says the partition is paused.
+func pausedBy(err error) bool { return errors.Is(err, rdb.ErrPaused) }

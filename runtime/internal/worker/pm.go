@@ -87,7 +87,7 @@ func (pmReader) handle(w *Worker, g *lease.Gate, category string, en rdb.Entry) 
 		return halt("correlation value differs from the partition key",
 			contract.Permanent(fmt.Errorf("entry on %s correlates to %q, not %q: the route's Correlate and PartitionKey must read the same field; regenerate with seqgen", en.Stream, corr, w.unit.Key)))
 	}
-	ctx := contract.WithCorrelation(w.held.Context(), corr)
+	ctx := executor.WithCorrelation(w.held.Context(), corr)
 	policy := cfg.Exec.Policy(name)
 	if w.Halted() {
 		policy.MaxRetries = 0 // a halted head: one attempt

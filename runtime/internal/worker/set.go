@@ -47,8 +47,6 @@ type Config struct {
 	// Trim runs retention on a worker's lanes (the category of each in
 	// cats) and resets t when it succeeded; runtime owns retention.
 	Trim func(ctx context.Context, handler string, t *Trims, cats, lanes []string)
-	// Settled counts the outcome of an entry a worker settled.
-	Settled func(handler, category string, out executor.Outcome)
 	// Alert alerts a halt (OnHalt), the first report and each realert;
 	// the worker logs it.
 	Alert func(contract.Halt)

@@ -142,9 +142,6 @@ func (w *Worker) hooks() lease.Hooks {
 		}}
 }
 
-// cfg is the Set's Config.
-func (w *Worker) cfg() *Config { return &w.set.cfg }
-
 // ID is w's partition id (PartitionID, PMPartitionID).
 func (w *Worker) ID() string { return w.unit.ID }
 
@@ -269,17 +266,6 @@ func (w *Worker) resume() {
 	}
 }
 
-// observeWork records what the metrics see of w's work after a read: en,
-// when ok, is the oldest entry w has not handled, and the entries read
-// ahead wait behind it.
-func (w *Worker) observeWork(en rdb.Entry, ok, more bool) {
-	if !ok {
-		w.lag.Clear()
-		return
-	}
-	w.lag.Set(en.ID, int64(len(w.r.ahead))+1, more)
-}
-
 // releaseGrace bounds how long a worker asked to hand over (or to stop
 // with Run) keeps retrying a failing Redis call before it gives up and
 // leaves the entry to the next owner: Run returns within a bounded time
@@ -343,9 +329,6 @@ func (w *Worker) backoff(d time.Duration) bool {
 	}
 }
 
-// redisOK resets the Redis error counts after a call succeeded.
-func (w *Worker) redisOK() { w.redisErrs = redisErrs{} }
-
 // redisErrs counts a worker's Redis errors since its last success. Only
 // the partition's own goroutine touches it.
 type redisErrs struct {
@@ -372,9 +355,6 @@ type pauseFlags struct {
 	// handler: paused by its handler's pause.
 	handler atomic.Bool
 }
-
-// pausedBy reports whether err says the partition is paused.
-func pausedBy(err error) bool { return errors.Is(err, rdb.ErrPaused) }
 
 // sleepPaused leaves the partition idle while it is paused, and returns
 // true (the worker sleeps). It first acks what ran (a batched partition
@@ -403,19 +383,4 @@ func (w *Worker) sleepPaused(marks []uint64, hp *lease.HandlerPause) bool {
 	}
 	w.sleepUntil(w.safetyNet(), w.unit.Cats, marks, until)
 	return true
-}
-
-// handlerResumed notes, at the worker's loop top, that the handler's
-// pause it slept through has ended.
-func (w *Worker) handlerResumed() {
-	if w.pause.handler.Swap(false) {
-		w.unpaused()
-	}
-}
-
-// unpaused notes that a confirmation found the partition running again.
-func (w *Worker) unpaused() {
-	if w.pause.paused.Swap(false) {
-		w.cfg().Log.Info("seqby: partition resumed", "handler", w.unit.Handler, "partition", w.unit.Key, "stream", w.unit.Lanes[0])
-	}
 }
