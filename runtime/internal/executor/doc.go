@@ -8,9 +8,11 @@
 // too (no timeout, no telemetry), so a unit test runs a handler the way
 // the engine does. Its context keys are the only way to set or read what
 // a handler's context carries (WithLease, LeaseFrom, WithMessage, ...):
-// package runtime's LeaseFromContext and MessageFromContext read them,
-// and LeaseInfo and MessageInfo have runtime's fields in runtime's order,
-// so runtime converts them.
+// package runtime's LeaseFromContext and MessageFromContext read them
+// (LeaseInfo has runtime's fields in runtime's order, so runtime converts
+// it; MessageInfo it copies field by field, for its Replay pointer). It
+// also counts each entry's settled outcome (Settled) for the engine's
+// metrics.
 //
 // Nothing a message contains may crash an instance: a panic in a
 // handler, its generated Decode or Correlate is a failure, a bad payload

@@ -19,6 +19,7 @@
 //
 // It sits under the engine (package runtime) and must not import it. What
 // it needs of the engine (the partition index, the key rules, retention,
-// outcome counters, OnHalt) comes in Config as values and callbacks; the
+// OnHalt) comes in Config as values and callbacks (the executor counts
+// each settled outcome, Executor.Settled); the
 // halts it keeps for Status are contract.Halt, which runtime converts.
 package unkeyed

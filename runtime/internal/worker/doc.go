@@ -15,7 +15,8 @@
 // itself as it ends, the heartbeat lists its leases.
 //
 // It sits under the engine (package runtime) and must not import it.
-// What it needs of the engine (retention's trim, outcome counters,
-// OnHalt, a handler's pause) comes in Config as values and callbacks;
+// What it needs of the engine (retention's trim, OnHalt, a handler's
+// pause) comes in Config as values and callbacks (the executor counts
+// each settled outcome, Executor.Settled);
 // the halts it keeps are contract.Halt, which runtime converts.
 package worker

@@ -404,3 +404,19 @@ func (w *Worker) hasHaltRecord(en rdb.Entry) bool {
 
 // pausedBy reports whether err says the partition is paused.
 func pausedBy(err error) bool { return errors.Is(err, rdb.ErrPaused) }
+
+// Halted reports whether w is halted on its head.
+func (w *Worker) Halted() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.halt != nil
+}
+
+func (w *Worker) releasing() bool {
+	select {
+	case <-w.hand.release:
+		return true
+	default:
+		return false
+	}
+}

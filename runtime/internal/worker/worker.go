@@ -157,13 +157,6 @@ func (w *Worker) Stream() string { return w.unit.Lanes[0] }
 // Held is the lease w runs under.
 func (w *Worker) Held() *lease.Held { return w.held }
 
-// Halted reports whether w is halted on its head.
-func (w *Worker) Halted() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.halt != nil
-}
-
 // Paused reports whether an operator's pause stopped w, as its last
 // confirmation (or its handler's pause) found.
 func (w *Worker) Paused() bool { return w.pause.paused.Load() }
@@ -229,15 +222,6 @@ func (w *Worker) releasedAt() time.Time {
 		return time.Unix(0, n)
 	}
 	return time.Time{}
-}
-
-func (w *Worker) releasing() bool {
-	select {
-	case <-w.hand.release:
-		return true
-	default:
-		return false
-	}
 }
 
 // Start runs w on its own goroutine until it is released, its lease is
