@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"testing"
@@ -253,5 +254,23 @@ func TestLag(t *testing.T) {
 	l.Clear()
 	if o, n, more := l.Load(); o != 0 || n != 0 || more {
 		t.Fatalf("cleared: %d %d %v", o, n, more)
+	}
+}
+
+// error.type names the kinds of failure the engine tells apart, wrapped
+// or not, and nothing of an error's text.
+func TestErrorType(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("after 1s: %w", contract.ErrHandlerTimeout), "timeout"},
+		{contract.Permanent(errors.New("bad input")), "permanent"},
+		{fmt.Errorf("recovered: %w", contract.ErrHandlerPanic), "panic"},
+		{errors.New("connection refused"), "error"},
+	} {
+		if got := errorType(tt.err); got != tt.want {
+			t.Errorf("errorType(%v) = %q, want %q", tt.err, got, tt.want)
+		}
 	}
 }
