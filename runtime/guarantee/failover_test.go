@@ -345,7 +345,7 @@ func TestFailoverDefaultModeBounds(t *testing.T) {
 		ms := f.witnessed(k)
 		rs := runs(enterSeqs(ms))
 		applied := f.c.appliedSeqs(k)
-		t.Logf("%s: entered %s; applied on the new primary: %s", k, fmtRuns(rs), fmtSeqs(applied))
+		t.Logf("%s: entered %s; applied on the new primary: %s; by owner (witness): %s", k, fmtRuns(rs), fmtSeqs(applied), byOwner(ms))
 		if never := missing(enterSeqs(ms), last); rs[0][0] != 1 || len(never) > 0 {
 			t.Errorf("%s: entered %s: events %v never ran", k, fmtRuns(rs), never)
 		}
@@ -458,6 +458,33 @@ func committedAhead(applied []int) int {
 		}
 	}
 	return n
+}
+
+// byOwner sums up, per instance and lease token in the witness's order,
+// the seqs key's handler entered and the commits it saw succeed
+// ("i1 <token>: entered 1..40, committed 1..40"): which owner's commits
+// a failover lost.
+func byOwner(ms []mark) string {
+	type owner struct{ inst, token string }
+	var order []owner
+	seqs := map[owner]map[string][]int{}
+	for _, m := range ms {
+		if m.Phase != "enter" && m.Phase != "commit" {
+			continue
+		}
+		o := owner{m.Instance, m.Token}
+		if seqs[o] == nil {
+			seqs[o] = map[string][]int{}
+			order = append(order, o)
+		}
+		seqs[o][m.Phase] = append(seqs[o][m.Phase], m.Seq)
+	}
+	var parts []string
+	for _, o := range order {
+		parts = append(parts, fmt.Sprintf("%s %s: entered %s, committed %s", o.inst, o.token,
+			fmtSeqs(seqs[o]["enter"]), fmtSeqs(seqs[o]["commit"])))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // fmtRuns shows runs as "1..40,38..300".
