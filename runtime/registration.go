@@ -49,7 +49,8 @@ type Registration struct {
 	// Name identifies the handler: its //seqby:name marker's value, else
 	// "import/path.Type". It names the consumer group, so a new name (a
 	// renamed or moved type without //seqby:name) starts a new group,
-	// which reads from Options.NewHandlerStart.
+	// which reads from Options.NewHandlerStart. It may not contain '@',
+	// which is to name a lease generation's group (Name@generation).
 	Name string
 	// Kind of handler.
 	Kind Kind

@@ -84,6 +84,8 @@ func (r *Registry) check(reg Registration, names map[string]bool, keys map[strin
 	switch {
 	case reg.Name == "":
 		return errors.New("a registration has no Name; give it the handler's import path and type")
+	case strings.Contains(reg.Name, "@"):
+		return fmt.Errorf("handler name %q contains '@', which names a lease generation's consumer group (<name>@<generation>); use letters, digits and '.', '_', '-', '/' as seqgen does", reg.Name)
 	case names[reg.Name]:
 		return fmt.Errorf("handler %s registered twice; register each handler once", reg.Name)
 	case len(reg.Routes) == 0:
