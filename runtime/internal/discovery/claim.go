@@ -96,6 +96,13 @@ func maintenanceUnits(units []unit) []maintenance.Unit {
 // claimBatch bounds the acquires one pipeline sends.
 const claimBatch = 256
 
+// moveToGenerationGroups turns on the move of the lanes to lease
+// generations' consumer groups (rdb.AcquireReq.GenGroups), once every
+// deploy record allows it (membership.Instance.GenGroups). Off until the
+// operator tools read those groups too (issue #42, stage 1): the scripts
+// handle both layouts, and a lane keeps what it has.
+const moveToGenerationGroups = false
+
 // claimable reports whether this instance may try to claim u: it does not
 // own it, and u is not cold, benched or struck (package membership).
 func (d *Discovery) claimable(handler string, u unit) bool {
@@ -114,9 +121,10 @@ func (d *Discovery) claim(ctx context.Context, wg *sync.WaitGroup, handler strin
 	}
 	marks := make([]uint64, len(batch))
 	reqs := make([]rdb.AcquireReq, len(batch))
+	gen := moveToGenerationGroups && d.cfg.Members != nil && d.cfg.Members.GenGroups(ctx, handler)
 	for i, u := range batch {
 		marks[i] = d.cfg.Wake.Mark(u.cats[0], u.key)
-		reqs[i] = rdb.AcquireReq{Ref: u.ref, Lanes: u.lanes}
+		reqs[i] = rdb.AcquireReq{Ref: u.ref, Lanes: u.lanes, GenGroups: gen}
 	}
 	var idle time.Duration
 	if d.cfg.ReapAfter > 0 {

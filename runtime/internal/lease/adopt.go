@@ -28,7 +28,7 @@ func (ls *Leases) Adopt(ctx context.Context, ref rdb.LeaseRef, err error, sent *
 	if perr != nil || owner != ls.cfg.Incarnation {
 		return rdb.Lease{}, false
 	}
-	l := rdb.Lease{Ref: ref, Owner: owner, Generation: gen}
+	l := rdb.Lease{Ref: ref, Owner: owner, Generation: gen, GenGroups: held.GenGroups}
 	*sent = time.Now()
 	if err := l.Renew(ctx, ls.cfg.Client, ls.cfg.LeaseTTL); err != nil {
 		return rdb.Lease{}, false

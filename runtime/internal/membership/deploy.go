@@ -125,6 +125,10 @@ type otherBuild struct {
 type deployData struct {
 	Incarnation string              `json:"incarnation"`
 	Routes      map[string][]string `json:"routes"` // category -> types, sorted
+	// GenGroups: the build reads through lease generations' consumer
+	// groups (rdb.Lease.GenGroups) once no live build without it may
+	// read the same lanes (GenGroups, groups.go).
+	GenGroups bool `json:"gen_groups,omitempty"`
 }
 
 // buildOf returns a handler's routes and its build: a digest of its kind
@@ -187,7 +191,7 @@ func (in *Instance) RegisterDeploy(ctx context.Context, builds []Build) error {
 func (in *Instance) registerBuild(ctx context.Context, b Build) (*buildView, error) {
 	c, name, self, kind := in.cfg.Client, b.Name, in.cfg.Owner, b.Kind
 	routes, build := buildOf(b)
-	data, err := json.Marshal(deployData{Incarnation: in.cfg.Incarnation, Routes: routes})
+	data, err := json.Marshal(deployData{Incarnation: in.cfg.Incarnation, Routes: routes, GenGroups: true})
 	if err != nil {
 		return nil, fmt.Errorf("record %s's routes: %w", name, err)
 	}

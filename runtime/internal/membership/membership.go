@@ -66,6 +66,8 @@ type Instance struct {
 	// deployed is the builds Run recorded in the deploy records, to
 	// record them again; set by RegisterDeploy.
 	deployed []Build
+	// gen holds GenGroups' answers.
+	gen genGroupsCache
 
 	// leaving: stop announcing, a graceful stop began.
 	leaving atomic.Bool

@@ -175,9 +175,14 @@ func HaltedHandlers(ctx context.Context, c redis.UniversalClient) ([]string, err
 	return out, nil
 }
 
-// IsPending reports whether id is in group's pending list on stream. A
-// missing stream or group counts as not pending.
-func IsPending(ctx context.Context, c redis.UniversalClient, stream, group, id string) (bool, error) {
+// IsPending reports whether id is in handler's pending list on stream,
+// in its group there (LaneGroup). A missing stream or group counts as not
+// pending.
+func IsPending(ctx context.Context, c redis.UniversalClient, stream, handler, id string) (bool, error) {
+	group, err := LaneGroup(ctx, c, stream, handler)
+	if err != nil {
+		return false, err
+	}
 	ps, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: id, End: id, Count: 1}).Result()
 	if IsNoGroup(err) || errors.Is(err, redis.Nil) {
 		return false, nil

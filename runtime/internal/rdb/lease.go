@@ -65,6 +65,26 @@ type Lease struct {
 	// publishes to it may signal other owners only until the owner names
 	// itself there (Name, or a renewal: RenewAll). Nil when not known.
 	Named []bool
+	// GenGroups: the lease reads its lanes through its generation's own
+	// consumer group (ReadGroup, lib/groups.lua), created by the acquire;
+	// else through the group named Ref.Group, the earlier layout's.
+	GenGroups bool
+}
+
+// ReadGroup is the consumer group the lease's owner reads and acks its
+// lanes through: Ref.Group@Generation (GenGroups), else Ref.Group.
+func (l Lease) ReadGroup() string {
+	if l.GenGroups {
+		return GenerationGroup(l.Ref.Group, l.Generation)
+	}
+	return l.Ref.Group
+}
+
+// GenerationGroup is the name of the consumer group through which the
+// owner of generation gen of group's lease reads: "<group>@<gen>"; gen 0
+// names the group that parks a lane no lease reads (lib/groups.lua).
+func GenerationGroup(group string, gen int64) string {
+	return group + "@" + strconv.FormatInt(gen, 10)
 }
 
 // Token is "<owner>:<generation>": the value of the lease key and the
@@ -85,14 +105,18 @@ func Acquire(ctx context.Context, c redis.UniversalClient, ref LeaseRef, owner s
 // partition is left to the reaper. An idle of 0 never refuses.
 func AcquireWarm(ctx context.Context, c redis.UniversalClient, ref LeaseRef, owner string, ttl, idle time.Duration, lanes []string) (Lease, error) {
 	keys := append(append([]string{ref.Key, ref.Meta, ref.Legacy}, lanes...), ref.wakeKeys()...)
-	res, err := scriptAcquire.Run(ctx, c, keys, owner, ttl.Milliseconds(), idle.Milliseconds(), ref.Group, len(ref.Wake)).Slice()
+	res, err := scriptAcquire.Run(ctx, c, keys, owner, ttl.Milliseconds(), idle.Milliseconds(), ref.Group, len(ref.Wake), "0").Slice()
 	return acquired(ref, owner, res, err)
 }
 
 // AcquireReq is one lease for AcquireAll: its ref and the lanes it covers.
+// GenGroups moves the lanes to the generation's own consumer group (see
+// Lease.GenGroups): set it once no engine of a build that reads Ref.Group
+// alone may read them.
 type AcquireReq struct {
-	Ref   LeaseRef
-	Lanes []string
+	Ref       LeaseRef
+	Lanes     []string
+	GenGroups bool
 }
 
 // AcquireAll is AcquireWarm for many leases in one pipeline (a cluster
@@ -111,7 +135,11 @@ func AcquireAll(ctx context.Context, c redis.UniversalClient, reqs []AcquireReq,
 		for j, i := range todo {
 			ref := reqs[i].Ref
 			keys := append(append([]string{ref.Key, ref.Meta, ref.Legacy}, reqs[i].Lanes...), ref.wakeKeys()...)
-			cmds[j] = scriptAcquire.EvalSha(ctx, pipe, keys, owner, ttl.Milliseconds(), idle.Milliseconds(), ref.Group, len(ref.Wake))
+			mode := "0"
+			if reqs[i].GenGroups {
+				mode = "1"
+			}
+			cmds[j] = scriptAcquire.EvalSha(ctx, pipe, keys, owner, ttl.Milliseconds(), idle.Milliseconds(), ref.Group, len(ref.Wake), mode)
 		}
 		pipe.Exec(ctx)
 		var again []int
@@ -144,19 +172,26 @@ func acquired(ref LeaseRef, owner string, res []any, err error) (Lease, error) {
 	if len(res) == 1 && res[0] == int64(2) {
 		return Lease{}, fmt.Errorf("acquire lease %s: %w", ref.Key, ErrCold)
 	}
-	if len(res) != 2 && len(res) != 3 {
+	if len(res) < 2 || len(res) > 4 {
 		return Lease{}, fmt.Errorf("acquire lease %s: unexpected reply %v", ref.Key, res)
 	}
 	if ok, _ := res[0].(int64); ok != 1 {
-		return Lease{}, &HeldError{Key: ref.Key, Token: fmt.Sprint(res[1])}
+		held := &HeldError{Key: ref.Key, Token: fmt.Sprint(res[1])}
+		if len(res) == 3 {
+			held.GenGroups = res[2] == int64(1)
+		}
+		return Lease{}, held
 	}
 	gen, err := strconv.ParseInt(fmt.Sprint(res[1]), 10, 64)
 	if err != nil {
 		return Lease{}, fmt.Errorf("acquire lease %s: generation %v: %w", ref.Key, res[1], err)
 	}
 	l := Lease{Ref: ref, Owner: owner, Generation: gen}
-	if len(res) == 3 {
+	if len(res) >= 3 {
 		l.Named, _ = namedFlags(res[2], len(ref.Wake))
+	}
+	if len(res) == 4 {
+		l.GenGroups = res[3] == int64(1)
 	}
 	return l, nil
 }
@@ -211,7 +246,11 @@ func (l Lease) Name(ctx context.Context, c redis.UniversalClient, streams []stri
 // when the lease no longer holds this token.
 func (l Lease) ReleaseCold(ctx context.Context, c redis.UniversalClient, idle time.Duration, lanes []string) (bool, error) {
 	keys := append(append([]string{l.Ref.Key, MetaKey(l.Ref.Key)}, lanes...), l.Ref.wakeKeys()...)
-	n, err := scriptReleaseCold.Run(ctx, c, keys, l.Token(), idle.Milliseconds(), l.Ref.Group, len(l.Ref.Wake)).Int64()
+	mode := "0"
+	if l.GenGroups {
+		mode = "1"
+	}
+	n, err := scriptReleaseCold.Run(ctx, c, keys, l.Token(), idle.Milliseconds(), l.Ref.Group, len(l.Ref.Wake), mode).Int64()
 	if err != nil {
 		return false, fmt.Errorf("release cold lease %s: %w", l.Ref.Key, fenced(err, l))
 	}
@@ -363,24 +402,29 @@ func (l Lease) EndAttempt(ctx context.Context, c redis.UniversalClient) error {
 // Release deletes the lease if it still holds this token, so the next
 // owner need not wait for the TTL. Releasing a lost lease is not an error.
 func (l Lease) Release(ctx context.Context, c redis.UniversalClient) error {
-	return l.ReleaseHanding(ctx, c, l.Ref.Group, nil)
+	return l.ReleaseHanding(ctx, c, nil, nil)
 }
 
-// ReleaseHanding is Release for a graceful release that hands on entries
-// pending under this owner that are not in flight (a halted head between
-// retries, entries read ahead and never run): in the same script, fenced,
-// it takes back the delivery this owner's read counted on each, so
-// handovers never add up to MaxDeliveries (release.lua).
-func (l Lease) ReleaseHanding(ctx context.Context, c redis.UniversalClient, group string, entries []Entry) error {
+// ReleaseHanding is Release for a graceful release of a lease covering
+// lanes, that hands on entries pending under this owner that are not in
+// flight (a halted head between retries, entries read ahead and never
+// run): in the same script, fenced, it takes back the delivery this
+// owner's read counted on each, so handovers never add up to
+// MaxDeliveries, and a lease reading through its generation's group
+// parks every lane (release.lua, lib/groups.lua).
+func (l Lease) ReleaseHanding(ctx context.Context, c redis.UniversalClient, lanes []string, entries []Entry) error {
 	keys := []string{l.Ref.Key}
-	args := []any{l.Token(), group}
+	var ids []any
 	for _, en := range entries {
 		keys = append(keys, en.Stream)
-		args = append(args, en.ID)
+		ids = append(ids, en.ID)
 	}
-	if group == l.Ref.Group {
-		keys = append(keys, l.Ref.wakeKeys()...) // the owner's field goes with the lease
+	park := 0
+	if l.GenGroups {
+		keys, park = append(keys, lanes...), len(lanes)
 	}
+	keys = append(keys, l.Ref.wakeKeys()...) // the owner's field goes with the lease
+	args := append([]any{l.Token(), l.ReadGroup(), l.Ref.Group, park}, ids...)
 	if err := scriptRelease.Run(ctx, c, keys, args...).Err(); err != nil {
 		return fmt.Errorf("release lease %s: %w", l.Ref.Key, err)
 	}
@@ -455,6 +499,10 @@ func ParseIncarnation(token string) (incarnation string, generation int64, err e
 // matches ErrLeaseHeld and names the holder's token.
 type HeldError struct {
 	Key, Token string
+	// GenGroups: the holder, when it is the caller's incarnation (a
+	// resent acquire finds its first run's lease), reads through its
+	// generation's group (Lease.GenGroups).
+	GenGroups bool
 }
 
 func (e *HeldError) Error() string {

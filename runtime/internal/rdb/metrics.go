@@ -81,11 +81,9 @@ func Backlog(ctx context.Context, c redis.UniversalClient, group string, streams
 		if err != nil {
 			continue
 		}
-		for _, g := range gs {
-			// Lag is -1 when Redis cannot count it (go-redis maps nil).
-			if g.Name == group && g.Lag >= 0 {
-				n[i], ok[i] = g.Pending+g.Lag, true
-			}
+		// Lag is -1 when Redis cannot count it (go-redis maps nil).
+		if g, mine := GroupOf(gs, group); mine && g.Lag >= 0 {
+			n[i], ok[i] = g.Pending+g.Lag, true
 		}
 	}
 	return n, ok, nil

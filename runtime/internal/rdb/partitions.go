@@ -43,6 +43,7 @@ const statsBatch = 500
 func LanesStats(ctx context.Context, c redis.UniversalClient, group string, streams []string) ([]LaneStats, error) {
 	out := make([]LaneStats, len(streams))
 	heads := make([]string, len(streams)) // last delivered ids, where the head follows one
+	names := make([]string, len(streams)) // group's name on each lane (GroupOf)
 	for lo := 0; lo < len(streams); lo += statsBatch {
 		hi := min(lo+statsBatch, len(streams))
 		infos := make([]*redis.XInfoStreamCmd, hi-lo)
@@ -70,11 +71,8 @@ func LanesStats(ctx context.Context, c redis.UniversalClient, group string, stre
 				return nil, fmt.Errorf("XINFO GROUPS %s: %w", s, err)
 			}
 			delivered := ""
-			for _, g := range gs {
-				if g.Name != group {
-					continue
-				}
-				l.Group, l.Pending, l.Lag, delivered = true, g.Pending, g.Lag, g.LastDeliveredID
+			if g, ok := GroupOf(gs, group); ok {
+				l.Group, l.Pending, l.Lag, delivered, names[lo+i] = true, g.Pending, g.Lag, g.LastDeliveredID, g.Name
 				if g.Lag < 0 {
 					if l.Lag, err = countAfter(ctx, c, s, g.LastDeliveredID); err != nil {
 						return nil, err
@@ -87,7 +85,7 @@ func LanesStats(ctx context.Context, c redis.UniversalClient, group string, stre
 				heads[lo+i] = delivered
 			}
 		}
-		if err := readHeads(ctx, c, group, out[lo:hi], heads[lo:hi]); err != nil {
+		if err := readHeads(ctx, c, names[lo:hi], out[lo:hi], heads[lo:hi]); err != nil {
 			return nil, err
 		}
 	}
@@ -96,9 +94,10 @@ func LanesStats(ctx context.Context, c redis.UniversalClient, group string, stre
 
 // readHeads fills in the HeadID of the lanes where entries wait behind
 // the group's cursor, in one pipeline: the first pending entry where
-// some are pending, else the first entry after delivered[i] (the group's
-// last delivered id) where it is not "".
-func readHeads(ctx context.Context, c redis.UniversalClient, group string, lanes []LaneStats, delivered []string) error {
+// some are pending (in groups[i], the group's name on lane i), else the
+// first entry after delivered[i] (the group's last delivered id) where it
+// is not "".
+func readHeads(ctx context.Context, c redis.UniversalClient, groups []string, lanes []LaneStats, delivered []string) error {
 	pending := make([]*redis.XPendingCmd, len(lanes))
 	next := make([]*redis.XMessageSliceCmd, len(lanes))
 	ask := false
@@ -106,7 +105,7 @@ func readHeads(ctx context.Context, c redis.UniversalClient, group string, lanes
 		for i, l := range lanes {
 			switch {
 			case l.Pending > 0:
-				pending[i], ask = p.XPending(ctx, l.Stream, group), true
+				pending[i], ask = p.XPending(ctx, l.Stream, groups[i]), true
 			case delivered[i] != "":
 				next[i], ask = p.XRangeN(ctx, l.Stream, "("+delivered[i], "+", 1), true
 			}

@@ -39,10 +39,10 @@ type Lane struct {
 	Pending []PendingEntry // oldest first, at most the count asked for
 }
 
-// LaneOf describes stream for group: whether it exists, its length and
-// up to count of the group's pending entries (none when the group does
-// not exist yet).
-func LaneOf(ctx context.Context, c redis.UniversalClient, stream, group string, count int64) (Lane, error) {
+// LaneOf describes stream for handler: whether it exists, its length and
+// up to count of the pending entries of handler's group there (LaneGroup;
+// none when the group does not exist yet).
+func LaneOf(ctx context.Context, c redis.UniversalClient, stream, handler string, count int64) (Lane, error) {
 	var l Lane
 	n, err := c.Exists(ctx, stream).Result()
 	if err != nil || n == 0 {
@@ -50,6 +50,10 @@ func LaneOf(ctx context.Context, c redis.UniversalClient, stream, group string, 
 	}
 	l.Exists = true
 	if l.Length, err = c.XLen(ctx, stream).Result(); err != nil {
+		return l, err
+	}
+	group, err := LaneGroup(ctx, c, stream, handler)
+	if err != nil {
 		return l, err
 	}
 	ps, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: "-", End: "+", Count: count}).Result()

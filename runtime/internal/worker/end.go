@@ -41,7 +41,7 @@ func (w *Worker) finish() {
 	w.flushAck()
 	if !w.held.End() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(w.held.Context()), cfg.LeaseTTL)
-		if err := w.held.Lease().ReleaseHanding(ctx, cfg.Client, w.unit.Handler, w.handing()); err != nil {
+		if err := w.held.Lease().ReleaseHanding(ctx, cfg.Client, w.unit.Lanes, w.handing()); err != nil {
 			cfg.Log.Warn("seqby: release failed; the lease will expire after its TTL, and the partition's next owner waits for that", "handler", w.unit.Handler, "stream", w.unit.Lanes[0], "err", err)
 		} else {
 			cfg.Log.Debug("seqby: released", "handler", w.unit.Handler, "partition", w.unit.Key, "stream", w.unit.Lanes[0])
@@ -88,7 +88,7 @@ func (w *Worker) flushAck() {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.held.Context()), w.releaseGrace())
 	defer cancel()
 	for backoff := cfg.RetryBackoff; ; backoff = min(2*backoff, cfg.MaxBackoff) {
-		err := rdb.FencedAckEntries(ctx, cfg.Client, w.held.Lease(), w.unit.Handler, w.r.unacked)
+		err := rdb.FencedAckEntries(ctx, cfg.Client, w.held.Lease(), w.group(), w.r.unacked)
 		if err == nil || pausedBy(err) { // paused: acked all the same
 			w.ackedPrevious()
 			return
@@ -106,7 +106,7 @@ func (w *Worker) flushAck() {
 func (w *Worker) reclaim() bool {
 	cfg := w.cfg()
 	for {
-		n, err := rdb.Reclaim(w.held.Context(), cfg.Client, w.held.Lease(), w.unit.Handler, w.unit.Lanes)
+		n, err := rdb.Reclaim(w.held.Context(), cfg.Client, w.held.Lease(), w.group(), w.unit.Lanes)
 		if err == nil {
 			w.redisOK()
 			if n > 0 {

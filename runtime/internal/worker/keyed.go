@@ -121,7 +121,7 @@ func (keyed) next(w *Worker, marks []uint64) (en rdb.Entry, ok bool, confirmed t
 	}
 	if len(w.r.ahead) == 0 {
 		sent := time.Now()
-		es, more, err := cfg.Batch.ReadAhead(w.held.Context(), w.held.Lease(), w.unit.Handler, w.unit.Lanes, w.readCount(), w.r.unacked, w.r.deep)
+		es, more, err := cfg.Batch.ReadAhead(w.held.Context(), w.held.Lease(), w.group(), w.unit.Lanes, w.readCount(), w.r.unacked, w.r.deep)
 		if pausedBy(err) {
 			w.ackedPrevious() // the acks it carried were done
 		}
@@ -168,7 +168,7 @@ func (w *Worker) ackUnacked() error {
 	if len(w.r.unacked) == 0 {
 		return paused
 	}
-	err := w.cfg().Batch.AckEntries(w.held.Context(), w.held.Lease(), w.unit.Handler, w.r.unacked, w.r.deep)
+	err := w.cfg().Batch.AckEntries(w.held.Context(), w.held.Lease(), w.group(), w.r.unacked, w.r.deep)
 	if err != nil && !pausedBy(err) {
 		return err
 	}
@@ -203,7 +203,7 @@ func (w *Worker) prefetchIf(seq uint64) {
 			held = append(held[:len(held):len(held)], *e)
 		}
 	}
-	w.r.prefetch = w.cfg().Batch.ReadNew(w.held.Lease(), w.unit.Handler, w.unit.Lanes, n, w.r.unacked, held)
+	w.r.prefetch = w.cfg().Batch.ReadNew(w.held.Lease(), w.group(), w.unit.Lanes, n, w.r.unacked, held)
 }
 
 // collect takes the reply of the prefetch in flight (none: nothing to

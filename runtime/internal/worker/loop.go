@@ -76,6 +76,10 @@ func (w *Worker) work() (asleep bool) {
 	return false
 }
 
+// group is the consumer group w reads and acks its lanes through: its
+// lease generation's, or the earlier layout's shared one (rdb.Lease.ReadGroup).
+func (w *Worker) group() string { return w.held.Lease().ReadGroup() }
+
 // heldHead returns the halted head to retry (ok), if w holds one.
 func (w *Worker) heldHead() (rdb.Entry, bool) {
 	if w.head == nil {

@@ -37,7 +37,7 @@ func (pmReader) next(w *Worker, _ []uint64) (en rdb.Entry, ok bool, confirmed ti
 		w.r.ahead = w.r.ahead[1:]
 	} else if !ok {
 		confirmed = time.Now()
-		en, ok, err = w.cfg().Batch.ReadOldest(w.held.Context(), w.held.Lease(), w.unit.Handler, w.unit.Lanes, w.unit.Primaries, w.r.unacked)
+		en, ok, err = w.cfg().Batch.ReadOldest(w.held.Context(), w.held.Lease(), w.group(), w.unit.Lanes, w.unit.Primaries, w.r.unacked)
 		if err == nil {
 			w.unpaused()
 		}

@@ -6,7 +6,7 @@
 -- KEYS[3] lease
 -- ARGV[1] record (JSON) as read
 -- ARGV[2] token of the owner that halted
--- ARGV[3] group
+-- ARGV[3] the handler or pm
 -- ARGV[4] entry id
 -- Returns {"OK", ""} when resolve_head would act, else {code, detail} as
 -- resolve_head refuses.

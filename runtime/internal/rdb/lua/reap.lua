@@ -26,7 +26,8 @@
 -- its note has not expired: the halted owner and a resend of the resolve
 -- read it),
 -- {-1, group...} when a lane has a group not in ARGV: call again with those
--- groups too, so their leases and states are covered.
+-- groups too, so their leases and states are covered. A lease
+-- generation's group g@<n> (lib/groups.lua) is g's.
 --
 -- One script, in the partition's slot: an entry appended before it keeps
 -- the partition; one appended after it recreates the stream, and its
@@ -51,9 +52,12 @@ for _, s in ipairs(lanes) do
   if redis.call('EXISTS', s) == 1 then
     for _, g in ipairs(redis.call('XINFO', 'GROUPS', s)) do
       for j = 1, #g, 2 do
-        if g[j] == 'name' and not known[g[j + 1]] then
-          known[g[j + 1]] = true
-          unknown[#unknown + 1] = g[j + 1]
+        if g[j] == 'name' then
+          local name = string.match(g[j + 1], '^(.*)@%d+$') or g[j + 1]
+          if not known[name] then
+            known[name] = true
+            unknown[#unknown + 1] = name
+          end
         end
       end
     end

@@ -17,7 +17,9 @@ end
 local moved = 0
 for i = 2, #KEYS do
   if redis.call('EXISTS', KEYS[i]) == 1 then
-    redis.pcall('XGROUP', 'CREATE', KEYS[i], ARGV[2], '0')
+    -- A lease generation's group takes over a lane made after the
+    -- acquire (join() from lib/groups.lua); the shared one is created.
+    join(KEYS[i], ARGV[2], ARGV[1])
     local cursor = '0-0'
     repeat
       local r = redis.call('XAUTOCLAIM', KEYS[i], ARGV[2], ARGV[1], 0, cursor, 'COUNT', 100, 'JUSTID')

@@ -1,7 +1,8 @@
 -- release_cold: the owner lets a cold partition go, so the reaper can
 -- remove it.
 --
--- Uses cold() from lib/cold.lua and unwake() from lib/wake.lua.
+-- Uses cold() from lib/cold.lua, unwake() from lib/wake.lua and the moves
+-- of lib/groups.lua.
 --
 -- KEYS[1] lease
 -- KEYS[2] the lease's control hash (rdb.MetaKey): its field paused is the
@@ -12,6 +13,9 @@
 -- ARGV[2] idle milliseconds after which the lanes count as cold
 -- ARGV[3] the lease's group, its field in the wake hashes (optional)
 -- ARGV[4] w (optional; absent: 0)
+-- ARGV[5] '1' when the lease reads through its generation's group
+--         (ARGV[3]@generation), which goes with the lease: each lane's
+--         moves to the handler's parked group ARGV[3]@0 (lib/groups.lua)
 -- Returns 1 when the lanes were cold and the lease was deleted, 0 when they
 -- are not cold or an operator paused the partition (the owner keeps the
 -- lease: a paused partition stays owned); the SEQBY_FENCED error when the
@@ -39,6 +43,11 @@ if not cold(lanes, tonumber(ARGV[2])) then
     return redis.error_reply('SEQBY_FENCED lease ' .. KEYS[1] .. ' is not held by ' .. ARGV[1])
   end
   return 0
+end
+if cur and ARGV[5] == '1' then
+  local plans = {}
+  for _, s in ipairs(lanes) do plans[#plans + 1] = plan_move(s, ARGV[3], ARGV[3] .. '@0', '0') end
+  for _, p in ipairs(plans) do apply_move(p, ARGV[1]) end
 end
 unwake(#KEYS - w + 1, #KEYS, ARGV[3], ARGV[1])
 if cur then redis.call('DEL', KEYS[1]) end

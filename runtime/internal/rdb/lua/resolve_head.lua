@@ -9,7 +9,7 @@
 -- All share the partition's (or the pm value's) slot.
 -- ARGV[1] record (JSON) as read
 -- ARGV[2] token of the owner that halted
--- ARGV[3] group
+-- ARGV[3] the handler or pm
 -- ARGV[4] entry id
 -- ARGV[5] how long the resolved note lives, in milliseconds
 -- ARGV[6] the command ("skip" or "dlq move"), for the resolved note
@@ -24,7 +24,8 @@
 --   - the entry must still be pending (STALE: the partition moved past it
 --     and the record is stale),
 --   - and be the group's first pending entry on the lane (NOT_HEAD, with
---     the actual first pending id).
+--     the actual first pending id); the group is the handler's on the
+--     lane, whichever it is now (lib/head.lua).
 -- Then: leave the resolved note for the halted owner (JSON: the token
 -- the lease held, "" when it was free, the entry id, the command, the op,
 -- the dead-letter entry id, at, when, and exp, its expiry, in Redis ms),
@@ -32,8 +33,10 @@
 -- write it (an older ACL line without SET) fails before anything changed;
 -- copy the entry (its fields, then the metadata) to the dead-letter stream
 -- when given, XACK it, delete the lease so the halted owner's next renew
--- or attempt fails and a new owner continues after the head, and remove
--- the record and the attempt mark. Once the lease is deleted no
+-- or attempt fails and a new owner continues after the head, park the
+-- lane's group when it is a generation's (lib/groups.lua: the halted
+-- owner can neither ack nor read there any more), and remove the record
+-- and the attempt mark. Once the lease is deleted no
 -- attempt of the head starts anywhere: every attempt of a halted head
 -- begins with begin_attempt, which needs the lease, and the head is acked.
 --
@@ -73,7 +76,11 @@ if KEYS[4] then
   note.dlq_id = dlqid
   redis.call('HSET', KEYS[1], 'resolved', cjson.encode(note))
 end
-redis.call('XACK', KEYS[2], ARGV[3], ARGV[4])
+local g = head_group()
+redis.call('XACK', KEYS[2], g, ARGV[4])
+if g ~= ARGV[3] and g ~= ARGV[3] .. '@0' then
+  apply_move(plan_move(KEYS[2], ARGV[3], ARGV[3] .. '@0', '0'), ARGV[2])
+end
 redis.call('DEL', KEYS[3])
 redis.call('HDEL', KEYS[1], 'attempt', 'halt')
 return {'OK', dlqid}

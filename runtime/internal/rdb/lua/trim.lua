@@ -9,20 +9,33 @@
 -- Returns the number of entries removed.
 --
 -- A registered group missing on the stream is created from id 0 first: a
--- handler that has not read this stream yet keeps everything. Then the
+-- handler that has not read this stream yet keeps everything. A keyed
+-- handler or pm g that reads through lease generations' groups has
+-- g@<n> instead (lib/groups.lua), which counts as present; a g beside
+-- one is an earlier build's, made here before the lane moved, and goes:
+-- it would hold the stream at 0 for ever. Then the
 -- stream is trimmed (XTRIM MINID, exact) to the smallest, over every group
 -- on it, of the group's oldest pending entry, or, with nothing pending,
 -- the id just after its last-delivered one: every entry below was
 -- delivered to every group and acked. Redis runs Lua 5.1: no goto.
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-local have = {}
+local have, gen = {}, {}
 for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
   for j = 1, #g, 2 do
-    if g[j] == 'name' then have[g[j + 1]] = true end
+    if g[j] == 'name' then
+      local name = g[j + 1]
+      have[name] = true
+      local base = string.match(name, '^(.*)@%d+$')
+      if base then gen[base] = true end
+    end
   end
 end
 for i = 1, #ARGV do
-  if not have[ARGV[i]] then redis.call('XGROUP', 'CREATE', KEYS[1], ARGV[i], '0') end
+  if gen[ARGV[i]] then
+    if have[ARGV[i]] then redis.call('XGROUP', 'DESTROY', KEYS[1], ARGV[i]) end
+  elseif not have[ARGV[i]] then
+    redis.call('XGROUP', 'CREATE', KEYS[1], ARGV[i], '0')
+  end
 end
 local min
 for _, g in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do

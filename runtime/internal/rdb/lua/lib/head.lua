@@ -5,7 +5,24 @@
 -- KEYS[1] the lease's control hash (rdb.MetaKey: fields halt, attempt),
 -- KEYS[2] the lane holding the head, KEYS[3] the lease;
 -- ARGV[1] the record (JSON) as read, ARGV[2] the token of the owner that
--- halted, ARGV[3] the group, ARGV[4] the entry id.
+-- halted, ARGV[3] the handler or pm, ARGV[4] the entry id.
+--
+-- Uses group_of() from lib/groups.lua: the head is pending in the
+-- handler's group on the lane, whichever it is now (a generation's, a
+-- parked one, or the earlier layout's shared group).
+
+-- head_group() is the name of the group the head is pending in: the
+-- handler's on the lane, or the handler's name when it has none there or
+-- the lane's groups cannot be read (no stream there; a user whose ACL
+-- does not allow XINFO GROUPS, which the earlier layout's checks did not
+-- need).
+local function head_group()
+  local gs = redis.pcall('XINFO', 'GROUPS', KEYS[2])
+  if type(gs) ~= 'table' or gs.err then return ARGV[3] end
+  local g = group_of(KEYS[2], ARGV[3])
+  if g then return g.name end
+  return ARGV[3]
+end
 
 -- head_refusal() is nil when the head may be resolved, else {code,
 -- detail}: NOT_HALTED (the record changed), RETRYING (another owner holds
@@ -28,9 +45,10 @@ local function head_refusal()
       end
     end
   end
-  local p = redis.pcall('XPENDING', KEYS[2], ARGV[3], ARGV[4], ARGV[4], 1)
+  local g = head_group()
+  local p = redis.pcall('XPENDING', KEYS[2], g, ARGV[4], ARGV[4], 1)
   if type(p) ~= 'table' or p.err or #p == 0 then return {'STALE', ''} end
-  p = redis.call('XPENDING', KEYS[2], ARGV[3], '-', '+', 1)
+  p = redis.call('XPENDING', KEYS[2], g, '-', '+', 1)
   if p[1][1] ~= ARGV[4] then return {'NOT_HEAD', p[1][1]} end
   return nil
 end

@@ -24,26 +24,32 @@
 local function oldest_pending(s, token, group)
   local r = redis.pcall('XREADGROUP', 'GROUP', group, token, 'COUNT', 1, 'STREAMS', s, '0')
   if type(r) == 'table' and r.err then
-    -- NOGROUP: a lane that appeared after the claim; nothing is pending.
-    redis.pcall('XGROUP', 'CREATE', s, group, '0')
-    return nil
+    -- NOGROUP: a lane that appeared after the claim gets its group now
+    -- (join() from lib/groups.lua), with what the lane's group of the pm
+    -- held pending, if any.
+    if join(s, group, token) == 0 then return nil end
+    r = redis.call('XREADGROUP', 'GROUP', group, token, 'COUNT', 1, 'STREAMS', s, '0')
   end
   if r and r[1] and #r[1][2] > 0 then return r[1][2][1] end
   return nil
 end
-local function oldest_peek(s, token, group)
-  local last
+-- last_delivered is group's last-delivered id on s, nil without it.
+local function last_delivered(s, group)
   for _, g in ipairs(redis.call('XINFO', 'GROUPS', s)) do
     local name, id
     for j = 1, #g, 2 do
       if g[j] == 'name' then name = g[j + 1] end
       if g[j] == 'last-delivered-id' then id = g[j + 1] end
     end
-    if name == group then last = id end
+    if name == group then return id end
   end
+  return nil
+end
+local function oldest_peek(s, token, group)
+  local last = last_delivered(s, group)
   if not last then
-    redis.call('XGROUP', 'CREATE', s, group, '0')
-    last = '0-0'
+    join(s, group, token, true)
+    last = last_delivered(s, group) or '0-0'
   end
   local r = redis.call('XRANGE', s, '(' .. last, '+', 'COUNT', 1)
   return r[1]

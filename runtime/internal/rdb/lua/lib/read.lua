@@ -38,8 +38,9 @@
 local function read_lane(s, token, group, id, count)
   local r = redis.pcall('XREADGROUP', 'GROUP', group, token, 'COUNT', count, 'STREAMS', s, id)
   if type(r) == 'table' and r.err then
-    -- NOGROUP: a lane that appeared after the claim gets its group now.
-    redis.pcall('XGROUP', 'CREATE', s, group, '0')
+    -- NOGROUP: a lane that appeared after the claim gets its group now
+    -- (join() from lib/groups.lua).
+    join(s, group, token)
     r = redis.call('XREADGROUP', 'GROUP', group, token, 'COUNT', count, 'STREAMS', s, id)
   end
   return r
