@@ -71,22 +71,6 @@ type Lease struct {
 	GenGroups bool
 }
 
-// ReadGroup is the consumer group the lease's owner reads and acks its
-// lanes through: Ref.Group@Generation (GenGroups), else Ref.Group.
-func (l Lease) ReadGroup() string {
-	if l.GenGroups {
-		return GenerationGroup(l.Ref.Group, l.Generation)
-	}
-	return l.Ref.Group
-}
-
-// GenerationGroup is the name of the consumer group through which the
-// owner of generation gen of group's lease reads: "<group>@<gen>"; gen 0
-// names the group that parks a lane no lease reads (lib/groups.lua).
-func GenerationGroup(group string, gen int64) string {
-	return group + "@" + strconv.FormatInt(gen, 10)
-}
-
 // Token is "<owner>:<generation>": the value of the lease key and the
 // owner's consumer name in the group. An engine's owner is its
 // incarnation, "<owner_id>~<random>" (ParseToken), so its tokens are
@@ -427,45 +411,6 @@ func (l Lease) ReleaseHanding(ctx context.Context, c redis.UniversalClient, lane
 	args := append([]any{l.Token(), l.ReadGroup(), l.Ref.Group, park}, ids...)
 	if err := scriptRelease.Run(ctx, c, keys, args...).Err(); err != nil {
 		return fmt.Errorf("release lease %s: %w", l.Ref.Key, err)
-	}
-	return nil
-}
-
-// ClaimOwner takes ownerID's key (OwnerKey) for incarnation with a TTL.
-// held is the incarnation holding it when taken is false, and left its
-// remaining TTL.
-func ClaimOwner(ctx context.Context, c redis.UniversalClient, ownerID, incarnation string, ttl time.Duration) (taken bool, held string, left time.Duration, err error) {
-	res, err := scriptOwnerClaim.Run(ctx, c, []string{OwnerKey(ownerID)}, incarnation, ttl.Milliseconds()).Slice()
-	if err != nil {
-		return false, "", 0, fmt.Errorf("claim owner id %s: %w", ownerID, err)
-	}
-	if len(res) == 1 {
-		return true, "", 0, nil
-	}
-	if len(res) != 3 {
-		return false, "", 0, fmt.Errorf("claim owner id %s: unexpected reply %v", ownerID, res)
-	}
-	ms, _ := res[2].(int64)
-	return false, fmt.Sprint(res[1]), time.Duration(ms) * time.Millisecond, nil
-}
-
-// RenewOwner extends ownerID's key if incarnation still holds it, else it
-// fails with ErrLeaseLost.
-func RenewOwner(ctx context.Context, c redis.UniversalClient, ownerID, incarnation string, ttl time.Duration) error {
-	n, err := scriptRenew.Run(ctx, c, []string{OwnerKey(ownerID)}, incarnation, ttl.Milliseconds()).Int64()
-	if err != nil {
-		return fmt.Errorf("renew owner id %s: %w", ownerID, err)
-	}
-	if n != 1 {
-		return fmt.Errorf("renew owner id %s as %s: %w", ownerID, incarnation, ErrLeaseLost)
-	}
-	return nil
-}
-
-// ReleaseOwner deletes ownerID's key if incarnation holds it.
-func ReleaseOwner(ctx context.Context, c redis.UniversalClient, ownerID, incarnation string) error {
-	if err := scriptRelease.Run(ctx, c, []string{OwnerKey(ownerID)}, incarnation).Err(); err != nil {
-		return fmt.Errorf("release owner id %s: %w", ownerID, err)
 	}
 	return nil
 }

@@ -323,3 +323,42 @@ func getAll(ctx context.Context, c redis.UniversalClient, owners []string, key f
 	}
 	return out, nil
 }
+
+// ClaimOwner takes ownerID's key (OwnerKey) for incarnation with a TTL.
+// held is the incarnation holding it when taken is false, and left its
+// remaining TTL.
+func ClaimOwner(ctx context.Context, c redis.UniversalClient, ownerID, incarnation string, ttl time.Duration) (taken bool, held string, left time.Duration, err error) {
+	res, err := scriptOwnerClaim.Run(ctx, c, []string{OwnerKey(ownerID)}, incarnation, ttl.Milliseconds()).Slice()
+	if err != nil {
+		return false, "", 0, fmt.Errorf("claim owner id %s: %w", ownerID, err)
+	}
+	if len(res) == 1 {
+		return true, "", 0, nil
+	}
+	if len(res) != 3 {
+		return false, "", 0, fmt.Errorf("claim owner id %s: unexpected reply %v", ownerID, res)
+	}
+	ms, _ := res[2].(int64)
+	return false, fmt.Sprint(res[1]), time.Duration(ms) * time.Millisecond, nil
+}
+
+// RenewOwner extends ownerID's key if incarnation still holds it, else it
+// fails with ErrLeaseLost.
+func RenewOwner(ctx context.Context, c redis.UniversalClient, ownerID, incarnation string, ttl time.Duration) error {
+	n, err := scriptRenew.Run(ctx, c, []string{OwnerKey(ownerID)}, incarnation, ttl.Milliseconds()).Int64()
+	if err != nil {
+		return fmt.Errorf("renew owner id %s: %w", ownerID, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("renew owner id %s as %s: %w", ownerID, incarnation, ErrLeaseLost)
+	}
+	return nil
+}
+
+// ReleaseOwner deletes ownerID's key if incarnation holds it.
+func ReleaseOwner(ctx context.Context, c redis.UniversalClient, ownerID, incarnation string) error {
+	if err := scriptRelease.Run(ctx, c, []string{OwnerKey(ownerID)}, incarnation).Err(); err != nil {
+		return fmt.Errorf("release owner id %s: %w", ownerID, err)
+	}
+	return nil
+}

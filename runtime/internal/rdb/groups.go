@@ -60,3 +60,19 @@ func LaneGroup(ctx context.Context, c redis.UniversalClient, stream, handler str
 	}
 	return handler, nil
 }
+
+// ReadGroup is the consumer group the lease's owner reads and acks its
+// lanes through: Ref.Group@Generation (GenGroups), else Ref.Group.
+func (l Lease) ReadGroup() string {
+	if l.GenGroups {
+		return GenerationGroup(l.Ref.Group, l.Generation)
+	}
+	return l.Ref.Group
+}
+
+// GenerationGroup is the name of the consumer group through which the
+// owner of generation gen of group's lease reads: "<group>@<gen>"; gen 0
+// names the group that parks a lane no lease reads (lib/groups.lua).
+func GenerationGroup(group string, gen int64) string {
+	return group + "@" + strconv.FormatInt(gen, 10)
+}
