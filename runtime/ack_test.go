@@ -36,7 +36,8 @@ func TestHandoverAcksTheLastEntry(t *testing.T) {
 	})
 	close(release)
 	<-stopped
-	p, err := c.XPending(ctx, rdb.PartitionStream("order", "a"), "orders").Result()
+	stream := rdb.PartitionStream("order", "a")
+	p, err := c.XPending(ctx, stream, laneGroup(t, c, stream, "orders")).Result()
 	if err != nil || p.Count != 0 {
 		t.Fatalf("pending after a graceful stop: %+v, %v", p, err)
 	}

@@ -57,7 +57,7 @@ func TestBatchedHaltAcksWhatRanBefore(t *testing.T) {
 		t.Fatalf("the handler ran %v, want %v", got, want)
 	}
 	stream := rdb.PartitionStream("order", "k")
-	p, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: h.Name, Start: "-", End: "+", Count: 10}).Result()
+	p, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: laneGroup(t, c, stream, h.Name), Start: "-", End: "+", Count: 10}).Result()
 	if err != nil || len(p) != 3 || p[0].ID != halt.EntryID {
 		t.Fatalf("pending after the halt: %+v %v; want the head %s first, then the two read ahead", p, err, halt.EntryID)
 	}
@@ -92,7 +92,7 @@ func runBatchedInOrder(t *testing.T, base, c *redis.Client, opts Options, n int)
 	startEngine(t, c, opts, h)
 	stream := rdb.PartitionStream("order", "k")
 	eventually(t, 30*time.Second, "every entry run and acked", func() bool {
-		p, err := base.XPending(ctx, stream, h.Name).Result()
+		p, err := base.XPending(ctx, stream, laneGroup(t, base, stream, h.Name)).Result()
 		return len(log.seqs()) >= n && err == nil && p.Count == 0
 	})
 	ran := log.seqs()

@@ -77,16 +77,11 @@ func ackedIn(t *testing.T, c redis.UniversalClient, stream, group, id string) bo
 	if err != nil {
 		t.Fatal(err)
 	}
-	delivered := false
-	for _, g := range gs {
-		if g.Name == group {
-			delivered = !executor.EntryAfter(id, g.LastDeliveredID)
-		}
-	}
-	if !delivered {
+	g, ok := rdb.GroupOf(gs, group)
+	if !ok || executor.EntryAfter(id, g.LastDeliveredID) {
 		return false
 	}
-	ps, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: id, End: id, Count: 1}).Result()
+	ps, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: g.Name, Start: id, End: id, Count: 1}).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

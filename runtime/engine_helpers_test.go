@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/seqby/seqby/runtime/internal/rdb"
 )
 
 // running is one engine instance started by a test.
@@ -156,4 +157,15 @@ func inOrder(seqs []int, n int) bool {
 		}
 	}
 	return next == n+1
+}
+
+// laneGroup names handler's consumer group on stream, whichever it is now
+// (rdb.LaneGroup): a lease generation's, a parked one, or the shared one.
+func laneGroup(t *testing.T, c redis.UniversalClient, stream, handler string) string {
+	t.Helper()
+	g, err := rdb.LaneGroup(context.Background(), c, stream, handler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

@@ -102,7 +102,7 @@ func TestEngineHaltOnPoisonOtherPartitionsFlow(t *testing.T) {
 	if gotA != "[1]" {
 		t.Fatalf("key a applied %s past its poison head, want [1]", gotA)
 	}
-	pend := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "order:{a}", Group: "orders", Start: "-", End: "+", Count: 10}).Val()
+	pend := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "order:{a}", Group: laneGroup(t, c, "order:{a}", "orders"), Start: "-", End: "+", Count: 10}).Val()
 	// Entries behind the head may be pending too: read ahead, never run.
 	if len(pend) == 0 || pend[0].ID != halt.EntryID {
 		t.Fatalf("pending %+v, want the poison head %s first", pend, halt.EntryID)
@@ -212,7 +212,7 @@ func TestEngineReclaimsDeadOwnersPendingFirst(t *testing.T) {
 	if !newer {
 		t.Fatalf("handler did not run under a p2 token above the dead owner's generation %d", dead.Generation)
 	}
-	for _, cons := range c.XInfoConsumers(ctx, stream, "orders").Val() {
+	for _, cons := range c.XInfoConsumers(ctx, stream, laneGroup(t, c, stream, "orders")).Val() {
 		if cons.Name == dead.Token() {
 			t.Fatal("dead owner's consumer was not deleted after reclaim")
 		}
@@ -255,7 +255,7 @@ func TestEngineLostLeaseCancelsHandlerAndFences(t *testing.T) {
 		t.Fatal("handler context not cancelled after the lease was lost")
 	}
 	eventually(t, 10*time.Second, "stale owner to abandon", func() bool { return len(r.Status().Partitions) == 0 })
-	pend := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "order:{a}", Group: "orders", Start: "-", End: "+", Count: 10}).Val()
+	pend := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "order:{a}", Group: laneGroup(t, c, "order:{a}", "orders"), Start: "-", End: "+", Count: 10}).Val()
 	if len(pend) != 1 || pend[0].Consumer != staleToken {
 		t.Fatalf("pending %+v: the stale owner must not have acked", pend)
 	}
@@ -364,7 +364,7 @@ func TestEngineSlowHandlerKeepsLease(t *testing.T) {
 		t.Fatalf("slow handler: %v", err)
 	}
 	eventually(t, 10*time.Second, "acked", func() bool {
-		return c.XPending(ctx, "order:{a}", "orders").Val().Count == 0
+		return c.XPending(ctx, "order:{a}", laneGroup(t, c, "order:{a}", "orders")).Val().Count == 0
 	})
 	if ps := r.Status().Partitions; len(ps) != 1 || ps[0].Generation != held {
 		t.Fatalf("partitions %+v, want still generation %d", ps, held)
