@@ -173,7 +173,8 @@ func TestPermanentRedisErrorsReleaseThePartition(t *testing.T) {
 	good := startEngine(t, admin, fastOptions("good"), handler)
 	eventually(t, 20*time.Second, "the healthy instance applies everything", func() bool { return j.count("a") >= n })
 	eventually(t, 10*time.Second, "every entry acked", func() bool {
-		p, err := admin.XPending(ctx, rdb.PartitionStream("order", "a"), "orders").Result()
+		stream := rdb.PartitionStream("order", "a")
+		p, err := admin.XPending(ctx, stream, laneGroup(t, admin, stream, "orders")).Result()
 		return err == nil && p.Count == 0
 	})
 	// At-least-once: the entry the bad instance processed but could not

@@ -365,3 +365,36 @@ func TestGroupOf(t *testing.T) {
 		}
 	}
 }
+
+// At maxmemory a release still deletes the lease: parking is best effort
+// (XGROUP CREATE is refused there), and the next acquire moves the group
+// left behind.
+func TestReleaseAtMaxmemory(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	stream := PartitionStream("o", "k")
+	ref := PartitionLease(stream, "h")
+	c.XAdd(ctx, &redis.XAddArgs{Stream: stream, ID: "1-1", Values: []any{"n", 1}})
+	l, err := acquireGroups(ctx, c, ref, "me", []string{stream}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: l.ReadGroup(), Consumer: l.Token(), Streams: []string{stream, ">"}, Block: -1})
+	c.ConfigSet(ctx, "maxmemory-policy", "noeviction")
+	c.ConfigSet(ctx, "maxmemory", "1")
+	err = l.ReleaseHanding(ctx, c, []string{stream}, []Entry{{Stream: stream, ID: "1-1"}})
+	c.ConfigSet(ctx, "maxmemory", "0")
+	if err != nil {
+		t.Fatalf("release at maxmemory: %v", err)
+	}
+	if n, _ := c.Exists(ctx, ref.Key).Result(); n != 0 {
+		t.Fatal("the lease outlived its release")
+	}
+	next, err := acquireGroups(ctx, c, ref, "next", []string{stream}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{next.ReadGroup() + " last=1-1 read=1 1-1:" + next.Token() + ":1"}
+	if got := laneGroups(t, ctx, c, stream); !slices.Equal(got, want) {
+		t.Errorf("after the next acquire:\n got %q\nwant %q", got, want)
+	}
+}

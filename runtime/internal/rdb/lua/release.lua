@@ -50,6 +50,10 @@ for i = 2, 1 + n do
     end
   end
 end
-for _, p in ipairs(plans) do apply_move(p, ARGV[1], giveback) end
+-- Parking is best effort: at maxmemory XGROUP CREATE is refused, and the
+-- lease must go all the same (the next acquire moves the group left
+-- behind, a lapsed generation's to it). A park refused half way leaves
+-- h@0 beside the generation's group, which group_of takes for junk.
+for _, p in ipairs(plans) do pcall(apply_move, p, ARGV[1], giveback) end
 if #KEYS > 1 + n + m then unwake(2 + n + m, #KEYS, ARGV[3], ARGV[1]) end
 return redis.call('DEL', KEYS[1])

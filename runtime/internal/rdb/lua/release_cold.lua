@@ -47,7 +47,8 @@ end
 if cur and ARGV[5] == '1' then
   local plans = {}
   for _, s in ipairs(lanes) do plans[#plans + 1] = plan_move(s, ARGV[3], ARGV[3] .. '@0', '0') end
-  for _, p in ipairs(plans) do apply_move(p, ARGV[1]) end
+  -- Best effort, as in release.lua: the lease goes all the same.
+  for _, p in ipairs(plans) do pcall(apply_move, p, ARGV[1]) end
 end
 unwake(#KEYS - w + 1, #KEYS, ARGV[3], ARGV[1])
 if cur then redis.call('DEL', KEYS[1]) end
