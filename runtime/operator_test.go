@@ -158,7 +158,7 @@ func snapshot(t *testing.T, c redis.UniversalClient, r inspect.HaltRecord) state
 	s.Record, _ = c.HGet(ctx, rdb.HaltRecord(r).RecordKey(), rdb.MetaHalt).Result()
 	s.Indexed, _ = c.SIsMember(ctx, rdb.MarksKey(r.Handler), rdb.HaltRecord(r).RecordKey()).Result()
 	s.Lease, _ = c.Get(ctx, r.LeaseKey).Result()
-	ps, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: r.Stream, Group: r.Handler, Start: "-", End: "+", Count: 100}).Result()
+	ps, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: r.Stream, Group: laneGroup(t, c, r.Stream, r.Handler), Start: "-", End: "+", Count: 100}).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -399,7 +399,7 @@ func TestHandlerPauseStopsAnAttemptWaitingForASlot(t *testing.T) {
 	s.publish("b", 1, 1)
 	// Delivered to the owner: its worker now waits for the one slot.
 	eventually(t, 20*time.Second, "b/1 read", func() bool {
-		p, err := s.c.XPending(s.ctx, "order:{b}", "pc").Result()
+		p, err := s.c.XPending(s.ctx, "order:{b}", laneGroup(t, s.c, "order:{b}", "pc")).Result()
 		return err == nil && p.Count == 1
 	})
 	if _, err := inspect.New(s.c).PauseHandler(s.ctx, "pc", "alice"); err != nil {

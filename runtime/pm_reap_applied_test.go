@@ -77,10 +77,6 @@ func ackedAll(ctx context.Context, c *redis.Client, stream, group string) bool {
 	if err != nil {
 		return false
 	}
-	for _, g := range groups {
-		if g.Name == group {
-			return g.Pending == 0 && g.LastDeliveredID == info.LastGeneratedID
-		}
-	}
-	return false
+	g, ok := rdb.GroupOf(groups, group)
+	return ok && g.Pending == 0 && g.LastDeliveredID == info.LastGeneratedID
 }

@@ -256,7 +256,7 @@ func TestStrictModeStopGivesTheDeliveryBack(t *testing.T) {
 			before := r.replicas.Shorts()
 			if !tt.pauseIn {
 				eventually(t, 10*time.Second, "event 1 acked", func() bool {
-					n, err := c.XPending(ctx, "order:{a}", "orders").Result()
+					n, err := c.XPending(ctx, "order:{a}", laneGroup(t, c, "order:{a}", "orders")).Result()
 					return ran.Load() == 1 && err == nil && n.Count == 0
 				})
 				paused.Store(true)

@@ -81,6 +81,7 @@ func TestScripts(t *testing.T) {
 			"waithalts":  cmdWaitHalts,
 			"applied":    cmdApplied,
 			"entryid":    cmdEntryID,
+			"group":      cmdGroup,
 			"redis":      cmdRedis,
 			"closedport": cmdClosedPort,
 		},
@@ -181,6 +182,23 @@ func cmdEntryID(ts *testscript.TestScript, neg bool, args []string) {
 		ts.Fatalf("%s has %d entries, no entry %s", args[1], len(msgs), args[2])
 	}
 	ts.Setenv(args[0], msgs[n].ID)
+}
+
+// cmdGroup sets VAR to HANDLER's consumer group on STREAM: its lease
+// generation's (HANDLER@<generation>), a parked one's, or the shared one.
+func cmdGroup(ts *testscript.TestScript, neg bool, args []string) {
+	if len(args) != 3 {
+		ts.Fatalf("usage: group VAR STREAM HANDLER")
+	}
+	gs, err := worldOf(ts).c.XInfoGroups(context.Background(), args[1]).Result()
+	ts.Check(err)
+	for _, g := range gs {
+		if g.Name == args[2] || strings.HasPrefix(g.Name, args[2]+"@") {
+			ts.Setenv(args[0], g.Name)
+			return
+		}
+	}
+	ts.Fatalf("%s has no consumer group of %s", args[1], args[2])
 }
 
 func cmdClosedPort(ts *testscript.TestScript, neg bool, args []string) {
