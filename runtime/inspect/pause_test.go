@@ -219,7 +219,7 @@ func TestPauseByKeyPMAndRemoved(t *testing.T) {
 		}
 	}
 	publish(t, c, "pay", "v", 1) // the value has a stream in pay only
-	if _, _, err := rdb.RecordDeploy(ctx, c, "flow", "o1", "sequential", "b1", "", nil, nil); err != nil {
+	if _, _, err := rdb.RecordDeploy(ctx, c, "flow", "o1", "sequential", rdb.Layout, "b1", "", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	in := New(c).WithVerifyBound(time.Millisecond)

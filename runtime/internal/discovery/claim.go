@@ -50,6 +50,9 @@ func (d *Discovery) cycle(base context.Context, stop <-chan struct{}, handler st
 	target := (len(units) + n - 1) / n
 
 	need := d.share(handler, target)
+	if d.cfg.Members != nil && d.cfg.Members.GenGroups(ctx, handler) {
+		d.moveGroups(handler)
+	}
 	// One line per cycle that claimed anything, however many it claimed
 	// (the first cycle of an instance may claim hundreds); the
 	// per-partition lines are at debug.
@@ -96,13 +99,6 @@ func maintenanceUnits(units []unit) []maintenance.Unit {
 // claimBatch bounds the acquires one pipeline sends.
 const claimBatch = 256
 
-// moveToGenerationGroups turns on the move of the lanes to lease
-// generations' consumer groups (rdb.AcquireReq.GenGroups), once every
-// deploy record allows it (membership.Instance.GenGroups). Off until the
-// operator tools read those groups too (issue #42, stage 1): the scripts
-// handle both layouts, and a lane keeps what it has.
-const moveToGenerationGroups = false
-
 // claimable reports whether this instance may try to claim u: it does not
 // own it, and u is not cold, benched or struck (package membership).
 func (d *Discovery) claimable(handler string, u unit) bool {
@@ -121,7 +117,10 @@ func (d *Discovery) claim(ctx context.Context, wg *sync.WaitGroup, handler strin
 	}
 	marks := make([]uint64, len(batch))
 	reqs := make([]rdb.AcquireReq, len(batch))
-	gen := moveToGenerationGroups && d.cfg.Members != nil && d.cfg.Members.GenGroups(ctx, handler)
+	// Move the lanes to the lease generation's consumer group once every
+	// live deploy record on the handler's categories allows it; until
+	// then a lane keeps the group it has (docs/upgrading.md).
+	gen := d.cfg.Members != nil && d.cfg.Members.GenGroups(ctx, handler)
 	for i, u := range batch {
 		marks[i] = d.cfg.Wake.Mark(u.cats[0], u.key)
 		reqs[i] = rdb.AcquireReq{Ref: u.ref, Lanes: u.lanes, GenGroups: gen}

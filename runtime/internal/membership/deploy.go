@@ -160,6 +160,8 @@ func buildOf(b Build) (map[string][]string, string) {
 // the same. deploy_record.lua checks the layouts again as it records, for
 // an instance of an earlier release starting meanwhile.
 func (in *Instance) RegisterDeploy(ctx context.Context, builds []Build) error {
+	in.recordMu.Lock()
+	defer in.recordMu.Unlock()
 	var old []string
 	for _, b := range builds {
 		o, err := in.otherLayouts(ctx, b.Name)
@@ -187,7 +189,11 @@ func (in *Instance) RegisterDeploy(ctx context.Context, builds []Build) error {
 	return nil
 }
 
-// registerBuild records this instance's build of one handler.
+// registerBuild records this instance's build of one handler, under
+// rdb.GenGroupsLayout once the handler's lanes may have moved (its
+// control hash's rdb.MetaGenGroups, GenGroups) or a live instance of the
+// handler records that layout, else rdb.Layout. The caller holds
+// recordMu.
 func (in *Instance) registerBuild(ctx context.Context, b Build) (*buildView, error) {
 	c, name, self, kind := in.cfg.Client, b.Name, in.cfg.Owner, b.Kind
 	routes, build := buildOf(b)
@@ -223,6 +229,24 @@ func (in *Instance) registerBuild(ctx context.Context, b Build) (*buildView, err
 		}
 	}
 	dead = gone
+	for _, r := range live {
+		if r.Layout == rdb.GenGroupsLayout && r.Owner != self {
+			in.markMoved(name)
+		}
+	}
+	if !in.moved[name] {
+		marked, err := rdb.GenGroupsMarked(ctx, c, name)
+		if err != nil {
+			return nil, err
+		}
+		if marked {
+			in.markMoved(name)
+		}
+	}
+	layout := rdb.Layout
+	if in.moved[name] {
+		layout = rdb.GenGroupsLayout
+	}
 	recorded := map[string]bool{self: true}
 	for _, r := range live {
 		recorded[r.Owner] = true
@@ -244,9 +268,15 @@ func (in *Instance) registerBuild(ctx context.Context, b Build) (*buildView, err
 			bare[o] = "leased"
 		}
 	}
-	_, conflict, err := rdb.RecordDeploy(ctx, c, name, self, kind, build, string(data), dead, bare)
+	_, conflict, err := rdb.RecordDeploy(ctx, c, name, self, kind, layout, build, string(data), dead, bare)
 	if err != nil {
 		return nil, err
+	}
+	if conflict == nil && layout == rdb.GenGroupsLayout {
+		if in.recorded3 == nil {
+			in.recorded3 = map[string]bool{}
+		}
+		in.recorded3[name] = true
 	}
 	if conflict != nil && conflict.Layout != 0 {
 		return nil, fmt.Errorf("handler %s: the live instance %s runs on key layout %d, this release on %d: %w",
@@ -284,7 +314,7 @@ func (in *Instance) otherLayouts(ctx context.Context, handler string) ([]string,
 	}
 	var out []string
 	for _, r := range live {
-		if r.Layout != rdb.Layout && r.Owner != in.cfg.Owner {
+		if !rdb.Compatible(r.Layout) && r.Owner != in.cfg.Owner {
 			out = append(out, fmt.Sprintf("%s (handler %s, key layout %d)", r.Owner, handler, r.Layout))
 		}
 	}
@@ -388,7 +418,9 @@ func (in *Instance) refreshBuilds(handler string, v *buildView) error {
 // after the heartbeat had to take its OwnerID key back: meanwhile another
 // instance may have judged its records dead and removed them.
 func (in *Instance) rerecordDeploy(ctx context.Context) {
+	in.recordMu.Lock()
 	builds := in.deployed
+	in.recordMu.Unlock()
 	if len(builds) == 0 {
 		return
 	}

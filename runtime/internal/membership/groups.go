@@ -25,13 +25,24 @@ type genGroupsCache struct {
 // the earlier layout's shared consumer group to lease generations' own
 // (rdb.AcquireReq.GenGroups): every live instance of every handler
 // registered on handler's categories records a build that reads through
-// them. One live instance of an earlier build anywhere on those
-// categories keeps the shared groups: its retention creates every
-// registered group missing on a lane it trims, from 0, so a moved lane
-// would get its shared group back, pinning the stream; and an earlier
-// build of handler itself would read it. The answer is read again at
-// most once per DiscoveryInterval; a failed read answers false, which
-// keeps what each lane has (always safe).
+// them, and every live member of those handlers has such a live record
+// (a member whose record counts as dead, its OwnerID key lost for a
+// while, may be an earlier build that will record itself again). One
+// live instance of an earlier build anywhere on those categories keeps
+// the shared groups: its retention creates every registered group
+// missing on a lane it trims, from 0, so a moved lane would get its
+// shared group back, pinning the stream; and an earlier build of handler
+// itself would read it from the registered start. The answer is read
+// again at most once per DiscoveryInterval; a failed read answers false,
+// which keeps what each lane has (always safe).
+//
+// Before it first answers true it marks the handler's control hash
+// (rdb.MarkGenGroups) and records this instance's build of handler under
+// rdb.GenGroupsLayout (moveRecords), which an engine of the build before
+// refuses to start beside, then reads the records again: an earlier
+// engine that started between the two reads is live in the second, and
+// the answer stays false while it runs. A failed write answers false and
+// is tried again at the next answer.
 func (in *Instance) GenGroups(ctx context.Context, handler string) bool {
 	in.gen.mu.Lock()
 	defer in.gen.mu.Unlock()
@@ -39,6 +50,9 @@ func (in *Instance) GenGroups(ctx context.Context, handler string) bool {
 		return g.ok
 	}
 	ok := in.readGenGroups(ctx, handler)
+	if ok {
+		ok = in.moveRecords(ctx, handler) && in.readGenGroups(ctx, handler)
+	}
 	if in.gen.per == nil {
 		in.gen.per = map[string]genGroups{}
 	}
@@ -46,10 +60,14 @@ func (in *Instance) GenGroups(ctx context.Context, handler string) bool {
 	return ok
 }
 
-// readGenGroups reads GenGroups' answer from the deploy records.
+// readGenGroups reads GenGroups' answer from the deploy records and the
+// member sets.
 func (in *Instance) readGenGroups(ctx context.Context, handler string) bool {
+	in.recordMu.Lock()
+	builds := in.deployed
+	in.recordMu.Unlock()
 	var cats []string
-	for _, b := range in.deployed {
+	for _, b := range builds {
 		if b.Name != handler {
 			continue
 		}
@@ -71,21 +89,86 @@ func (in *Instance) readGenGroups(ctx context.Context, handler string) bool {
 				continue
 			}
 			seen[g] = true
-			recs, err := rdb.DeployRecords(ctx, in.cfg.Client, g, "")
-			if err != nil {
+			if !in.allGenGroups(ctx, g) {
 				return false
-			}
-			live, _, err := in.liveRecords(ctx, recs)
-			if err != nil {
-				return false
-			}
-			for _, r := range live {
-				var d deployData
-				if json.Unmarshal([]byte(r.Data), &d) != nil || !d.GenGroups {
-					return false
-				}
 			}
 		}
 	}
 	return true
+}
+
+// allGenGroups reports whether every live instance of handler g reads
+// through generation groups: its live records all say so, and every live
+// member has one.
+func (in *Instance) allGenGroups(ctx context.Context, g string) bool {
+	recs, err := rdb.DeployRecords(ctx, in.cfg.Client, g, "")
+	if err != nil {
+		return false
+	}
+	live, _, err := in.liveRecords(ctx, recs)
+	if err != nil {
+		return false
+	}
+	gen := map[string]bool{}
+	for _, r := range live {
+		var d deployData
+		if json.Unmarshal([]byte(r.Data), &d) != nil || !d.GenGroups {
+			return false
+		}
+		gen[r.Owner] = true
+	}
+	members, err := rdb.LiveMembers(ctx, in.cfg.Client, g, in.MemberTTL())
+	if err != nil {
+		return false
+	}
+	for m := range members {
+		if !gen[m] {
+			return false
+		}
+	}
+	return true
+}
+
+// moveRecords marks handler's control hash (rdb.MarkGenGroups) and
+// records this instance's build of handler under rdb.GenGroupsLayout,
+// unless it did; it reports whether its record says that layout.
+func (in *Instance) moveRecords(ctx context.Context, handler string) bool {
+	in.recordMu.Lock()
+	defer in.recordMu.Unlock()
+	if in.recorded3[handler] {
+		return true
+	}
+	for _, b := range in.deployed {
+		if b.Name != handler {
+			continue
+		}
+		if !in.moved[handler] {
+			if err := rdb.MarkGenGroups(ctx, in.cfg.Client, handler); err != nil {
+				in.cfg.Log.Warn("seqby: marking the handler's lanes as moving to generation consumer groups failed; they keep the groups they have", "handler", handler, "err", err)
+				return false
+			}
+			in.markMoved(handler)
+		}
+		v, err := in.registerBuild(ctx, b)
+		if err != nil {
+			in.cfg.Log.Warn("seqby: recording this instance's build under the generation groups' layout failed; lanes keep the consumer groups they have", "handler", handler, "err", err)
+			return false
+		}
+		in.mu.Lock()
+		if in.views != nil {
+			in.views[handler] = v
+		}
+		in.mu.Unlock()
+		return in.recorded3[handler]
+	}
+	return false
+}
+
+// markMoved notes that handler's records say rdb.GenGroupsLayout from
+// now on. The caller holds recordMu.
+func (in *Instance) markMoved(handler string) {
+	if in.moved == nil {
+		in.moved = map[string]bool{}
+	}
+	in.moved[handler] = true
 }

@@ -68,6 +68,17 @@ type Instance struct {
 	deployed []Build
 	// gen holds GenGroups' answers.
 	gen genGroupsCache
+	// recordMu serializes the deploy records' writes (RegisterDeploy,
+	// GenGroups' move to rdb.GenGroupsLayout), so a record written again
+	// never goes back to the earlier layout; it guards moved. Taken after
+	// gen.mu, never before.
+	recordMu sync.Mutex
+	// moved holds the handlers whose records must say
+	// rdb.GenGroupsLayout: their control hash has rdb.MetaGenGroups, or a
+	// live instance records that layout. recorded3 holds those whose
+	// record this instance wrote under it. Both bounded by the handlers,
+	// never cleared (lanes that moved stay moved).
+	moved, recorded3 map[string]bool
 
 	// leaving: stop announcing, a graceful stop began.
 	leaving atomic.Bool

@@ -3,6 +3,7 @@ package rdb
 import (
 	"os"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -16,7 +17,7 @@ func TestRecordDeploy(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	rec := func(owner, kind, build string, dead []DeployRecord, bare map[string]string) (int64, *DeployConflict) {
 		t.Helper()
-		since, conflict, err := RecordDeploy(ctx, c, "h", owner, kind, build, `{"x":"|y|"}`, dead, bare)
+		since, conflict, err := RecordDeploy(ctx, c, "h", owner, kind, Layout, build, `{"x":"|y|"}`, dead, bare)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,15 +74,15 @@ func TestDeployLayouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := redis.NewScript(string(src))
-	if _, conflict, err := RecordDeploy(ctx, c, "h", "new", "keyed", "b1", `{"incarnation":"new~1"}`, nil, nil); err != nil || conflict != nil {
+	if _, conflict, err := RecordDeploy(ctx, c, "h", "new", "keyed", Layout, "b1", `{"incarnation":"new~1"}`, nil, nil); err != nil || conflict != nil {
 		t.Fatalf("record: %+v, %v", conflict, err)
 	}
 	res, err := old.Run(ctx, c, []string{DeployKey("h")}, "old", "keyed", "b1", `{"incarnation":"old~1"}`, 0).Slice()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res) != 3 || res[0] != int64(0) || res[1] != "new" || res[2] != RecordedKind("keyed") {
-		t.Fatalf("the previous release's script: %v, want a refusal naming %q as another kind", res, RecordedKind("keyed"))
+	if len(res) != 3 || res[0] != int64(0) || res[1] != "new" || res[2] != RecordedKind("keyed", Layout) {
+		t.Fatalf("the previous release's script: %v, want a refusal naming %q as another kind", res, RecordedKind("keyed", Layout))
 	}
 	recs, err := DeployRecords(ctx, c, "h", "")
 	if err != nil || len(recs) != 1 || recs[0].Kind != "keyed" || recs[0].Layout != Layout {
@@ -95,7 +96,7 @@ func TestDeployLayouts(t *testing.T) {
 	if err != nil || len(recs) != 1 || recs[0].Kind != "keyed" || recs[0].Layout != 1 {
 		t.Fatalf("the previous release's record: %+v, %v", recs, err)
 	}
-	_, conflict, err := RecordDeploy(ctx, c, "h2", "new", "keyed", "b1", `{"incarnation":"new~1"}`, nil, nil)
+	_, conflict, err := RecordDeploy(ctx, c, "h2", "new", "keyed", Layout, "b1", `{"incarnation":"new~1"}`, nil, nil)
 	if err != nil || conflict == nil || conflict.Owner != "old" || conflict.Kind != "keyed" || conflict.Layout != 1 {
 		t.Fatalf("beside a record of layout 1: %+v, %v", conflict, err)
 	}
@@ -181,5 +182,60 @@ func TestFaultRecords(t *testing.T) {
 	c.Set(ctx, legacyFaultsKey("old"), `[{"kind":"released","handler":"h9","key":"y"}]`, time.Minute)
 	if got := keys(); !slices.Equal(got, []string{"old h9 y", "w1 h1 a", "w1 h1 b"}) {
 		t.Fatalf("Faults after clearing h2 = %v", got)
+	}
+}
+
+// Records of GenGroupsLayout make an engine of the build before it
+// (layout 2, shared consumer groups: testdata/layout2, its
+// deploy_record.lua as it shipped) refuse to start, while records of
+// Layout do not; this build records beside records of either.
+func TestDeployGenGroupsLayout(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	src, err := os.ReadFile("testdata/layout2/deploy_record.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	earlier := redis.NewScript(string(src))
+	tests := []struct {
+		name   string
+		layout int
+		refuse bool
+	}{
+		{"shared groups", Layout, false},
+		{"generation groups", GenGroupsLayout, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := "h-" + strconv.Itoa(tt.layout)
+			if _, conflict, err := RecordDeploy(ctx, c, key, "new", "keyed", tt.layout, "b1", `{"incarnation":"new~1"}`, nil, nil); err != nil || conflict != nil {
+				t.Fatalf("record: %+v, %v", conflict, err)
+			}
+			res, err := earlier.Run(ctx, c, []string{DeployKey(key)}, "old", RecordedKind("keyed", Layout), "b0", `{"incarnation":"old~1"}`, 0).Slice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if refused := res[0] == int64(0); refused != tt.refuse {
+				t.Fatalf("the earlier build's script: %v, want refused %v", res, tt.refuse)
+			}
+			if tt.refuse && res[2] != RecordedKind("keyed", GenGroupsLayout) {
+				t.Fatalf("the refusal names %q, want the layout's tag", res[2])
+			}
+			// This build runs beside either: a record of the other layout
+			// is no conflict, nor is one of the build before.
+			other := Layout + GenGroupsLayout - tt.layout
+			_, conflict, err := RecordDeploy(ctx, c, key, "new2", "keyed", other, "b1", `{"incarnation":"new2~1"}`, nil, nil)
+			if err != nil || conflict != nil {
+				t.Fatalf("a record of layout %d beside one of %d: %+v, %v", other, tt.layout, conflict, err)
+			}
+			recs, err := DeployRecords(ctx, c, key, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range recs {
+				if !Compatible(r.Layout) {
+					t.Errorf("record %+v: layout %d not compatible", r, r.Layout)
+				}
+			}
+		})
 	}
 }

@@ -2,9 +2,11 @@ package rdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -75,4 +77,35 @@ func (l Lease) ReadGroup() string {
 // names the group that parks a lane no lease reads (lib/groups.lua).
 func GenerationGroup(group string, gen int64) string {
 	return group + "@" + strconv.FormatInt(gen, 10)
+}
+
+// MetaGenGroups is the field of a handler's control hash (ControlKey)
+// that says its lanes may read through generation groups: set, to the
+// engine's clock in ms when first written, by the first engine that
+// moves them (MarkGenGroups), before any lane moves, and never removed
+// (one field per handler). While it exists an engine of this build
+// records its deploy records under GenGroupsLayout from its start on, so
+// an engine of the build before, which would read a moved lane from the
+// registered start again, refuses to start beside it.
+const MetaGenGroups = "gen_groups"
+
+// MarkGenGroups sets handler's MetaGenGroups unless set; run twice, the
+// second run changes nothing.
+func MarkGenGroups(ctx context.Context, c redis.UniversalClient, handler string) error {
+	if err := c.HSetNX(ctx, ControlKey(handler), MetaGenGroups, strconv.FormatInt(time.Now().UnixMilli(), 10)).Err(); err != nil {
+		return fmt.Errorf("mark %s's lanes as moving to generation groups (%s): %w", handler, ControlKey(handler), err)
+	}
+	return nil
+}
+
+// GenGroupsMarked reports whether handler's MetaGenGroups is set.
+func GenGroupsMarked(ctx context.Context, c redis.UniversalClient, handler string) (bool, error) {
+	err := c.HGet(ctx, ControlKey(handler), MetaGenGroups).Err()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read whether %s's lanes moved to generation groups (%s): %w", handler, ControlKey(handler), err)
+	}
+	return true, nil
 }

@@ -199,7 +199,8 @@ func MarksKey(group string) string { return "seqby:__marks__:" + group }
 // it looks at any partition; each instance's faults of the handler,
 // "faults:<owner>" holding "<expiry ms> <JSON>" while it has any; and the admitted confirmation ages raised
 // above Options.VerifyBound, "admit:<age ms>|<incarnation>" holding when
-// each ends (admit_age.lua), which Pause waits out. (The earlier layout's string
+// each ends (admit_age.lua), which Pause waits out; and MetaGenGroups once
+// the handler's lanes began to move to generation groups. (The earlier layout's string
 // seqby:__pause__:group is moved here at Run: MigrateLayout.)
 func ControlKey(group string) string { return "seqby:__control__:" + group }
 

@@ -137,19 +137,37 @@ func DeployKey(group string) string { return "seqby:__deploy__:" + group }
 // of its handlers (membership.ErrUpgrade).
 const Layout = 2
 
-// layoutTag follows the kind in this layout's deploy records. The
-// previous release's deploy_record.lua compares the whole kind field
-// ('^v1|([^|]*)|') with its own kind and refuses, with ErrKindChanged, a
-// handler that a live instance runs as another kind: it sees "keyed under
-// key layout 2 (...)" as another kind than "keyed", so an engine of that
-// release started beside this one refuses, and its error names this text
-// as the kind the live instance runs. The field must therefore hold no
-// '|', and a live record must keep its data's "incarnation" and the
-// OwnerKey string the earlier release checks liveness by.
-const layoutTag = " under key layout 2 (a later seqby release, which this engine's release cannot run beside: upgrade this engine to it; see docs/upgrading.md)"
+// GenGroupsLayout is what this build's deploy records say once its lanes
+// read through lease generations' consumer groups (h@<generation>,
+// Lease.GenGroups): layout 2's keys with another naming of the groups.
+// Until then they say Layout, so engines of the build before it (layout
+// 2, shared groups) run beside this one during a rolling deploy. After,
+// such an engine refuses to start (its deploy_record.lua sees another
+// layout): it would read a moved lane through a shared group it creates
+// at the registered start, running the retained entries again. This
+// build runs beside records of both (Compatible).
+const GenGroupsLayout = 3
 
-// RecordedKind is the kind field this layout writes for kind.
-func RecordedKind(kind string) string { return kind + layoutTag }
+// Compatible reports whether this build shares handlers with engines
+// whose deploy records say layout: Layout and GenGroupsLayout.
+func Compatible(layout int) bool { return layout == Layout || layout == GenGroupsLayout }
+
+// layoutTag follows the kind in deploy records of layout n. An earlier
+// release's deploy_record.lua compares the whole kind field (layout 1's:
+// '^v1|([^|]*)|') or its layout number (layout 2's) with its own and
+// refuses a live instance of another: it sees "keyed under key layout 2
+// (...)" as another kind than "keyed", so an engine of that release
+// started beside this one refuses, and its error names this text as the
+// kind the live instance runs. The field must therefore hold no '|', and
+// a live record must keep its data's "incarnation" and the OwnerKey
+// string the earlier releases check liveness by.
+func layoutTag(n int) string {
+	return fmt.Sprintf(" under key layout %d (a later seqby release, which this engine's release cannot run beside: upgrade this engine to it; see docs/upgrading.md)", n)
+}
+
+// RecordedKind is the kind field a deploy record of layout (Layout or
+// GenGroupsLayout) holds for kind.
+func RecordedKind(kind string, layout int) string { return kind + layoutTag(layout) }
 
 // splitKind reads a record's kind field: the kind, and the layout its
 // tag names (1 without one: the releases before layouts were recorded).
@@ -235,8 +253,9 @@ func DeployKinds(ctx context.Context, c redis.UniversalClient, group string) ([]
 type DeployConflict struct {
 	Owner string
 	Kind  string // a record's kind, or "leased" / "shared" for a member without one
-	// Layout is the key layout of the instance's record when it is not
-	// this one's (Layout), whatever its kind; 0 otherwise.
+	// Layout is the key layout of the instance's record when this build
+	// cannot run beside it (not Compatible), whatever its kind; 0
+	// otherwise.
 	Layout int
 }
 
@@ -246,10 +265,11 @@ type DeployConflict struct {
 // "shared", members without a record judged by an earlier build's traces)
 // of the other class, or a live record of another key layout, is there:
 // then it writes nothing and returns it. It returns since: when this build
-// was first recorded while live. The record carries this layout
-// (RecordedKind).
-func RecordDeploy(ctx context.Context, c redis.UniversalClient, group, owner, kind, build, data string, dead []DeployRecord, bare map[string]string) (since int64, conflict *DeployConflict, err error) {
-	args := []any{owner, RecordedKind(kind), build, data, len(dead)}
+// was first recorded while live. The record says layout (Layout, or
+// GenGroupsLayout once the instance reads through generation groups); a
+// record of the other of the two is no conflict (Compatible).
+func RecordDeploy(ctx context.Context, c redis.UniversalClient, group, owner, kind string, layout int, build, data string, dead []DeployRecord, bare map[string]string) (since int64, conflict *DeployConflict, err error) {
+	args := []any{owner, RecordedKind(kind, layout), build, data, len(dead)}
 	for _, d := range dead {
 		args = append(args, d.Owner, d.Raw)
 	}
@@ -261,11 +281,11 @@ func RecordDeploy(ctx context.Context, c redis.UniversalClient, group, owner, ki
 		return 0, nil, fmt.Errorf("record %s's kind and routes (%s): %w", group, DeployKey(group), err)
 	}
 	if len(res) == 3 {
-		k, layout := splitKind(fmt.Sprint(res[2]))
-		if layout == Layout || k == "leased" || k == "shared" {
-			layout = 0 // another kind, not another layout
+		k, theirs := splitKind(fmt.Sprint(res[2]))
+		if Compatible(theirs) || k == "leased" || k == "shared" {
+			theirs = 0 // another kind, not another layout
 		}
-		return 0, &DeployConflict{Owner: fmt.Sprint(res[1]), Kind: k, Layout: layout}, nil
+		return 0, &DeployConflict{Owner: fmt.Sprint(res[1]), Kind: k, Layout: theirs}, nil
 	}
 	if len(res) != 2 {
 		return 0, nil, fmt.Errorf("record %s's kind and routes: unexpected reply %v", group, res)

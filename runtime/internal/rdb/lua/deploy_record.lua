@@ -7,9 +7,13 @@
 -- KEYS[1] the handler's deploy records (hash: owner -> record)
 -- ARGV[1] this owner id
 -- ARGV[2] its kind as recorded: "keyed", "sequential" or "unkeyed",
---         followed by its layout's tag (" under key layout 2 (...)",
---         rdb.RecordedKind); a record without a tag is layout 1 (the
---         releases before layouts were recorded)
+--         followed by its layout's tag (" under key layout 2 (...)" or
+--         3, rdb.RecordedKind); a record without a tag is layout 1 (the
+--         releases before layouts were recorded). Layouts 2 and 3 run
+--         beside each other (rdb.Compatible: 3 is 2 with generation
+--         groups, which this build writes once every live instance reads
+--         them), so they compare equal here; the build before, which
+--         knows only 2, refuses a record of 3.
 -- ARGV[3] its build
 -- ARGV[4] its data (opaque: incarnation and routes)
 -- ARGV[5] n: the number of dead records that follow
@@ -30,7 +34,9 @@ local key, self, recorded, build = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 local function split(field)
   local k = string.match(field, '^(.-) under key layout ')
   if not k then return field, '1' end
-  return k, string.match(field, ' under key layout (%d+)') or '?'
+  local l = string.match(field, ' under key layout (%d+)') or '?'
+  if l == '3' then l = '2' end
+  return k, l
 end
 local kind, layout = split(recorded)
 local n = tonumber(ARGV[5])
