@@ -416,12 +416,8 @@ func (f *failoverScene) waitSettled(n int) {
 					return false
 				}
 				gs, _ := p.XInfoGroups(f.c.ctx, stream).Result()
-				for _, g := range gs {
-					if g.Name == group {
-						return g.Pending == 0 && g.LastDeliveredID == st.LastGeneratedID
-					}
-				}
-				return false
+				g, ok := rdb.GroupOf(gs, group)
+				return ok && g.Pending == 0 && g.LastDeliveredID == st.LastGeneratedID
 			})
 		})
 	}

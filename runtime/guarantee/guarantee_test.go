@@ -171,7 +171,7 @@ func TestPoisonHaltsOnlyItsPartition(t *testing.T) {
 		t.Errorf("the poison head was tried %d times, want at least 1 + MaxRetries = 3", attempts)
 	}
 	stream := rdb.PartitionStream(Category, "client-A")
-	pend, err := c.rdb.XPendingExt(c.ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: "-", End: "+", Count: 10}).Result()
+	pend, err := c.rdb.XPendingExt(c.ctx, &redis.XPendingExtArgs{Stream: stream, Group: c.laneGroup(stream), Start: "-", End: "+", Count: 10}).Result()
 	// The head comes first; entries behind it may be pending too, read
 	// ahead under the fence and never run (Options.ReadAhead).
 	if err != nil || len(pend) == 0 || pend[0].ID != halt[2] {
@@ -208,7 +208,7 @@ func TestCrashFailover(t *testing.T) {
 		return ok
 	})
 	stream := rdb.PartitionStream(Category, "client-A")
-	pend, err := c.rdb.XPendingExt(c.ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: "-", End: "+", Count: 10}).Result()
+	pend, err := c.rdb.XPendingExt(c.ctx, &redis.XPendingExtArgs{Stream: stream, Group: c.laneGroup(stream), Start: "-", End: "+", Count: 10}).Result()
 	// Event 5 is the oldest pending entry; the ones after it may be pending
 	// too, read ahead under the fence, never run (Options.ReadAhead).
 	if err != nil || len(pend) == 0 {
@@ -234,10 +234,10 @@ func TestCrashFailover(t *testing.T) {
 	}
 	// The last entry's ack follows its apply: wait for it, do not race it.
 	c.eventually(10*time.Second, "no pending entry on "+stream, func() bool {
-		p := c.rdb.XPending(c.ctx, stream, group).Val()
+		p := c.rdb.XPending(c.ctx, stream, c.laneGroup(stream)).Val()
 		return p != nil && p.Count == 0
 	})
-	for _, cons := range c.rdb.XInfoConsumers(c.ctx, stream, group).Val() {
+	for _, cons := range c.rdb.XInfoConsumers(c.ctx, stream, c.laneGroup(stream)).Val() {
 		if cons.Name == victim.Token {
 			t.Errorf("the dead owner's consumer %s is still in the group", cons.Name)
 		}

@@ -236,8 +236,11 @@ type cluster struct {
 	// sources, per instance id, is the address it dials Redis from
 	// (envSource).
 	sources map[string]string
-	pub     *runtime.Publisher
-	logDir  string // the instances' logs
+	// binaries, per instance id, is the test binary it runs when not
+	// this one (an earlier build's: earlierBuild).
+	binaries map[string]string
+	pub      *runtime.Publisher
+	logDir   string // the instances' logs
 
 	mu    sync.Mutex
 	procs map[string]*child
@@ -289,13 +292,34 @@ func (c *cluster) start(id string) *child {
 // handler's group (the engine announces itself before it claims anything).
 func (c *cluster) launch(id, childEnv, handler string) *child {
 	c.t.Helper()
+	ch := c.spawn(id, childEnv)
+	c.eventually(30*time.Second, "instance "+id+" live", func() bool {
+		select {
+		case <-ch.done:
+			c.t.Fatalf("instance %s exited at start: %v\n%s", id, ch.err, tail(ch.log, 40))
+		default:
+		}
+		_, err := c.rdb.ZScore(c.ctx, rdb.MembersKey(handler), id).Result()
+		return err == nil
+	})
+	return ch
+}
+
+// spawn runs the test binary (or the instance's binaries entry) as child
+// process id, in the role the env variable childEnv selects.
+func (c *cluster) spawn(id, childEnv string) *child {
+	c.t.Helper()
 	logPath := filepath.Join(c.logDir, id+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
 		c.t.Fatal(err)
 	}
 	defer logf.Close()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	bin := os.Args[0]
+	if b := c.binaries[id]; b != "" {
+		bin = b
+	}
+	cmd := exec.Command(bin, "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=1", envRedis+"="+c.addr, envInstance+"="+id, envLeaseTTL+"="+c.leaseTTL.String())
 	if c.reapAfter != 0 {
 		cmd.Env = append(cmd.Env, envReapAfter+"="+c.reapAfter.String())
@@ -333,15 +357,6 @@ func (c *cluster) launch(id, childEnv, handler string) *child {
 	c.mu.Lock()
 	c.procs[id] = ch
 	c.mu.Unlock()
-	c.eventually(30*time.Second, "instance "+id+" live", func() bool {
-		select {
-		case <-ch.done:
-			c.t.Fatalf("instance %s exited at start: %v\n%s", id, ch.err, tail(ch.log, 40))
-		default:
-		}
-		_, err := c.rdb.ZScore(c.ctx, rdb.MembersKey(handler), id).Result()
-		return err == nil
-	})
 	return ch
 }
 
@@ -451,6 +466,18 @@ func (c *cluster) owner(key string) (string, int64) {
 		c.t.Fatalf("lease of %s holds %q: %v", key, tok, err)
 	}
 	return o, g
+}
+
+// laneGroup is the Recorder's consumer group on stream, whichever it is
+// (its lease generation's, a parked one, the shared one), or the shared
+// group's name when the stream has none of it (the reads that follow
+// then report NOGROUP).
+func (c *cluster) laneGroup(stream string) string {
+	g, err := rdb.LaneGroup(c.ctx, c.rdb, stream, group)
+	if err != nil || g == "" {
+		return group
+	}
+	return g
 }
 
 // waitOwnsSome waits until instance id holds the lease of one of keys.
