@@ -380,17 +380,8 @@ func TestGracefulShutdownHandsOver(t *testing.T) {
 // throughout.
 func TestScaleOut(t *testing.T) {
 	c := newCluster(t, ttl)
-	var keys []string
-	for i := range 16 {
-		keys = append(keys, fmt.Sprintf("client-%02d", i))
-	}
-	round := func(r, ms int) []Step {
-		var out []Step
-		for _, k := range keys {
-			out = append(out, Step{ClientID: k, Seq: r, SlowMS: ms})
-		}
-		return out
-	}
+	keys := clientKeys(16)
+	round := func(r, ms int) []Step { return roundOf(keys, r, ms) }
 	c.start("i1")
 	c.publish(round(1, 0)...)
 	c.eventually(30*time.Second, "i1 to own all 16 partitions", func() bool {

@@ -745,6 +745,24 @@ func entered(ms []mark, inst string, seq int) (mark, bool) {
 	return mark{}, false
 }
 
+// clientKeys is n keys, client-00 and on.
+func clientKeys(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("client-%02d", i)
+	}
+	return keys
+}
+
+// roundOf is event r of every key, each taking ms in the handler.
+func roundOf(keys []string, r, ms int) []Step {
+	out := make([]Step, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, Step{ClientID: k, Seq: r, SlowMS: ms})
+	}
+	return out
+}
+
 // steps returns Step seq from..to of key.
 func steps(key string, from, to int) []Step {
 	var out []Step

@@ -31,17 +31,8 @@ func TestRollingUpgradeToGenerationGroups(t *testing.T) {
 	old := earlierBuild(t, sharedGroupsRev)
 	c := newCluster(t, ttl)
 	c.binaries = map[string]string{"old-1": old, "old-2": old, "old-3": old}
-	var keys []string
-	for i := range 12 {
-		keys = append(keys, fmt.Sprintf("client-%02d", i))
-	}
-	round := func(r, ms int) []Step {
-		var out []Step
-		for _, k := range keys {
-			out = append(out, Step{ClientID: k, Seq: r, SlowMS: ms})
-		}
-		return out
-	}
+	keys := clientKeys(12)
+	round := func(r, ms int) []Step { return roundOf(keys, r, ms) }
 	// shared reports whether every lane reads through the shared group;
 	// moved, whether every lane reads through its owner's generation
 	// group and nothing else.
