@@ -310,6 +310,49 @@ func TestResolveHeadOnGenerationGroups(t *testing.T) {
 			}
 		})
 	}
+	// A DLQ move (as a skip) parks every lane of the lease, not only the
+	// head's: the halted owner can neither ack nor read on its backfill
+	// lane either.
+	t.Run("backfill lane", func(t *testing.T) {
+		c, ctx := newRedis(t), ctxT(t)
+		stream, backfill := PartitionStream("o", "a"), BackfillStream("o", "a", "backfill")
+		ref := PartitionLease(stream, "g")
+		head := c.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"type", "T"}}).Val()
+		old := c.XAdd(ctx, &redis.XAddArgs{Stream: backfill, Values: []any{"type", "T"}}).Val()
+		l, err := acquireGroups(ctx, c, ref, "w1", []string{stream, backfill}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ReadGroup(ctx, c, stream, l.ReadGroup(), l.Token(), ">", 1, -1); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ReadGroup(ctx, c, backfill, l.ReadGroup(), l.Token(), ">", 1, -1); err != nil {
+			t.Fatal(err)
+		}
+		r := HaltRecord{Handler: "g", Partition: stream, Category: "o", Key: "a", Stream: stream, Streams: []string{stream, backfill},
+			EntryID: head, Owner: "w1", Token: l.Token(), LeaseKey: ref.Key}
+		b, _ := json.Marshal(r)
+		c.HSet(ctx, r.RecordKey(), MetaHalt, string(b))
+		dlq := stream + ":dlq"
+		id, err := ResolveHead(ctx, c, "g", r, string(b), dlq, []any{"why", "test"})
+		if err != nil {
+			t.Fatalf("ResolveHead: %v", err)
+		}
+		if got, _ := c.XRange(ctx, dlq, "-", "+").Result(); len(got) != 1 || got[0].ID != id ||
+			got[0].Values["type"] != "T" || got[0].Values["why"] != "test" {
+			t.Errorf("the dead-letter stream holds %+v, want the head's fields and the metadata as %s", got, id)
+		}
+		want := []string{fmt.Sprintf("g@0 last=%s read=1 %s:%s:1", old, old, l.Token())}
+		if got := laneGroups(t, ctx, c, backfill); !slices.Equal(got, want) {
+			t.Errorf("the backfill lane after the skip:\n got %q\nwant %q", got, want)
+		}
+		if n, _ := c.XAck(ctx, backfill, l.ReadGroup(), old).Result(); n != 0 {
+			t.Errorf("the halted owner acked %d on its backfill lane after the skip", n)
+		}
+		if err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: l.ReadGroup(), Consumer: l.Token(), Streams: []string{backfill, "0"}, Block: -1}).Err(); err == nil || !strings.Contains(err.Error(), "NOGROUP") {
+			t.Errorf("the halted owner's read on its backfill lane after the skip: %v, want NOGROUP", err)
+		}
+	})
 }
 
 // Retention counts a generation's group as the registered handler's,

@@ -290,6 +290,15 @@ const ResolvedTTL = 10 * time.Minute
 func ResolveHead(ctx context.Context, c redis.UniversalClient, handler string, r HaltRecord, raw, dlq string, dlqFields []any) (string, error) {
 	key := r.RecordKey()
 	keys := []string{key, r.Stream, r.LeaseKey}
+	// The lease's other lanes, whose generation groups the resolve parks
+	// too (a record of an earlier build may not list them: the next
+	// acquire moves them then).
+	for _, l := range r.Streams {
+		if l != r.Stream {
+			keys = append(keys, l)
+		}
+	}
+	others := len(keys) - 3
 	command := "skip"
 	if dlq != "" {
 		command = "dlq move"
@@ -297,7 +306,7 @@ func ResolveHead(ctx context.Context, c redis.UniversalClient, handler string, r
 	// One op per call, made here so that every resend of the script
 	// carries it: a resend that finds the head resolved by this op answers
 	// as the first run did.
-	args := []any{raw, r.Token, handler, r.EntryID, ResolvedTTL.Milliseconds(), command, NewOp()}
+	args := []any{raw, r.Token, handler, r.EntryID, ResolvedTTL.Milliseconds(), command, NewOp(), others}
 	if dlq != "" {
 		keys = append(keys, dlq)
 		args = append(args, dlqFields...)
