@@ -14,7 +14,8 @@ const moveBatch = 64
 // at their next message boundary, and the next acquire, most likely this
 // instance's own as it is now below its share, moves the lanes whole
 // (pending entries, delivery counts, position). Halted partitions stay
-// (a handover runs the head once more): they move when an operator's
+// (a handover runs the head once more): they move when they change hands
+// anyway (a handover above the fair share, a restart) or an operator's
 // skip or DLQ move ends their lease.
 func (d *Discovery) moveGroups(handler string) {
 	n := 0

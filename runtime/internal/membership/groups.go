@@ -21,6 +21,24 @@ type genGroupsCache struct {
 	per map[string]genGroups
 }
 
+// genGroupsTrue is how long a true answer of GenGroups stands. It is
+// read again on every discovery cycle while false, but a few calls per
+// handler on the categories each cycle, forever, would be the gate's
+// whole cost once every lane moved; and a true answer that turned false
+// meanwhile harms little: an engine of the build before of the same
+// handler cannot start beside this one (its records say
+// rdb.GenGroupsLayout), and one of another handler only recreates a
+// shared group this build destroys as junk at its next trim.
+const genGroupsTrue = 30 * time.Second
+
+// genGroupsFor is how long an answer ok stands.
+func genGroupsFor(ok bool, discovery time.Duration) time.Duration {
+	if ok {
+		return max(genGroupsTrue, discovery)
+	}
+	return discovery
+}
+
 // GenGroups reports whether handler's acquires may move its lanes from
 // the earlier layout's shared consumer group to lease generations' own
 // (rdb.AcquireReq.GenGroups): every live instance of every handler
@@ -32,9 +50,10 @@ type genGroupsCache struct {
 // the shared groups: its retention creates every registered group
 // missing on a lane it trims, from 0, so a moved lane would get its
 // shared group back, pinning the stream; and an earlier build of handler
-// itself would read it from the registered start. The answer is read
+// itself would read it from the registered start. A false answer is read
 // again at most once per DiscoveryInterval; a failed read answers false,
-// which keeps what each lane has (always safe).
+// which keeps what each lane has (always safe). A true answer stands
+// for genGroupsTrue.
 //
 // Before it first answers true it marks the handler's control hash
 // (rdb.MarkGenGroups) and records this instance's build of handler under
@@ -46,7 +65,7 @@ type genGroupsCache struct {
 func (in *Instance) GenGroups(ctx context.Context, handler string) bool {
 	in.gen.mu.Lock()
 	defer in.gen.mu.Unlock()
-	if g, ok := in.gen.per[handler]; ok && time.Since(g.at) < in.cfg.DiscoveryInterval {
+	if g, ok := in.gen.per[handler]; ok && time.Since(g.at) < genGroupsFor(g.ok, in.cfg.DiscoveryInterval) {
 		return g.ok
 	}
 	ok := in.readGenGroups(ctx, handler)
