@@ -76,8 +76,17 @@ func TestSentinelIsolatePrimary(t *testing.T) {
 	if err := minority.Set(ctx, "k", "before", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Nodes[0].Do("WAIT", "2", "5000"); err != nil {
-		t.Fatal(err)
+	// Both replicas must hold k before the split: the sentinels promote
+	// either, going by offsets they read up to 10 s ago. WAIT answers how
+	// many acked, which a loaded machine can leave short of 2 at its
+	// timeout, so ask again rather than split with one replica behind.
+	for acked := ""; acked != "2"; {
+		if ctx.Err() != nil {
+			t.Fatalf("WAIT 2: %s replicas hold k", acked)
+		}
+		if acked, err = s.Nodes[0].Do("WAIT", "2", "1000"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	isolated, second, err := s.IsolatePrimary(ctx, Partitioned)
 	if err != nil || isolated != s.Nodes[0] || second == first {
