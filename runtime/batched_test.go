@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -107,7 +108,8 @@ func runBatchedInOrder(t *testing.T, base, c *redis.Client, opts Options, n int)
 }
 
 // lostPrefetchHook loses the reply of the first pipeline carrying a
-// round whose first slice is a read-new (the batched mode's prefetch),
+// round whose first slice is a read-new, or a plain one (the batched
+// mode's prefetch),
 // after Redis ran it: its entries are delivered, its acks done, and the
 // engine hears only an error.
 type lostPrefetchHook struct{ lost atomic.Bool }
@@ -121,12 +123,19 @@ func (h *lostPrefetchHook) ProcessPipelineHook(next redis.ProcessPipelineHook) r
 		err := next(ctx, cmds)
 		for _, c := range cmds {
 			args := c.Args()
+			// A plain prefetch (rdb/plain.go): XPENDING lane group (after ...
+			plain := c.Name() == "xpending" && len(args) > 3 && strings.HasPrefix(fmt.Sprint(args[3]), "(")
 			// EVALSHA sha numkeys keys... S U op ...
-			if c.Name() != "evalsha" || len(args) < 3 {
+			if !plain && (c.Name() != "evalsha" || len(args) < 3) {
 				continue
 			}
-			nk, _ := strconv.Atoi(fmt.Sprint(args[2]))
-			if i := 3 + nk + 2; i < len(args) && fmt.Sprint(args[i]) == "N" && h.lost.CompareAndSwap(false, true) {
+			prefetch := plain
+			if !plain {
+				nk, _ := strconv.Atoi(fmt.Sprint(args[2]))
+				i := 3 + nk + 2
+				prefetch = i < len(args) && fmt.Sprint(args[i]) == "N"
+			}
+			if prefetch && h.lost.CompareAndSwap(false, true) {
 				lost := errors.New("injected: the reply was lost")
 				for _, c := range cmds {
 					c.SetErr(lost)

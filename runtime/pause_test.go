@@ -459,6 +459,13 @@ func (g *prefetchGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 func (g *prefetchGate) catch(cmds []redis.Cmder) bool {
 	hit := false
 	for _, cmd := range cmds {
+		if args := cmd.Args(); strings.EqualFold(cmd.Name(), "xpending") && len(args) > 3 && args[1] == g.stream {
+			// A plain prefetch (rdb/plain.go): what is pending after
+			// the entries the owner holds.
+			after, _ := args[3].(string)
+			hit = hit || strings.HasPrefix(after, "(")
+			continue
+		}
 		if !strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") {
 			continue
 		}

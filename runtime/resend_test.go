@@ -87,6 +87,18 @@ func roundOp(op rdb.RoundOp) redistest.Match {
 	}
 }
 
+// plainRead matches a partition's plain read of new entries through its
+// generation's group (rdb/plain.go).
+func plainRead(args []string) bool {
+	return command("XREADGROUP")(args) && len(args) > 2 && strings.Contains(args[2], "@") && args[len(args)-1] == ">"
+}
+
+// plainAck matches a partition's plain ack through its generation's
+// group.
+func plainAck(args []string) bool {
+	return command("XACK")(args) && len(args) > 2 && strings.Contains(args[2], "@")
+}
+
 // command matches a plain command by name.
 func command(name string) redistest.Match {
 	return func(args []string) bool { return strings.EqualFold(args[0], name) }
@@ -97,8 +109,13 @@ var resendKinds = []resendKind{
 	{"renew", runsScript("renew", "renew_many"), resendModes},
 	{"round-read", roundOp(rdb.RoundRead), []resendMode{resendKeyed, resendBatched}},
 	{"round-oldest", roundOp(rdb.RoundReadOldest), []resendMode{resendPM}},
-	{"round-new", roundOp(rdb.RoundReadNew), []resendMode{resendBatched}},
-	{"round-ack", roundOp(rdb.RoundAck), []resendMode{resendKeyed, resendBatched, resendPM}},
+	// A partition's read of new entries after its generation's first
+	// goes as plain commands (rdb/plain.go), so round.lua's read-new
+	// runs only after an unclean answer: run, not required.
+	{"round-new", roundOp(rdb.RoundReadNew), nil},
+	{"plain-read", plainRead, []resendMode{resendKeyed, resendBatched}},
+	{"round-ack", roundOp(rdb.RoundAck), []resendMode{resendPM}},
+	{"plain-ack", plainAck, []resendMode{resendKeyed, resendBatched}},
 	// A verification goes only when a confirmation grew older than
 	// VerifyBound, which timing decides: run, not required.
 	{"verify", func(args []string) bool { return roundOp(rdb.RoundVerify)(args) || runsScript("verify")(args) }, nil},

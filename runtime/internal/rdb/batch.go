@@ -82,6 +82,11 @@ type batchCall struct {
 	res  RoundResult
 	err  error // the round's own failure (network, a refused call)
 	done chan struct{}
+	// lua: the slice goes as round.lua's, not as plain commands: their
+	// answer was not a clean one (plain.go); delivered are the entries
+	// their read delivered, whose delivery goes back first (giveBack).
+	lua       bool
+	delivered []string
 }
 
 var callPool = sync.Pool{New: func() any { return &batchCall{done: make(chan struct{}, 1)} }}
@@ -309,6 +314,22 @@ func (b *Batcher) sendNode(ctx context.Context, c redis.Cmdable, script *redis.S
 		cmd    *redis.Cmd
 	}
 	cluster := b.cluster != nil
+	type plainCall struct {
+		cl   *batchCall
+		cmds plainCmds
+	}
+	var plain []plainCall
+	if !alone {
+		lua := make([]*batchCall, 0, len(calls))
+		for _, cl := range calls {
+			if !cl.lua && plainOK(cl.s) {
+				plain = append(plain, plainCall{cl: cl})
+			} else {
+				lua = append(lua, cl)
+			}
+		}
+		calls = lua
+	}
 	var rounds []round
 	for len(calls) > 0 {
 		n := 1
@@ -335,7 +356,7 @@ func (b *Batcher) sendNode(ctx context.Context, c redis.Cmdable, script *redis.S
 		r.keys, r.args = keys, args
 		rounds = append(rounds, r)
 	}
-	if len(rounds) == 0 {
+	if len(rounds) == 0 && len(plain) == 0 {
 		return again
 	}
 	pipe := c.Pipeline()
@@ -345,6 +366,17 @@ func (b *Batcher) sendNode(ctx context.Context, c redis.Cmdable, script *redis.S
 		// a PING first keeps the rounds, which may have run, from going
 		// twice for a reply of the first.
 		pipe.Ping(ctx)
+	}
+	for _, r := range rounds {
+		for _, cl := range r.calls {
+			if len(cl.delivered) > 0 {
+				giveBack(ctx, pipe, cl.s, cl.delivered)
+				cl.delivered = nil
+			}
+		}
+	}
+	for i := range plain {
+		plain[i].cmds = queuePlain(ctx, pipe, plain[i].cl.s)
 	}
 	for i := range rounds {
 		r := &rounds[i]
@@ -357,13 +389,30 @@ func (b *Batcher) sendNode(ctx context.Context, c redis.Cmdable, script *redis.S
 		// be from an earlier try of the pipeline, so none is trusted as
 		// "not run" (moved) or split; every call gets the failure and its
 		// caller tries again.
-		err := fmt.Errorf("round pipeline of %d calls: %w", len(rounds), execErr)
+		err := fmt.Errorf("round pipeline of %d calls: %w", len(rounds)+len(plain), execErr)
 		for _, r := range rounds {
 			for _, cl := range r.calls {
 				cl.err = err
 			}
 		}
+		for _, p := range plain {
+			p.cl.err = err
+		}
 		return again
+	}
+	// A slice whose plain commands gave no clean answer goes again as
+	// round.lua's, on the same node, after this pipeline.
+	var fallback []*batchCall
+	for _, p := range plain {
+		if r, ok, delivered := p.cmds.judge(p.cl.s); ok {
+			p.cl.res = r
+		} else {
+			p.cl.lua, p.cl.delivered = true, delivered
+			fallback = append(fallback, p.cl)
+		}
+	}
+	if len(fallback) > 0 {
+		defer func() { again = append(again, b.sendNode(ctx, c, script, fallback, false)...) }()
 	}
 	for i := range rounds {
 		r := &rounds[i]

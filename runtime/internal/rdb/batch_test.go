@@ -43,7 +43,7 @@ func TestBatcherSharesRoundTrips(t *testing.T) {
 				var ack []Entry
 				next := 0
 				for {
-					es, _, err := b.ReadAhead(ctx, leases[w], "h", lanes, 4, ack, w%2 == 0)
+					es, _, err := b.ReadAhead(ctx, leases[w], "h", lanes, 4, ack, ReadFlags{Urgent: w%2 == 0})
 					if err != nil {
 						errs <- err
 						return
@@ -183,7 +183,7 @@ func TestBatcherRoundsShareScriptCalls(t *testing.T) {
 	for i := range calls {
 		go func() {
 			stream := PartitionStream("order", fmt.Sprint("r", i))
-			es, _, err := b.ReadAhead(ctx, leases[i], "h", []string{stream}, 4, nil, i%5 == 0)
+			es, _, err := b.ReadAhead(ctx, leases[i], "h", []string{stream}, 4, nil, ReadFlags{Urgent: i%5 == 0})
 			results <- result{i, es, err}
 		}()
 	}
@@ -281,7 +281,7 @@ func TestBatcherAckEntries(t *testing.T) {
 	ctx := ctxT(t)
 	b := NewBatcher(c)
 	l, stream := ownedStream(ctx, t, c, "multi", 0, 1, 2, 3, 4)
-	es, _, err := b.ReadAhead(ctx, l, "h", []string{stream}, 5, nil, false)
+	es, _, err := b.ReadAhead(ctx, l, "h", []string{stream}, 5, nil, ReadFlags{})
 	if err != nil || len(es) != 5 {
 		t.Fatalf("read: %v %v", es, err)
 	}

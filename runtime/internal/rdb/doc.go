@@ -137,7 +137,7 @@
 //	DLQ replay            MULTI/EXEC of SADD and dlq_replay.lua, sent again by ReplayDLQ itself on a lost reply
 //	signals               XADD to a wake-up stream: a duplicate wake-up costs one read
 //	AcquireAll, RenewAll  pipelines of acquire and renew_many, each as above
-//	the Batcher           pipelines of rounds, each as above
+//	the Batcher           pipelines of rounds, each as above, and of plain slices (plain.go): GET, HGET and XPENDING read; an XACK run twice acks fewer and an XREADGROUP's second run finds the first's entries pending (XPENDING), so the slice goes again as round.lua's, after an XCLAIM ... RETRYCOUNT 0 JUSTID (the same count again) gives back the delivery of what the read delivered
 //	Barrier               SET of the same marker (on a cluster, a fresh key per slot, then DEL), WAIT and INFO: reads and idempotent writes
 //	StoreAdmitAgeAcked    admit_age.lua and WAIT on one connection (the strict mode), both sent again on a new connection after a lost reply (Resend)
 //	heartbeats            PEXPIRE, SET and DEL of the engine's own keys; an empty signal wakes nobody

@@ -149,16 +149,25 @@ func FencedAck(ctx context.Context, c redis.UniversalClient, l Lease, group, str
 	return nil
 }
 
+// ReadFlags say how the Batcher sends a read.
+type ReadFlags struct {
+	// Urgent: the partition's last read was full (more is waiting than one
+	// read returns), so its call goes before the others queued.
+	Urgent bool
+	// Settled: nothing is pending under the lease's consumer but what its
+	// owner holds (RoundSlice.Settled), so a read on a generation group
+	// may go as a plain XREADGROUP.
+	Settled bool
+}
+
 // ReadAhead is FencedReadAhead in the Batcher's next round, acking acks
-// first (entries of one lane; none: nil). urgent: the partition's last
-// read was full (more is waiting than one read returns), so its call goes
-// before the others queued.
-func (b *Batcher) ReadAhead(ctx context.Context, l Lease, group string, lanes []string, count int, acks []Entry, urgent bool) ([]Entry, bool, error) {
-	s := RoundSlice{Op: RoundRead, Lease: l, Group: group, Lanes: lanes, N: count}
+// first (entries of one lane; none: nil).
+func (b *Batcher) ReadAhead(ctx context.Context, l Lease, group string, lanes []string, count int, acks []Entry, f ReadFlags) ([]Entry, bool, error) {
+	s := RoundSlice{Op: RoundRead, Lease: l, Group: group, Lanes: lanes, N: count, Settled: f.Settled}
 	if err := s.ack(acks); err != nil {
 		return nil, false, fmt.Errorf("fenced read of %v: %w", lanes, err)
 	}
-	r, err := b.run(ctx, s, urgent)
+	r, err := b.run(ctx, s, f.Urgent)
 	if err == nil {
 		err = r.Err
 	}
@@ -183,15 +192,16 @@ type Prefetch struct {
 // read and has not run or acked. held are those entries, acks excluded;
 // the newest of the first lane bounds what a resent run hands back
 // (RoundSlice.After). The caller must not send another call for the
-// partition before Wait returns, so its acks land in order.
-func (b *Batcher) ReadNew(l Lease, group string, lanes []string, count int, acks, held []Entry) *Prefetch {
+// partition before Wait returns, so its acks land in order. settled as
+// ReadFlags.Settled.
+func (b *Batcher) ReadNew(l Lease, group string, lanes []string, count int, acks, held []Entry, settled bool) *Prefetch {
 	after := "0"
 	for _, e := range held {
 		if e.Stream == lanes[0] && (after == "0" || idLess(after, e.ID)) {
 			after = e.ID
 		}
 	}
-	s := RoundSlice{Op: RoundReadNew, Lease: l, Group: group, Lanes: lanes, N: count, After: after}
+	s := RoundSlice{Op: RoundReadNew, Lease: l, Group: group, Lanes: lanes, N: count, After: after, Settled: settled}
 	if err := s.ack(acks); err != nil {
 		return &Prefetch{err: err, lanes: lanes}
 	}

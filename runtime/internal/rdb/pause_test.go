@@ -36,9 +36,9 @@ func TestPauseMarkRefusesAttempts(t *testing.T) {
 			_, _, err := FencedReadOldest(ctx, c, l, "g", rc.lanes, 1, nil)
 			return err
 		}},
-		{"Batcher.ReadAhead", func() error { _, _, err := b.ReadAhead(ctx, l, "g", rc.lanes, 4, nil, false); return err }},
+		{"Batcher.ReadAhead", func() error { _, _, err := b.ReadAhead(ctx, l, "g", rc.lanes, 4, nil, ReadFlags{}); return err }},
 		{"Batcher.ReadOldest", func() error { _, _, err := b.ReadOldest(ctx, l, "g", rc.lanes, 1, nil); return err }},
-		{"Prefetch", func() error { _, _, err := b.ReadNew(l, "g", rc.lanes, 4, nil, nil).Wait(ctx); return err }},
+		{"Prefetch", func() error { _, _, err := b.ReadNew(l, "g", rc.lanes, 4, nil, nil, false).Wait(ctx); return err }},
 	} {
 		if err := tc.call(); !errors.Is(err, ErrPaused) {
 			t.Errorf("%s on a paused partition: %v, want ErrPaused", tc.name, err)

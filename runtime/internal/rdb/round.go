@@ -89,6 +89,14 @@ type RoundSlice struct {
 	// it pending under the slice's consumer can only come from a run of
 	// the same call whose reply was lost, and they are handed back again.
 	After string
+	// Settled says, for RoundRead and RoundReadNew, that nothing is
+	// pending under the lease's consumer but the entries its owner holds
+	// (AckIDs, and for RoundReadNew those up to After): the owner's last
+	// read under this lease came back whole and found no pending entry
+	// (Entry.Pending). Such a read of one lane on a generation group goes
+	// as a plain XREADGROUP, without round.lua's pending pass (plain.go).
+	// round.lua ignores it.
+	Settled bool
 }
 
 // RoundResult is one slice's outcome.

@@ -64,6 +64,13 @@ type reads struct {
 	prefetchAcks int
 	prefetchSent time.Time
 	prefetchMark uint64
+	// settledGen is the lease generation under which the last read came
+	// back whole and found nothing pending (its entries were new), so
+	// nothing is pending under the worker's consumer but what it holds:
+	// its next read may skip the pending pass (rdb.ReadFlags.Settled).
+	// 0: not known (a new generation's first read, or after a read that
+	// failed, whose reply may be what was lost, or found a pause).
+	settledGen int64
 }
 
 // keyed reads a keyed handler's partition: its lanes in order, up to
@@ -121,7 +128,13 @@ func (keyed) next(w *Worker, marks []uint64) (en rdb.Entry, ok bool, confirmed t
 	}
 	if len(w.r.ahead) == 0 {
 		sent := time.Now()
-		es, more, err := cfg.Batch.ReadAhead(w.held.Context(), w.held.Lease(), w.group(), w.unit.Lanes, w.readCount(), w.r.unacked, w.r.deep)
+		lease := w.held.Lease()
+		es, more, err := cfg.Batch.ReadAhead(w.held.Context(), lease, w.group(), w.unit.Lanes, w.readCount(), w.r.unacked,
+			rdb.ReadFlags{Urgent: w.r.deep, Settled: w.r.settledGen == lease.Generation})
+		w.r.settledGen = 0
+		if err == nil && (len(es) == 0 || !es[0].Pending) {
+			w.r.settledGen = lease.Generation
+		}
 		if pausedBy(err) {
 			w.ackedPrevious() // the acks it carried were done
 		}
@@ -203,7 +216,8 @@ func (w *Worker) prefetchIf(seq uint64) {
 			held = append(held[:len(held):len(held)], *e)
 		}
 	}
-	w.r.prefetch = w.cfg().Batch.ReadNew(w.held.Lease(), w.group(), w.unit.Lanes, n, w.r.unacked, held)
+	lease := w.held.Lease()
+	w.r.prefetch = w.cfg().Batch.ReadNew(lease, w.group(), w.unit.Lanes, n, w.r.unacked, held, w.r.settledGen == lease.Generation)
 }
 
 // collect takes the reply of the prefetch in flight (none: nothing to
@@ -223,6 +237,11 @@ func (w *Worker) collect(ctx context.Context) error {
 	es, more, err := w.r.prefetch.Wait(ctx)
 	k, sent, mark := w.r.prefetchAcks, w.r.prefetchSent, w.r.prefetchMark
 	w.r.prefetch, w.r.prefetchAcks = nil, 0
+	if err != nil {
+		// Its reply may be what was lost: what it delivered is pending
+		// unseen until a read's pending pass hands it over.
+		w.r.settledGen = 0
+	}
 	if pausedBy(err) {
 		w.ackedFirst(k) // the acks it carried were done
 		w.r.deep = false
