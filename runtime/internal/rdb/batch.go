@@ -369,7 +369,9 @@ func (b *Batcher) sendNode(ctx context.Context, c redis.Cmdable, script *redis.S
 	}
 	for _, r := range rounds {
 		for _, cl := range r.calls {
-			if len(cl.delivered) > 0 {
+			// Before a read's pending pass, which counts a delivery as it
+			// hands them over (see giveBack; a read-new's, after it).
+			if len(cl.delivered) > 0 && cl.s.Op == RoundRead {
 				giveBack(ctx, pipe, cl.s, cl.delivered)
 				cl.delivered = nil
 			}
@@ -412,7 +414,10 @@ func (b *Batcher) sendNode(ctx context.Context, c redis.Cmdable, script *redis.S
 		}
 	}
 	if len(fallback) > 0 {
-		defer func() { again = append(again, b.sendNode(ctx, c, script, fallback, false)...) }()
+		defer func() {
+			again = append(again, b.sendNode(ctx, c, script, fallback, false)...)
+			giveBackUnseen(ctx, c, fallback)
+		}()
 	}
 	for i := range rounds {
 		r := &rounds[i]
@@ -444,6 +449,33 @@ func (b *Batcher) sendNode(ctx context.Context, c redis.Cmdable, script *redis.S
 		}
 	}
 	return again
+}
+
+// giveBackUnseen gives back the delivery of the entries a plain
+// read-new delivered (see giveBack) when round.lua's read-new, which ran
+// after it, did not hand them over (the partition paused, the lease
+// fenced, a failure): the read that does later is a pending pass, which
+// counts one. A read-new that did hand them over counted nothing, so
+// their one delivery stands.
+func giveBackUnseen(ctx context.Context, c redis.Cmdable, calls []*batchCall) {
+	var pipe redis.Pipeliner
+	for _, cl := range calls {
+		if len(cl.delivered) == 0 || cl.s.Op != RoundReadNew {
+			continue
+		}
+		if cl.err != nil || cl.res.Err != nil {
+			if pipe == nil {
+				pipe = c.Pipeline()
+			}
+			giveBack(ctx, pipe, cl.s, cl.delivered)
+		}
+		cl.delivered = nil
+	}
+	if pipe != nil {
+		// At worst an entry keeps the delivery: one more toward
+		// MaxDeliveries, as before the give-back.
+		_, _ = pipe.Exec(ctx)
+	}
 }
 
 // refusedWhole reports a round Redis refused before running it for a

@@ -41,7 +41,7 @@ import (
 // before anything new, what the plain read delivered (read.lua's pending
 // pass; read_new's entries after After). So the plain path only ever
 // answers what round.lua would have. The entries a plain read delivered
-// in a pipeline whose answer was not clean get that delivery back first
+// in a pipeline whose answer was not clean get that delivery back
 // (giveBack), so a pause does not count toward MaxDeliveries.
 //
 // A plain read skips round.lua's pending pass, so it goes only where
@@ -174,12 +174,17 @@ func (p plainCmds) clean(s RoundSlice) (r RoundResult, ok bool) {
 // for ids, entries of s's first lane pending under its consumer that its
 // owner never saw (the read's answer was not clean): XCLAIM to the same
 // consumer with RETRYCOUNT 0 (a '>' read counted them 1), so the read
-// that hands them over (round.lua's pending pass, which counts one)
-// finds them delivered once, and a pause or a lost reply costs no entry a
-// delivery toward MaxDeliveries. Run twice it sets the same count. When
-// a successor destroyed the group meanwhile it fails with NOGROUP and
-// changes nothing (the successor carried the count: one delivery more,
-// as for any entry read and not run by a stale owner).
+// that hands them over, round.lua's pending pass, which counts one,
+// finds them delivered once, and a pause costs no entry a delivery
+// toward MaxDeliveries. It goes only where a pending pass is what hands
+// them over: before a read's fallback (round.lua's R), and after a
+// read-new's only when that did not hand them over (giveBackUnseen),
+// since read-new's hand-back counts nothing. Run twice it sets the same
+// count. When a successor destroyed the group meanwhile it fails with
+// NOGROUP and changes nothing (the successor carried the count: one
+// delivery more, as for any entry read and not run by a stale owner).
+// What a run of the pipeline whose reply was lost delivered is not
+// given back: those entries count one delivery more.
 func giveBack(ctx context.Context, pipe redis.Pipeliner, s RoundSlice, ids []string) {
 	args := make([]any, 0, 8+len(ids))
 	args = append(args, "XCLAIM", s.Lanes[0], s.Group, s.Lease.Token(), "0")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -308,5 +309,55 @@ func TestBatcherPlainPauseGivesDeliveryBack(t *testing.T) {
 	es, _, err = b.ReadAhead(ctx, l, g, lanes, 2, nil, ReadFlags{})
 	if err != nil || len(es) != 1 || es[0].ID != "3-1" || es[0].Deliveries != 1 {
 		t.Fatalf("the read after Resume: %+v, %v; want 3-1 delivered once", es, err)
+	}
+}
+
+// A plain read-new whose answer was not clean goes again as round.lua's
+// read-new, which hands back what the plain read delivered counting
+// nothing: their one delivery stands. When it hands nothing back (a
+// pause), the delivery goes back, for the pending pass that will.
+func TestBatcherPlainReadNewDeliveries(t *testing.T) {
+	tests := []struct {
+		name  string
+		prep  func(s *plainScene, b *Batcher, held []Entry) []Entry // returns the acks to carry
+		err   error
+		want  []string // entries returned
+		group string   // pending: id:count...
+	}{
+		{"an ack of fewer ids", func(s *plainScene, b *Batcher, held []Entry) []Entry {
+			if err := b.AckEntries(s.ctx, s.lease, s.lease.ReadGroup(), held[:1], false); err != nil {
+				panic(err)
+			}
+			return held[:1]
+		}, nil, []string{"3-1", "4-1"}, "2-1:1 3-1:1 4-1:1"},
+		{"paused", func(s *plainScene, b *Batcher, held []Entry) []Entry {
+			s.c.HSet(s.ctx, MetaKey(s.ref.Key), MetaPaused, "{}")
+			return nil
+		}, ErrPaused, nil, "1-1:1 2-1:1 3-1:0 4-1:0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newPlainScene(t, 6, false)
+			c, ctx, l := s.c, s.ctx, s.lease
+			g, lanes := l.ReadGroup(), []string{s.stream}
+			b := NewBatcher(c)
+			held, _, err := b.ReadAhead(ctx, l, g, lanes, 2, nil, ReadFlags{})
+			if err != nil || len(held) != 2 {
+				t.Fatalf("first read: %v, %v", ids(held), err)
+			}
+			acks := tc.prep(s, b, held)
+			es, _, err := b.ReadNew(l, g, lanes, 2, acks, held[len(acks):], true).Wait(ctx)
+			if !errors.Is(err, tc.err) || !slices.Equal(ids(es), tc.want) {
+				t.Fatalf("read-new: %v, %v; want %v, %v", ids(es), err, tc.want, tc.err)
+			}
+			pending := g + " last=4-1 read=4"
+			for _, p := range strings.Fields(tc.group) {
+				id, n, _ := strings.Cut(p, ":")
+				pending += fmt.Sprintf(" %s:%s:%s", id, l.Token(), n)
+			}
+			if got := laneGroups(t, ctx, c, s.stream); !slices.Equal(got, []string{pending}) {
+				t.Fatalf("after: %v\nwant %v", got, pending)
+			}
+		})
 	}
 }
