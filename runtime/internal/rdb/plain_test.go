@@ -51,6 +51,17 @@ func newPlainScene(t *testing.T, n int, cluster bool) *plainScene {
 	return s
 }
 
+// firstRead is the generation's first read (round.lua's) through b: 1-1
+// and 2-1, which the owner then holds.
+func (s *plainScene) firstRead(t *testing.T, b *Batcher) []Entry {
+	t.Helper()
+	es, _, err := b.ReadAhead(s.ctx, s.lease, s.lease.ReadGroup(), []string{s.stream}, 2, nil, ReadFlags{})
+	if err != nil || len(es) != 2 {
+		t.Fatalf("first read: %v, %v", ids(es), err)
+	}
+	return es
+}
+
 // scripts is how many scripts the scene's servers ran so far.
 func (s *plainScene) scripts(t *testing.T) int64 {
 	cc, ok := s.c.(*redis.ClusterClient)
@@ -234,10 +245,7 @@ func TestBatcherPlainReadRunTwice(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/%s", tc.name, f), func(t *testing.T) {
 				s := newPlainScene(t, 6, false)
 				c, ctx, l := s.c.(*redis.Client), s.ctx, s.lease
-				es, _, err := NewBatcher(c).ReadAhead(ctx, l, l.ReadGroup(), []string{s.stream}, 2, nil, ReadFlags{})
-				if err != nil || len(es) != 2 {
-					t.Fatalf("first read: %v, %v", ids(es), err)
-				}
+				es := s.firstRead(t, NewBatcher(c))
 				lost := &redistest.LostReply{}
 				lc := redis.NewClient(&redis.Options{Addr: c.Options().Addr, Dialer: lost.Dialer(nil), ReadTimeout: time.Second})
 				t.Cleanup(func() { lc.Close() })
@@ -293,10 +301,7 @@ func TestBatcherPlainPauseGivesDeliveryBack(t *testing.T) {
 	c, ctx, l := s.c, s.ctx, s.lease
 	g, lanes := l.ReadGroup(), []string{s.stream}
 	b := NewBatcher(c)
-	es, _, err := b.ReadAhead(ctx, l, g, lanes, 2, nil, ReadFlags{})
-	if err != nil || len(es) != 2 {
-		t.Fatalf("first read: %v, %v", ids(es), err)
-	}
+	es := s.firstRead(t, b)
 	c.HSet(ctx, MetaKey(s.ref.Key), MetaPaused, "{}")
 	if _, _, err := b.ReadAhead(ctx, l, g, lanes, 2, es, ReadFlags{Settled: true}); !errors.Is(err, ErrPaused) {
 		t.Fatalf("a read of a paused partition: %v, want ErrPaused", err)
@@ -306,7 +311,7 @@ func TestBatcherPlainPauseGivesDeliveryBack(t *testing.T) {
 		t.Fatalf("after the paused read: %v\nwant %v (delivered, the delivery given back)", got, want)
 	}
 	c.HDel(ctx, MetaKey(s.ref.Key), MetaPaused)
-	es, _, err = b.ReadAhead(ctx, l, g, lanes, 2, nil, ReadFlags{})
+	es, _, err := b.ReadAhead(ctx, l, g, lanes, 2, nil, ReadFlags{})
 	if err != nil || len(es) != 1 || es[0].ID != "3-1" || es[0].Deliveries != 1 {
 		t.Fatalf("the read after Resume: %+v, %v; want 3-1 delivered once", es, err)
 	}
@@ -341,10 +346,7 @@ func TestBatcherPlainReadNewDeliveries(t *testing.T) {
 			c, ctx, l := s.c, s.ctx, s.lease
 			g, lanes := l.ReadGroup(), []string{s.stream}
 			b := NewBatcher(c)
-			held, _, err := b.ReadAhead(ctx, l, g, lanes, 2, nil, ReadFlags{})
-			if err != nil || len(held) != 2 {
-				t.Fatalf("first read: %v, %v", ids(held), err)
-			}
+			held := s.firstRead(t, b)
 			acks := tc.prep(s, b, held)
 			es, _, err := b.ReadNew(l, g, lanes, 2, acks, held[len(acks):], true).Wait(ctx)
 			if !errors.Is(err, tc.err) || !slices.Equal(ids(es), tc.want) {
