@@ -84,7 +84,8 @@ type batchCall struct {
 	done chan struct{}
 	// lua: the slice goes as round.lua's, not as plain commands: their
 	// answer was not a clean one (plain.go); delivered are the entries
-	// their read delivered, whose delivery goes back first (giveBack).
+	// their read delivered, whose delivery goes back (giveBack: before
+	// a read's round.lua, after a read-new's that handed nothing back).
 	lua       bool
 	delivered []string
 }
