@@ -222,6 +222,41 @@ func TestEngineReclaimsDeadOwnersPendingFirst(t *testing.T) {
 	}
 }
 
+// A dead owner left two backfill entries pending (in flight, read ahead)
+// and the partition stream has new entries: its successor runs the two
+// before anything newer, though they are on the later lane. Its reads
+// skip the pending pass (plain commands on the generation's group) only
+// once a read found nothing pending: one that did not would run the new
+// entries first, as a plain read looks at the stream alone.
+func TestEngineTakeoverRunsPendingBackfillFirst(t *testing.T) {
+	c, ctx := newRedis(t), ctxT(t)
+	p := NewPublisher(c, PublisherOptions{})
+	p.Publish(ctx, ev("a", 100), AsBackfill())
+	p.Publish(ctx, ev("a", 101), AsBackfill())
+	stream := rdb.PartitionStream("order", "a")
+	fill := rdb.BackfillStream("order", "a", DefaultBackfillSuffix)
+	dead, err := rdb.Acquire(ctx, c, rdb.PartitionLease(stream, "orders"), "dead", 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.XGroupCreate(ctx, fill, "orders", "0")
+	if es := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "orders", Consumer: dead.Token(), Streams: []string{fill, ">"}, Count: 2, Block: -1}).Val(); len(es) != 1 || len(es[0].Messages) != 2 {
+		t.Fatalf("the dead owner's read of the backfill lane: %v", es)
+	}
+	for i := 1; i <= 3; i++ {
+		p.Publish(ctx, ev("a", i))
+	}
+	j := newJournal()
+	startEngine(t, c, fastOptions("p2"), keyedHandler("orders", func(ctx context.Context, e *testEvent) error {
+		j.leave2(e.Client, e.Seq)
+		return nil
+	}))
+	eventually(t, 20*time.Second, "all applied", func() bool { return j.count("a") >= 5 })
+	if got := fmt.Sprint(j.seqs("a")); got != "[100 101 1 2 3]" {
+		t.Fatalf("applied %s, want the pending backfill entries first: [100 101 1 2 3]", got)
+	}
+}
+
 func TestEngineLostLeaseCancelsHandlerAndFences(t *testing.T) {
 	c, ctx := newRedis(t), ctxT(t)
 	entered := make(chan struct{}, 1)
